@@ -1,0 +1,43 @@
+# sandboxd — every target the README names. Needs only Go, gcc, python3 and
+# Node 20/npm; everything else is installed by these targets.
+GO      ?= go
+BIN     := bin/sandboxd
+export SANDBOXD_BIN := $(CURDIR)/$(BIN)
+
+.PHONY: all build demo test test-go test-python test-node bench fuzz clean
+
+all: build
+
+# The sidecar/CLI binary.
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/sandboxd
+
+# The main job: build, then real runs through the CLI and the sidecar.
+demo: build
+	$(BIN) run testdata/wat/well_behaved.wat --invoke add --arg 2 --arg 40
+	$(BIN) run testdata/wat/logger.wat --allow-log
+	$(GO) run ./clients/go/examples/session
+
+# Every test: Go (engine, sidecar, CLI), the Python client, the Node client.
+test: build test-go test-python test-node
+
+test-go:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+test-python: build
+	cd clients/python && PYTHONPATH=src python3 -m unittest discover -s tests -v
+
+test-node: build
+	cd clients/node && npm ci --no-audit --no-fund && npm test
+
+bench: build
+	$(GO) run ./bench
+
+# Each fuzz target for FUZZTIME (default 10m), one after another.
+FUZZTIME ?= 10m
+fuzz:
+	$(GO) test ./sandbox/internal/wasmbin -run '^$$' -fuzz FuzzInstrument -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf bin

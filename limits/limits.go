@@ -1,0 +1,129 @@
+// Package limits defines the resource fences of one sandboxed run as a
+// validated value: the fuel budget, the wall-clock deadline, the memory and
+// table caps, the instance and memory counts, and the guest log budget.
+//
+// A Limits value is plain data. The sandbox package enforces it; the rpc and
+// cmd packages build it from user input and call Validate, which names the
+// offending field so that the message can be shown to a user unchanged.
+package limits
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits are the fences of one run. The zero value is not usable: start from
+// Defaults and override fields, then call Validate.
+type Limits struct {
+	// Fuel is the instruction budget, in wasmtime fuel units (roughly one
+	// per wasm instruction). Exhausting it stops the run with fuel_exhausted.
+	Fuel uint64
+	// Timeout is the wall-clock budget from the start of instantiation
+	// (start function included) to the end of the call.
+	Timeout time.Duration
+	// MemoryBytes caps the sum of all linear memories of the run.
+	MemoryBytes uint64
+	// TableElements caps the elements of each table.
+	TableElements uint64
+	// Instances caps the instances in the run's store.
+	Instances uint64
+	// Memories caps the number of linear memories (multi-memory modules).
+	Memories uint64
+	// LogBytes caps the total bytes of guest log lines kept for the run.
+	LogBytes uint64
+}
+
+// Documented defaults. Every default is also within DefaultMaximums.
+const (
+	DefaultFuel          = 100_000_000
+	DefaultTimeout       = time.Second
+	DefaultMemoryBytes   = 16 << 20
+	DefaultTableElements = 10_000
+	DefaultInstances     = 1
+	DefaultMemories      = 1
+	DefaultLogBytes      = 1 << 20
+)
+
+// WasmPageSize is the size of one wasm linear-memory page.
+const WasmPageSize = 64 << 10
+
+// Defaults returns the limits a run gets when it asks for nothing.
+func Defaults() Limits {
+	return Limits{
+		Fuel:          DefaultFuel,
+		Timeout:       DefaultTimeout,
+		MemoryBytes:   DefaultMemoryBytes,
+		TableElements: DefaultTableElements,
+		Instances:     DefaultInstances,
+		Memories:      DefaultMemories,
+		LogBytes:      DefaultLogBytes,
+	}
+}
+
+// DefaultMaximums returns the ceilings an operator allows when they set none.
+// They exist so that a parent cannot, by mistake or malice, ask for a run
+// that would take the whole machine: 4 GiB is the most a wasm32 memory can
+// address, ten minutes is longer than any interactive use needs.
+func DefaultMaximums() Limits {
+	return Limits{
+		Fuel:          1 << 50,
+		Timeout:       10 * time.Minute,
+		MemoryBytes:   4 << 30,
+		TableElements: 10_000_000,
+		Instances:     16,
+		Memories:      16,
+		LogBytes:      64 << 20,
+	}
+}
+
+// FieldError reports an invalid limit, naming the field with its wire name.
+type FieldError struct {
+	Field   string // wire name, e.g. "fuel" or "timeoutMs"
+	Problem string // e.g. "must be > 0"
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// ErrInvalid is matched by every FieldError with errors.Is.
+var ErrInvalid = errors.New("invalid limit")
+
+// Is makes errors.Is(err, ErrInvalid) true for field errors.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// Field describes one limit: its wire name and how to read it from a Limits.
+type Field struct {
+	Name string // the wire name, used in messages and JSON
+	Get  func(Limits) uint64
+	Set  func(*Limits, uint64)
+}
+
+// Fields lists every limit in wire order. rpc and cmd use it so the set of
+// limits is written down once.
+var Fields = []Field{
+	{"fuel", func(l Limits) uint64 { return l.Fuel }, func(l *Limits, v uint64) { l.Fuel = v }},
+	{"timeoutMs", func(l Limits) uint64 { return uint64(l.Timeout / time.Millisecond) }, func(l *Limits, v uint64) { l.Timeout = time.Duration(v) * time.Millisecond }},
+	{"memoryBytes", func(l Limits) uint64 { return l.MemoryBytes }, func(l *Limits, v uint64) { l.MemoryBytes = v }},
+	{"tableElements", func(l Limits) uint64 { return l.TableElements }, func(l *Limits, v uint64) { l.TableElements = v }},
+	{"instances", func(l Limits) uint64 { return l.Instances }, func(l *Limits, v uint64) { l.Instances = v }},
+	{"memories", func(l Limits) uint64 { return l.Memories }, func(l *Limits, v uint64) { l.Memories = v }},
+	{"logBytes", func(l Limits) uint64 { return l.LogBytes }, func(l *Limits, v uint64) { l.LogBytes = v }},
+}
+
+// Validate checks every field is positive and at most the matching maximum.
+// The first problem found is returned as a *FieldError.
+func (l Limits) Validate(max Limits) error {
+	if l.Timeout%time.Millisecond != 0 {
+		return &FieldError{"timeoutMs", "must be a whole number of milliseconds"}
+	}
+	for _, f := range Fields {
+		v, m := f.Get(l), f.Get(max)
+		if v == 0 {
+			return &FieldError{f.Name, "must be > 0"}
+		}
+		if v > m {
+			return &FieldError{f.Name, fmt.Sprintf("must be <= %d (the sidecar's maximum)", m)}
+		}
+	}
+	return nil
+}

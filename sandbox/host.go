@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+)
+
+// Capabilities are the host functions a run grants. Nothing is importable
+// unless granted.
+type Capabilities struct {
+	Log    bool   // host::log(ptr i32, len i32)
+	Random bool   // host::random() -> i64, splitmix64 seeded with Seed
+	Seed   uint64 // seed of host::random
+	Clock  bool   // host::now_ns() -> i64, monotonic ns since the run began
+}
+
+// HostModule is the import module name of every host function.
+const HostModule = "host"
+
+// MaxLogLineBytes caps one guest log line; longer lines are cut (on a
+// UTF-8 boundary) and the run is marked as truncated.
+const MaxLogLineBytes = 16 << 10
+
+// hostFunc is one function of the host ABI.
+type hostFunc struct {
+	name    string
+	params  []wasmtime.ValKind
+	results []wasmtime.ValKind
+	granted func(Capabilities) bool
+}
+
+// hostABI is the whole host ABI, in the order documented in the protocol.
+var hostABI = []hostFunc{
+	{"log", []wasmtime.ValKind{wasmtime.KindI32, wasmtime.KindI32}, nil, func(c Capabilities) bool { return c.Log }},
+	{"random", nil, []wasmtime.ValKind{wasmtime.KindI64}, func(c Capabilities) bool { return c.Random }},
+	{"now_ns", nil, []wasmtime.ValKind{wasmtime.KindI64}, func(c Capabilities) bool { return c.Clock }},
+}
+
+// HostFunctions lists the capability names, for the sidecar's initialize.
+var HostFunctions = []string{"log", "random", "clock"}
+
+func (h hostFunc) signature() string {
+	return describeFuncType(kindNames(h.params), kindNames(h.results))
+}
+
+func kindNames(ks []wasmtime.ValKind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = map[wasmtime.ValKind]string{wasmtime.KindI32: "i32", wasmtime.KindI64: "i64"}[k]
+	}
+	return out
+}
+
+// checkImports rejects, before any store exists, every import that the
+// run's capabilities do not grant, naming the first such import. A granted
+// name with the wrong signature is rejected too, saying so.
+func checkImports(m *Module, caps Capabilities) *Error {
+	for _, imp := range m.Imports {
+		deny := func(why string) *Error {
+			return &Error{Kind: KindDisallowedImport, Module: imp.Module, Name: imp.Name,
+				Message: fmt.Sprintf("import %s::%s is not allowed: %s", imp.Module, imp.Name, why)}
+		}
+		h, known := lookupHost(imp.Module, imp.Name)
+		switch {
+		case !known:
+			return deny("the host ABI has no such function (granted ones are host::log, host::random, host::now_ns)")
+		case imp.Kind != "func":
+			return deny("it is a " + imp.Kind + "; the host exports only functions")
+		case !h.granted(caps):
+			return deny("the " + capabilityOf(h.name) + " capability was not granted for this run")
+		case imp.Type != h.signature():
+			return deny(fmt.Sprintf("wrong signature %s, expected %s", imp.Type, h.signature()))
+		}
+	}
+	return nil
+}
+
+func lookupHost(module, name string) (hostFunc, bool) {
+	if module != HostModule {
+		return hostFunc{}, false
+	}
+	for _, h := range hostABI {
+		if h.name == name {
+			return h, true
+		}
+	}
+	return hostFunc{}, false
+}
+
+func capabilityOf(fn string) string {
+	if fn == "now_ns" {
+		return "clock"
+	}
+	return fn
+}
+
+// hostImports builds the run's externs for the module's imports, in import
+// order. checkImports has already proved each is granted with the right
+// signature, so the set defined here is exactly the granted ones in use.
+func (r *run) hostImports() []wasmtime.AsExtern {
+	var out []wasmtime.AsExtern
+	for _, imp := range r.module.Imports {
+		h, _ := lookupHost(imp.Module, imp.Name)
+		ty := wasmtime.NewFuncType(valTypes(h.params), valTypes(h.results))
+		var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
+		switch h.name {
+		case "log":
+			fn = r.hostLog
+		case "random":
+			fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+				return []wasmtime.Val{wasmtime.ValI64(int64(r.random.next()))}, nil
+			}
+		case "now_ns":
+			fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+				return []wasmtime.Val{wasmtime.ValI64(int64(time.Since(r.started)))}, nil
+			}
+		}
+		out = append(out, wasmtime.NewFunc(r.store, ty, fn))
+	}
+	return out
+}
+
+func valTypes(ks []wasmtime.ValKind) []*wasmtime.ValType {
+	out := make([]*wasmtime.ValType, len(ks))
+	for i, k := range ks {
+		out[i] = wasmtime.NewValType(k)
+	}
+	return out
+}
+
+// hostLog copies a line out of the guest's exported memory, bounds-checked,
+// and hands it to the run's sink. It never blocks on I/O: the sink only
+// queues (see Request.Log), so a slow reader cannot stall the time fence.
+func (r *run) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	ptr, n := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
+	ext := c.GetExport("memory")
+	if ext == nil || ext.Memory() == nil {
+		r.hostTrap = "host::log needs the guest to export its memory as \"memory\""
+		return nil, wasmtime.NewTrap(r.hostTrap)
+	}
+	data := ext.Memory().UnsafeData(c)
+	if ptr+n > uint64(len(data)) {
+		r.hostTrap = fmt.Sprintf("host::log: bytes [%d, %d) lie outside the guest's memory of %d bytes", ptr, ptr+n, len(data))
+		return nil, wasmtime.NewTrap(r.hostTrap)
+	}
+	if n > MaxLogLineBytes {
+		n = MaxLogLineBytes
+		r.log.truncated = true
+	}
+	line := validUTF8(data[ptr : ptr+n])
+	if len(line) > MaxLogLineBytes { // replacement characters can grow it
+		line = cutUTF8(line, MaxLogLineBytes)
+	}
+	r.log.emit(line)
+	return nil, nil
+}
+
+// validUTF8 copies b into a string, replacing each byte that is not part of
+// a valid UTF-8 sequence with U+FFFD (as Python's and WHATWG's decoders do).
+func validUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b) + 8)
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			sb.WriteRune(utf8.RuneError)
+		} else {
+			sb.Write(b[:size])
+		}
+		b = b[size:]
+	}
+	return sb.String()
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that ends on a
+// rune boundary.
+func cutUTF8(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// logSink enforces the per-run log budget and forwards accepted lines.
+type logSink struct {
+	budget    uint64
+	used      uint64
+	lines     int
+	truncated bool
+	forward   func(line string)
+}
+
+func (s *logSink) emit(line string) {
+	if s.truncated && s.used >= s.budget {
+		return
+	}
+	if s.used+uint64(len(line)) > s.budget {
+		s.truncated = true
+		s.used = s.budget // drop every later line too: the log stays a prefix
+		return
+	}
+	s.used += uint64(len(line))
+	s.lines++
+	if s.forward != nil {
+		s.forward(line)
+	}
+}
+
+// splitmix64 is the generator behind host::random. Its stream is part of
+// the contract: with seed 42 the first value, wrapped to i32, is 803958421.
+type splitmix64 struct{ state uint64 }
+
+func (s *splitmix64) next() uint64 {
+	s.state += 0x9E3779B97F4A7C15
+	z := s.state
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}

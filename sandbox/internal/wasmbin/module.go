@@ -1,0 +1,475 @@
+package wasmbin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// Section ids of the core wasm binary format.
+const (
+	secCustom    = 0
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secTable     = 4
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secStart     = 8
+	secElement   = 9
+	secCode      = 10
+	secData      = 11
+	secDataCount = 12
+	secTag       = 13
+)
+
+// Import and export kinds.
+const (
+	kindFunc   = 0x00
+	kindTable  = 0x01
+	kindMemory = 0x02
+	kindGlobal = 0x03
+	kindTag    = 0x04
+)
+
+var wasmHeader = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+
+// sectionRank gives the position a non-custom section must have in the
+// canonical order (tag sits between memory and global, datacount between
+// element and code). Unknown ids have rank 0.
+var sectionRank = [...]int{
+	secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5,
+	secTag: 6, secGlobal: 7, secExport: 8, secStart: 9, secElement: 10,
+	secDataCount: 11, secCode: 12, secData: 13,
+}
+
+var sectionNames = [...]string{
+	secCustom: "custom", secType: "type", secImport: "import", secFunction: "function",
+	secTable: "table", secMemory: "memory", secGlobal: "global", secExport: "export",
+	secStart: "start", secElement: "element", secCode: "code", secData: "data",
+	secDataCount: "datacount", secTag: "tag",
+}
+
+// section is one raw section; offset is the absolute offset of its payload.
+type section struct {
+	id      byte
+	payload []byte
+	offset  int
+}
+
+// vecSection remembers where the elements of a vector-shaped section begin,
+// so new elements can be appended without re-encoding the old ones.
+type vecSection struct {
+	present bool
+	count   uint32
+	items   []byte // payload after the count
+}
+
+// append returns the payload with extra elements added at the end.
+func (v vecSection) append(n int, extra []byte) []byte {
+	out := appendULEB(nil, uint64(v.count)+uint64(n))
+	out = append(out, v.items...)
+	return append(out, extra...)
+}
+
+// module is the parsed view of a module that the rewriter needs.
+type module struct {
+	sections []section
+	info     Info
+
+	types, funcs, globals, exports vecSection
+	code                           *section
+
+	memories    []MemoryInfo // all memories, imported first
+	tables      []TableInfo  // all tables, imported first
+	exportNames map[string]bool
+}
+
+// parseModule checks the header, splits the module into sections in
+// canonical order, and decodes the sections whose contents matter.
+func parseModule(wasm []byte) (*module, error) {
+	if len(wasm) < len(wasmHeader) || !bytes.Equal(wasm[:4], wasmHeader[:4]) {
+		return nil, fmt.Errorf("wasmbin: not a wasm module (bad magic)")
+	}
+	if !bytes.Equal(wasm[4:8], wasmHeader[4:]) {
+		return nil, fmt.Errorf("wasmbin: unsupported wasm version % x (only core modules, version 1)", wasm[4:8])
+	}
+	m := &module{exportNames: map[string]bool{}}
+	r := newReader(wasm[len(wasmHeader):], len(wasmHeader))
+	lastRank := 0
+	for !r.eof() {
+		at := r.offset()
+		id, err := r.readByte()
+		if err != nil {
+			return nil, err
+		}
+		size, err := r.u32()
+		if err != nil {
+			return nil, fmt.Errorf("wasmbin: section header at offset %d: %w", at, err)
+		}
+		off := r.offset()
+		payload, err := r.bytes(uint64(size))
+		if err != nil {
+			return nil, fmt.Errorf("wasmbin: section %d at offset %d: %w", id, at, err)
+		}
+		if id != secCustom {
+			if int(id) >= len(sectionRank) || sectionRank[id] == 0 {
+				return nil, fmt.Errorf("wasmbin: unknown section id %d at offset %d", id, at)
+			}
+			if sectionRank[id] <= lastRank {
+				return nil, fmt.Errorf("wasmbin: %s section at offset %d is duplicated or out of order", sectionNames[id], at)
+			}
+			lastRank = sectionRank[id]
+		}
+		m.sections = append(m.sections, section{id: id, payload: payload, offset: off})
+	}
+	for i := range m.sections {
+		if err := m.parseSection(&m.sections[i]); err != nil {
+			return nil, fmt.Errorf("wasmbin: %s section: %w", sectionNames[m.sections[i].id], err)
+		}
+	}
+	return m, m.check()
+}
+
+// check verifies cross-section consistency that the rewriter relies on.
+func (m *module) check() error {
+	codeCount := uint32(0)
+	if m.code != nil {
+		r := newReader(m.code.payload, m.code.offset)
+		n, err := r.count("function body", 1)
+		if err != nil {
+			return fmt.Errorf("wasmbin: code section: %w", err)
+		}
+		codeCount = n
+	}
+	if codeCount != m.funcs.count {
+		return fmt.Errorf("wasmbin: function section declares %d functions but code section has %d bodies", m.funcs.count, codeCount)
+	}
+	if m.info.HasStart && uint64(m.info.Start) >= uint64(m.info.ImportedFuncs)+uint64(m.funcs.count) {
+		return fmt.Errorf("wasmbin: start function %d out of range", m.info.Start)
+	}
+	return nil
+}
+
+func (m *module) parseSection(s *section) error {
+	r := newReader(s.payload, s.offset)
+	var err error
+	switch s.id {
+	case secCustom, secElement, secData, secDataCount, secTag:
+		// Copied through untouched; nothing in them needs rewriting.
+		return nil
+	case secCode:
+		m.code = s
+		return nil
+	case secType:
+		err = m.parseTypes(r)
+	case secImport:
+		err = m.parseImports(r)
+	case secFunction:
+		err = m.parseFunctions(r)
+	case secTable:
+		err = m.parseTables(r)
+	case secMemory:
+		err = m.parseMemories(r)
+	case secGlobal:
+		err = m.parseGlobals(r)
+	case secExport:
+		err = m.parseExports(r)
+	case secStart:
+		err = m.parseStart(r)
+	}
+	if err == nil && !r.eof() {
+		err = r.errorf("%d trailing bytes", len(r.buf)-r.pos)
+	}
+	return err
+}
+
+// parseTypes accepts only plain function types: a GC rec group would make
+// the entry count differ from the type index space we append to.
+func (m *module) parseTypes(r *reader) error {
+	n, err := r.count("type", 3)
+	if err != nil {
+		return err
+	}
+	start := r.pos
+	for i := range n {
+		at := r.offset()
+		form, err := r.readByte()
+		if err != nil {
+			return err
+		}
+		if form != 0x60 {
+			return fmt.Errorf("offset %d: type %d: unsupported type form 0x%02x", at, i, form)
+		}
+		for range 2 { // params, results
+			if err := readValTypes(r); err != nil {
+				return fmt.Errorf("type %d: %w", i, err)
+			}
+		}
+	}
+	m.types = vecSection{present: true, count: n, items: r.buf[start:]}
+	return nil
+}
+
+func readValTypes(r *reader) error {
+	n, err := r.count("value type", 1)
+	if err != nil {
+		return err
+	}
+	for range n {
+		at := r.offset()
+		b, err := r.readByte()
+		if err != nil {
+			return err
+		}
+		if !isValType(b) {
+			return fmt.Errorf("offset %d: unsupported value type 0x%02x", at, b)
+		}
+	}
+	return nil
+}
+
+func (m *module) parseImports(r *reader) error {
+	n, err := r.count("import", 4)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		if err := m.parseImport(r); err != nil {
+			return fmt.Errorf("import %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (m *module) parseImport(r *reader) error {
+	if _, err := r.name(); err != nil {
+		return err
+	}
+	if _, err := r.name(); err != nil {
+		return err
+	}
+	at := r.offset()
+	kind, err := r.readByte()
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case kindFunc:
+		m.info.ImportedFuncs++
+		_, err = r.u32()
+	case kindTable:
+		var t TableInfo
+		if t, err = readTableType(r); err == nil {
+			m.info.ImportedTables++
+			m.tables = append(m.tables, t)
+		}
+	case kindMemory:
+		var mem MemoryInfo
+		if mem, err = readMemoryType(r); err == nil {
+			m.info.ImportedMemories++
+			m.memories = append(m.memories, mem)
+		}
+	case kindGlobal:
+		m.info.ImportedGlobals++
+		err = readGlobalType(r)
+	case kindTag:
+		err = readTagType(r)
+	default:
+		return fmt.Errorf("offset %d: unknown import kind 0x%02x", at, kind)
+	}
+	return err
+}
+
+func (m *module) parseFunctions(r *reader) error {
+	n, err := r.count("function", 1)
+	if err != nil {
+		return err
+	}
+	start := r.pos
+	if err := (&decoder{r: r}).u32s(int(n)); err != nil {
+		return err
+	}
+	m.funcs = vecSection{present: true, count: n, items: r.buf[start:]}
+	return nil
+}
+
+func (m *module) parseTables(r *reader) error {
+	n, err := r.count("table", 2)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		t, err := readTableType(r)
+		if err != nil {
+			return fmt.Errorf("table %d: %w", i, err)
+		}
+		m.info.Tables = append(m.info.Tables, t)
+		m.tables = append(m.tables, t)
+	}
+	return nil
+}
+
+func (m *module) parseMemories(r *reader) error {
+	n, err := r.count("memory", 2)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		mem, err := readMemoryType(r)
+		if err != nil {
+			return fmt.Errorf("memory %d: %w", i, err)
+		}
+		m.info.Memories = append(m.info.Memories, mem)
+		m.memories = append(m.memories, mem)
+	}
+	return nil
+}
+
+func (m *module) parseGlobals(r *reader) error {
+	n, err := r.count("global", 3)
+	if err != nil {
+		return err
+	}
+	start := r.pos
+	for i := range n {
+		if err := readGlobalType(r); err != nil {
+			return fmt.Errorf("global %d: %w", i, err)
+		}
+		d := &decoder{r: r, where: fmt.Sprintf("global %d initializer", uint64(m.info.ImportedGlobals)+uint64(i))}
+		if err := d.constExpr(); err != nil {
+			var unsupported *UnsupportedOpcodeError
+			if errors.As(err, &unsupported) {
+				return err
+			}
+			return fmt.Errorf("%s: %w", d.where, err)
+		}
+	}
+	m.globals = vecSection{present: true, count: n, items: r.buf[start:]}
+	return nil
+}
+
+func (m *module) parseExports(r *reader) error {
+	n, err := r.count("export", 3)
+	if err != nil {
+		return err
+	}
+	start := r.pos
+	for i := range n {
+		name, err := r.name()
+		if err != nil {
+			return fmt.Errorf("export %d: %w", i, err)
+		}
+		at := r.offset()
+		kind, err := r.readByte()
+		if err != nil {
+			return err
+		}
+		if kind > kindTag {
+			return fmt.Errorf("offset %d: export %q: unknown kind 0x%02x", at, name, kind)
+		}
+		if _, err := r.u32(); err != nil {
+			return err
+		}
+		m.exportNames[name] = true
+	}
+	m.exports = vecSection{present: true, count: n, items: r.buf[start:]}
+	return nil
+}
+
+func (m *module) parseStart(r *reader) error {
+	idx, err := r.u32()
+	if err != nil {
+		return err
+	}
+	m.info.HasStart = true
+	m.info.Start = idx
+	return nil
+}
+
+// readMemoryType decodes memory limits. Flag bits: 0x01 has max, 0x02
+// shared, 0x04 memory64; anything else (e.g. custom page sizes) is refused
+// because the page arithmetic of the grow helpers assumes 64 KiB pages.
+func readMemoryType(r *reader) (MemoryInfo, error) {
+	at := r.offset()
+	flags, err := r.readByte()
+	if err != nil {
+		return MemoryInfo{}, err
+	}
+	if flags > 0x07 {
+		return MemoryInfo{}, fmt.Errorf("offset %d: unsupported memory limits flags 0x%02x", at, flags)
+	}
+	mem := MemoryInfo{HasMax: flags&0x01 != 0, Shared: flags&0x02 != 0, Memory64: flags&0x04 != 0}
+	mem.MinPages, mem.MaxPages, err = readLimits(r, mem.HasMax, mem.Memory64)
+	return mem, err
+}
+
+// readTableType decodes a reference type and table limits (flag 0x04 marks
+// a table64 table, whose size and grow operands are i64).
+func readTableType(r *reader) (TableInfo, error) {
+	at := r.offset()
+	elem, err := r.readByte()
+	if err != nil {
+		return TableInfo{}, err
+	}
+	if !isRefType(elem) {
+		return TableInfo{}, fmt.Errorf("offset %d: unsupported table element type 0x%02x", at, elem)
+	}
+	at = r.offset()
+	flags, err := r.readByte()
+	if err != nil {
+		return TableInfo{}, err
+	}
+	if flags&^0x05 != 0 {
+		return TableInfo{}, fmt.Errorf("offset %d: unsupported table limits flags 0x%02x", at, flags)
+	}
+	t := TableInfo{ElemType: elem, HasMax: flags&0x01 != 0, Table64: flags&0x04 != 0}
+	t.Min, t.Max, err = readLimits(r, t.HasMax, t.Table64)
+	return t, err
+}
+
+func readLimits(r *reader, hasMax, is64 bool) (minimum, maximum uint64, err error) {
+	bits := uint(32)
+	if is64 {
+		bits = 64
+	}
+	if minimum, err = r.uleb(bits); err != nil || !hasMax {
+		return minimum, 0, err
+	}
+	maximum, err = r.uleb(bits)
+	return minimum, maximum, err
+}
+
+func readGlobalType(r *reader) error {
+	at := r.offset()
+	vt, err := r.readByte()
+	if err != nil {
+		return err
+	}
+	if !isValType(vt) {
+		return fmt.Errorf("offset %d: unsupported global type 0x%02x", at, vt)
+	}
+	at = r.offset()
+	mut, err := r.readByte()
+	if err != nil {
+		return err
+	}
+	if mut > 1 {
+		return fmt.Errorf("offset %d: invalid global mutability 0x%02x", at, mut)
+	}
+	return nil
+}
+
+func readTagType(r *reader) error {
+	at := r.offset()
+	attr, err := r.readByte()
+	if err != nil {
+		return err
+	}
+	if attr != 0 {
+		return fmt.Errorf("offset %d: invalid tag attribute 0x%02x", at, attr)
+	}
+	_, err = r.u32()
+	return err
+}

@@ -1,0 +1,65 @@
+package wasmbin
+
+import "testing"
+
+func TestTableGrowCap(t *testing.T) {
+	tests := []struct {
+		name       string
+		wat        string
+		cap        int64 // 0: leave the initial "no cap" value
+		steps      []step
+		wantDenied int64
+	}{
+		{
+			name: "funcref under and over cap",
+			wat: `(module (table 2 funcref)
+			  (func (export "grow") (param i32) (result i32) (table.grow (ref.null func) (local.get 0)))
+			  (func (export "size") (result i32) (table.size)))`,
+			cap:        5,
+			steps:      []step{{"grow", []any{3}, 2}, {"grow", []any{1}, -1}, {"size", nil, 5}},
+			wantDenied: 6,
+		},
+		{
+			name: "externref second table, cap is per table",
+			wat: `(module (table 4 funcref) (table $e 1 externref)
+			  (func (export "grow") (param i32) (result i32) (table.grow $e (ref.null extern) (local.get 0)))
+			  (func (export "grow0") (param i32) (result i32) (table.grow 0 (ref.null func) (local.get 0))))`,
+			cap:        3,
+			steps:      []step{{"grow", []any{2}, 1}, {"grow0", []any{1}, -1}, {"grow", []any{7}, -1}},
+			wantDenied: 10,
+		},
+		{
+			name: "table max is not our denial",
+			wat: `(module (table 1 2 funcref)
+			  (func (export "grow") (param i32) (result i32) (table.grow (ref.null func) (local.get 0))))`,
+			cap:   100,
+			steps: []step{{"grow", []any{5}, -1}, {"grow", []any{1}, 1}},
+		},
+		{
+			name: "table64",
+			wat: `(module (table i64 1 funcref)
+			  (func (export "grow") (param i64) (result i64) (table.grow (ref.null func) (local.get 0))))`,
+			cap:        2,
+			steps:      []step{{"grow", []any{int64(1)}, 1}, {"grow", []any{int64(1)}, -1}},
+			wantDenied: 3,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := instantiate(t, tc.wat)
+			if got := s.global(ExportTableCap); got != noCap {
+				t.Errorf("initial table cap = %#x, want %#x", got, noCap)
+			}
+			if tc.cap != 0 {
+				s.setGlobal(ExportTableCap, tc.cap)
+			}
+			s.run(tc.steps)
+			if got := s.global(ExportTableDenied); got != tc.wantDenied {
+				t.Errorf("table denied = %d, want %d", got, tc.wantDenied)
+			}
+			if got := s.global(ExportMemDeniedPages); got != 0 {
+				t.Errorf("memory denied = %d, want 0", got)
+			}
+		})
+	}
+}

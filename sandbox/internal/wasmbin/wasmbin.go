@@ -1,0 +1,136 @@
+// Package wasmbin rewrites untrusted wasm modules before sandboxd compiles
+// them.
+//
+// wasmtime-go offers no resource-limiter callback, so the host cannot learn
+// that wasmtime refused a memory.grow or table.grow. Instead, Instrument
+// replaces every memory.grow and table.grow in the module with a call to an
+// injected helper function that enforces a host-settable cap and records the
+// size that was refused in an exported global. It also removes the start
+// section (so instantiation never runs guest code) and exports every memory
+// so that the host can read memory sizes even for non-exported memories.
+//
+// Only the standard library is used, and every input is treated as hostile:
+// malformed bytes produce an error, never a panic.
+package wasmbin
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Names of the exports Instrument adds.
+const (
+	// ExportStart is the original start function, exported so the host can
+	// run it after instantiation under its own fences. Present only if the
+	// module had a start section.
+	ExportStart = "__sandboxd_start"
+	// ExportMemoryPrefix followed by a decimal memory index names the export
+	// of every memory, imported or defined.
+	ExportMemoryPrefix = "__sandboxd_memory_"
+	// ExportMemCapPages is a mutable i64 global: the cap on the total pages
+	// of all memories. Its initial value 0xFFFFFFFF means "no cap".
+	ExportMemCapPages = "__sandboxd_mem_cap_pages"
+	// ExportMemDeniedPages is a mutable i64 global, initially 0: the largest
+	// total page count a memory.grow asked for and was refused because of
+	// the cap.
+	ExportMemDeniedPages = "__sandboxd_mem_denied_pages"
+	// ExportTableCap is a mutable i64 global: the cap on the elements of
+	// each table. Initially 0xFFFFFFFF.
+	ExportTableCap = "__sandboxd_table_cap"
+	// ExportTableDenied is a mutable i64 global, initially 0: the largest
+	// element count a table.grow asked for and was refused.
+	ExportTableDenied = "__sandboxd_table_denied"
+
+	// ReservedPrefix is the prefix of every injected export. Modules that
+	// already export a name with this prefix are rejected, so a guest can
+	// never shadow or impersonate the host's view of its state.
+	ReservedPrefix = "__sandboxd_"
+)
+
+// noCap is the initial value of the cap globals.
+const noCap = 0xFFFFFFFF
+
+// Info describes the parts of a module the sandbox needs before
+// instantiation.
+type Info struct {
+	ImportedFuncs, ImportedTables, ImportedMemories, ImportedGlobals int
+
+	Memories []MemoryInfo // defined (non-imported) memories, in index order after imports
+	Tables   []TableInfo  // defined tables
+
+	HasStart bool
+	Start    uint32 // function index of the start function, if HasStart
+}
+
+// MemoryInfo is the declared type of a memory, in 64 KiB pages.
+type MemoryInfo struct {
+	MinPages uint64
+	MaxPages uint64
+	HasMax   bool
+	Memory64 bool
+	Shared   bool
+}
+
+// TableInfo is the declared type of a table.
+type TableInfo struct {
+	Min      uint64
+	Max      uint64
+	HasMax   bool
+	ElemType byte // 0x70 funcref, 0x6F externref
+	Table64  bool // table64 (memory64 proposal): sizes are i64
+}
+
+// MemoryExportName returns the name under which Instrument exports memory
+// index i.
+func MemoryExportName(i int) string {
+	return ExportMemoryPrefix + strconv.Itoa(i)
+}
+
+// Parse decodes the module's header, imports, tables, memories and start
+// function without rewriting anything. It does not decode function bodies;
+// Instrument does, and may therefore reject modules that Parse accepts.
+func Parse(wasm []byte) (*Info, error) {
+	m, err := parseModule(wasm)
+	if err != nil {
+		return nil, err
+	}
+	return m.info.clone(), nil
+}
+
+// Instrument parses wasm and returns the rewritten module plus Info about
+// the original module. The input is expected to be a module wasmtime has
+// already validated; anything the rewriter cannot handle with certainty
+// (including opcodes outside the supported feature set, reported as
+// *UnsupportedOpcodeError) is returned as an error.
+func Instrument(wasm []byte) (out []byte, info *Info, err error) {
+	m, err := parseModule(wasm)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.checkExportNames(); err != nil {
+		return nil, nil, err
+	}
+	rw := newRewriter(m)
+	code, err := rw.rewriteCode()
+	if err != nil {
+		return nil, nil, err
+	}
+	return m.assemble(rw, code), m.info.clone(), nil
+}
+
+func (i *Info) clone() *Info {
+	c := *i
+	c.Memories = append([]MemoryInfo(nil), i.Memories...)
+	c.Tables = append([]TableInfo(nil), i.Tables...)
+	return &c
+}
+
+func (m *module) checkExportNames() error {
+	for name := range m.exportNames {
+		if strings.HasPrefix(name, ReservedPrefix) {
+			return fmt.Errorf("wasmbin: module exports %q, which uses the reserved prefix %q", name, ReservedPrefix)
+		}
+	}
+	return nil
+}
