@@ -77,6 +77,21 @@ func DefaultMaximums() Limits {
 	}
 }
 
+// HardMaximums are the ceilings no configuration may exceed: what the
+// engine can enforce at all (a wasm32 memory addresses 4 GiB) or what no
+// sane run needs. The operator's maximums (flags) must lie within them.
+func HardMaximums() Limits {
+	return Limits{
+		Fuel:          1 << 62,
+		Timeout:       24 * time.Hour,
+		MemoryBytes:   4 << 30,
+		TableElements: 100_000_000,
+		Instances:     10_000,
+		Memories:      100,
+		LogBytes:      1 << 30,
+	}
+}
+
 // FieldError reports an invalid limit, naming the field with its wire name.
 type FieldError struct {
 	Field   string // wire name, e.g. "fuel" or "timeoutMs"

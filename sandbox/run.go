@@ -63,7 +63,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	if req.Module == nil {
 		return nil, newError(KindHost, "no module")
 	}
-	if err := req.Limits.Validate(limits.DefaultMaximums()); err != nil {
+	if err := req.Limits.Validate(limits.HardMaximums()); err != nil {
 		return nil, &Error{Kind: KindHost, Message: "limits." + err.Error(), err: err}
 	}
 	if ctx.Err() != nil {

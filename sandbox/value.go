@@ -123,14 +123,11 @@ func ParseValue(ty ValType, s string) (Value, error) {
 		if bits, ok := parseFloatBits(t, size); ok {
 			return Value{ty, bits}, nil
 		}
-		f, err := parseFloatText(t, size)
+		bits, err := parseFloatText(t, size)
 		if err != nil {
 			return Value{}, fmt.Errorf("%q is not an %s", s, ty)
 		}
-		if ty == F32 {
-			return ValueF32(float32(f)), nil
-		}
-		return ValueF64(f), nil
+		return Value{ty, bits}, nil
 	}
 	return Value{}, fmt.Errorf("unsupported value type %s", ty)
 }
@@ -147,20 +144,31 @@ func parseFloatBits(t string, size int) (uint64, bool) {
 	return bits, err == nil
 }
 
-func parseFloatText(t string, size int) (float64, error) {
+// parseFloatText reads decimal text or a named value. "nan" is the
+// canonical quiet NaN of the width (0x7fc00000, 0x7ff8000000000000), not
+// Go's math.NaN(), whose payload is 1.
+func parseFloatText(t string, size int) (uint64, error) {
+	quiet, sign := uint64(0x7ff8000000000000), uint64(1)<<63
+	inf := uint64(0x7ff0000000000000)
+	if size == 32 {
+		quiet, sign, inf = 0x7fc00000, 1<<31, 0x7f800000
+	}
 	switch strings.ToLower(t) {
 	case "nan", "+nan":
-		return math.NaN(), nil
+		return quiet, nil
 	case "-nan":
-		return math.Copysign(math.NaN(), -1), nil
+		return quiet | sign, nil
 	case "inf", "+inf", "infinity", "+infinity":
-		return math.Inf(1), nil
+		return inf, nil
 	case "-inf", "-infinity":
-		return math.Inf(-1), nil
+		return inf | sign, nil
 	}
 	f, err := strconv.ParseFloat(t, size)
 	if err != nil {
 		return 0, err
 	}
-	return f, nil
+	if size == 32 {
+		return uint64(math.Float32bits(float32(f))), nil
+	}
+	return math.Float64bits(f), nil
 }

@@ -2,7 +2,6 @@ package wasmbin
 
 // Opcodes used in the injected helper bodies.
 const (
-	opIfInstr      = 0x04
 	opReturn       = 0x0f
 	opLocalGet     = 0x20
 	opLocalSet     = 0x21
@@ -59,7 +58,7 @@ func (m *module) assemble(rw *rewriter, code []byte) []byte {
 			continue // the host runs the start function via ExportStart
 		}
 		payload := s.payload
-		if p, ok := replaced[s.id]; ok && s.id != secCustom {
+		if p, ok := replaced[s.id]; ok {
 			payload = p
 		}
 		out = append(out, s.id)
@@ -242,7 +241,7 @@ func (g *helperGen) body(k helperKey) []byte {
 	if it == valI64 {
 		// A 64-bit delta can wrap the sum; saturate so it is denied.
 		b = append(b, opLocalGet, byte(scratch), opLocalGet, byte(delta), opI64LtU,
-			opIfInstr, blockTypeEmpty, opI64Const, 0x7f, opLocalSet, byte(scratch), opEnd)
+			opIf, blockTypeEmpty, opI64Const, 0x7f, opLocalSet, byte(scratch), opEnd)
 	}
 	capGlobal, deniedGlobal := g.firstGlobal+globalMemCap, g.firstGlobal+globalMemDenied
 	if k.table {
@@ -251,9 +250,9 @@ func (g *helperGen) body(k helperKey) []byte {
 	// if request > cap { if denied < request { denied = request }; return -1 }
 	b = append(b, opLocalGet, byte(scratch), opGlobalGet)
 	b = appendULEB(b, uint64(capGlobal))
-	b = append(b, opI64GtU, opIfInstr, blockTypeEmpty, opGlobalGet)
+	b = append(b, opI64GtU, opIf, blockTypeEmpty, opGlobalGet)
 	b = appendULEB(b, uint64(deniedGlobal))
-	b = append(b, opLocalGet, byte(scratch), opI64LtU, opIfInstr, blockTypeEmpty,
+	b = append(b, opLocalGet, byte(scratch), opI64LtU, opIf, blockTypeEmpty,
 		opLocalGet, byte(scratch), opGlobalSet)
 	b = appendULEB(b, uint64(deniedGlobal))
 	b = append(b, opEnd)

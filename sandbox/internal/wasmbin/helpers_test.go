@@ -46,6 +46,7 @@ func instrumentWAT(t testing.TB, engine *wasmtime.Engine, wat string) ([]byte, *
 	if err := wasmtime.ModuleValidate(engine, out); err != nil {
 		t.Fatalf("instrumented module does not validate: %v", err)
 	}
+	checkGrowsOnlyInHelpers(t, wasm, out)
 	return out, info
 }
 
@@ -135,6 +136,63 @@ func (s *sandbox) run(steps []step) {
 	for i, st := range steps {
 		if got := s.call(st.fn, st.args...); got != st.want {
 			s.t.Errorf("step %d: %s%v = %d, want %d", i, st.fn, st.args, got, st.want)
+		}
+	}
+}
+
+// growSites counts the memory.grow and table.grow instructions in each
+// function of wasm, keyed by function index.
+func growSites(t testing.TB, wasm []byte) map[uint64]int {
+	t.Helper()
+	m, err := parseModule(wasm)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	sites := map[uint64]int{}
+	if m.code == nil {
+		return sites
+	}
+	r := newReader(m.code.payload, m.code.offset)
+	n, err := r.u32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		size, _ := r.u32()
+		body, err := r.bytes(uint64(size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := newReader(body, 0)
+		if err := skipLocals(br); err != nil {
+			t.Fatal(err)
+		}
+		d := &decoder{r: br}
+		for !br.eof() {
+			in, err := d.next()
+			if err != nil {
+				t.Fatalf("function %d: %v", i, err)
+			}
+			if in.kind == kindMemoryGrow || in.kind == kindTableGrow {
+				sites[uint64(m.info.ImportedFuncs)+uint64(i)]++
+			}
+		}
+	}
+	return sites
+}
+
+// checkGrowsOnlyInHelpers asserts that instrumentation left grow
+// instructions only in the injected functions, one per helper.
+func checkGrowsOnlyInHelpers(t testing.TB, in, out []byte) {
+	t.Helper()
+	before, err := parseModule(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstHelper := uint64(before.info.ImportedFuncs) + uint64(before.funcs.count)
+	for fn, n := range growSites(t, out) {
+		if fn < firstHelper || n != 1 {
+			t.Errorf("function %d still has %d grow instructions (first helper is %d)", fn, n, firstHelper)
 		}
 	}
 }

@@ -65,7 +65,7 @@ func TestMemoryGrowCap(t *testing.T) {
 			  (func (export "size1") (result i32) (memory.size $b)))`,
 			cap: 5,
 			steps: []step{
-				{"grow1", []any{2}, 2}, // total 1+4 = 5
+				{"grow1", []any{2}, 2},  // total 1+4 = 5
 				{"grow0", []any{1}, -1}, // total 6
 				{"size1", nil, 4},
 			},

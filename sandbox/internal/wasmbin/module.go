@@ -61,9 +61,8 @@ type section struct {
 // vecSection remembers where the elements of a vector-shaped section begin,
 // so new elements can be appended without re-encoding the old ones.
 type vecSection struct {
-	present bool
-	count   uint32
-	items   []byte // payload after the count
+	count uint32
+	items []byte // payload after the count
 }
 
 // append returns the payload with extra elements added at the end.
@@ -208,7 +207,7 @@ func (m *module) parseTypes(r *reader) error {
 			}
 		}
 	}
-	m.types = vecSection{present: true, count: n, items: r.buf[start:]}
+	m.types = vecSection{count: n, items: r.buf[start:]}
 	return nil
 }
 
@@ -291,7 +290,7 @@ func (m *module) parseFunctions(r *reader) error {
 	if err := (&decoder{r: r}).u32s(int(n)); err != nil {
 		return err
 	}
-	m.funcs = vecSection{present: true, count: n, items: r.buf[start:]}
+	m.funcs = vecSection{count: n, items: r.buf[start:]}
 	return nil
 }
 
@@ -346,7 +345,7 @@ func (m *module) parseGlobals(r *reader) error {
 			return fmt.Errorf("%s: %w", d.where, err)
 		}
 	}
-	m.globals = vecSection{present: true, count: n, items: r.buf[start:]}
+	m.globals = vecSection{count: n, items: r.buf[start:]}
 	return nil
 }
 
@@ -374,7 +373,7 @@ func (m *module) parseExports(r *reader) error {
 		}
 		m.exportNames[name] = true
 	}
-	m.exports = vecSection{present: true, count: n, items: r.buf[start:]}
+	m.exports = vecSection{count: n, items: r.buf[start:]}
 	return nil
 }
 

@@ -71,8 +71,10 @@ func (r *reader) uleb(bits uint) (uint64, error) {
 		}
 		shift := 7 * i
 		if i == maxBytes-1 {
-			remaining := bits - shift
-			if b&0x80 != 0 || (remaining < 7 && b>>remaining != 0) {
+			if b&0x80 != 0 {
+				break
+			}
+			if remaining := bits - shift; remaining < 7 && b>>remaining != 0 {
 				return 0, fmt.Errorf("offset %d: integer too large for u%d", start, bits)
 			}
 		}
@@ -96,11 +98,13 @@ func (r *reader) sleb(bits uint) (int64, error) {
 		}
 		shift := 7 * i
 		if i == maxBytes-1 {
-			remaining := bits - shift
+			if b&0x80 != 0 {
+				break
+			}
 			// Sign-extend the 7 payload bits; the bits beyond the
 			// width must all equal the sign bit.
-			v := int8(b<<1) >> 1
-			if b&0x80 != 0 || (v>>(remaining-1) != 0 && v>>(remaining-1) != -1) {
+			remaining := bits - shift
+			if v := int8(b<<1) >> 1 >> (remaining - 1); v != 0 && v != -1 {
 				return 0, fmt.Errorf("offset %d: integer too large for s%d", start, bits)
 			}
 		}

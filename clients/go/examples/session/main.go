@@ -1,0 +1,75 @@
+// Command session shows a whole sidecar session from Go: spawn, initialize,
+// a run with streamed logs, a run that fails, shutdown. It is the last
+// step of `make demo`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/sandboxd/sandboxd/clients/go/sandboxd"
+	"github.com/sandboxd/sandboxd/rpc"
+)
+
+func main() {
+	if err := session(); err != nil {
+		fmt.Fprintln(os.Stderr, "session:", err)
+		os.Exit(1)
+	}
+}
+
+func session() error {
+	bin := os.Getenv("SANDBOXD_BIN")
+	if bin == "" {
+		bin = "bin/sandboxd"
+	}
+	ctx := context.Background()
+	c, err := sandboxd.Start(ctx, bin, sandboxd.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	var info rpc.InitializeResult
+	if err := c.Call(ctx, rpc.MethodInitialize, map[string]any{}, &info); err != nil {
+		return err
+	}
+	fmt.Printf("initialize: %s %s on wasmtime-go %s, %d workers\n", info.ServerInfo.Name, info.ServerInfo.Version, info.Engine.Wasmtime, info.MaxConcurrency)
+
+	res, err := c.Run(ctx, rpc.RunParams{
+		Module:       rpc.ModuleSpec{Path: sandboxd.Str("testdata/wat/logger.wat")},
+		Capabilities: &rpc.CapabilitySpec{Log: true},
+	}, func(seq int, line string) { fmt.Printf("log %d: %s\n", seq, line) })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("run logger: %d log line(s), fuel %d, peak memory %d bytes\n", res.LogLines, res.FuelConsumed, res.PeakMemoryBytes)
+
+	res, err = c.Run(ctx, rpc.RunParams{
+		Module:   rpc.ModuleSpec{Path: sandboxd.Str("testdata/wat/well_behaved.wat")},
+		Function: "add", Args: []json.RawMessage{json.RawMessage("2"), json.RawMessage("40")},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("run add(2, 40): %s, fuel %d\n", res.Values[0].Value, res.FuelConsumed)
+
+	_, err = c.Run(ctx, rpc.RunParams{
+		Module: rpc.ModuleSpec{Path: sandboxd.Str("testdata/wat/infinite_loop.wat")},
+		Limits: map[string]uint64{"fuel": 1_000_000},
+	}, nil)
+	var e *sandboxd.Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("infinite loop: expected a run error, got %v", err)
+	}
+	fmt.Printf("run infinite_loop: error %d %s\n", e.Code, e.Kind())
+
+	if err := c.Close(); err != nil {
+		return err
+	}
+	fmt.Println("shutdown: ok")
+	return nil
+}

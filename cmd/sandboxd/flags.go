@@ -1,0 +1,60 @@
+package main
+
+import (
+	"flag"
+	"strings"
+	"unicode"
+
+	"github.com/sandboxd/sandboxd/limits"
+)
+
+// kebab turns a wire name (timeoutMs) into a flag name (timeout-ms).
+func kebab(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if unicode.IsUpper(r) {
+			b.WriteByte('-')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// limitFlags registers --PREFIX-<limit> for every limit, starting from
+// base, and returns a function that reads the flags back.
+func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string) func() limits.Limits {
+	vals := make([]*uint64, len(limits.Fields))
+	for i, f := range limits.Fields {
+		vals[i] = fs.Uint64(prefix+kebab(f.Name), f.Get(base), what+" "+f.Name)
+	}
+	return func() limits.Limits {
+		l := base
+		for i, f := range limits.Fields {
+			f.Set(&l, *vals[i])
+		}
+		return l
+	}
+}
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments (flag.Parse alone stops at the first positional).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// multiFlag collects a repeated flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/rpc"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// exitUsage is the status of a usage error (the host kind's code).
+const exitUsage = 1
+
+func runMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandboxd run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: sandboxd run FILE [--invoke NAME] [--arg V]... [flags]\n\nFILE is a .wasm or .wat file. Flags:")
+		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "\nExit codes: 0 ok, 1 host/usage error, 2 fuel_exhausted, 3 timeout, 4 memory_limit_exceeded,\n5 disallowed_import, 6 invalid_module, 7 export, 8 trap, 9 cancelled (SIGINT).")
+	}
+	def := limits.Defaults()
+	invoke := fs.String("invoke", "run", "the export to call")
+	var argTexts multiFlag
+	fs.Var(&argTexts, "arg", "an argument, parsed by the export's parameter type (repeat for each; floats accept nan, inf, -inf, -0 and 0x<bits>)")
+	fuel := fs.Uint64("fuel", def.Fuel, "fuel budget (instructions)")
+	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline in milliseconds")
+	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB (all linear memories together)")
+	tableElems := fs.Uint64("table-elements", def.TableElements, "cap on the elements of each table")
+	memories := fs.Uint64("memories", def.Memories, "number of linear memories allowed")
+	logBytes := fs.Uint64("log-bytes", def.LogBytes, "total guest log bytes kept")
+	allowLog := fs.Bool("allow-log", false, "grant host::log")
+	seed := fs.String("seed", "", "grant host::random, seeded with this unsigned integer")
+	allowClock := fs.Bool("allow-clock", false, "grant host::now_ns")
+	asJSON := fs.Bool("json", false, "print one JSON object: the sidecar's run result, or {\"error\": ...}")
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(positional) != 1 {
+		fmt.Fprintln(stderr, "sandboxd run: give exactly one FILE (.wasm or .wat)")
+		fs.Usage()
+		return exitUsage
+	}
+	l := def
+	l.Fuel, l.Timeout, l.MemoryBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20
+	l.TableElements, l.Memories, l.LogBytes = *tableElems, *memories, *logBytes
+	if err := l.Validate(limits.HardMaximums()); err != nil {
+		fmt.Fprintf(stderr, "sandboxd run: %s\n", cliLimitError(err))
+		return exitUsage
+	}
+	caps := sandbox.Capabilities{Log: *allowLog, Clock: *allowClock}
+	if *seed != "" {
+		v, err := sandbox.ParseValue(sandbox.I64, *seed)
+		if err != nil || strings.HasPrefix(*seed, "-") {
+			fmt.Fprintf(stderr, "sandboxd run: --seed: %q is not an unsigned integer\n", *seed)
+			return exitUsage
+		}
+		caps.Random, caps.Seed = true, v.Bits
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	eng, err := sandbox.NewEngine(sandbox.Config{})
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd run: %v\n", err)
+		return exitUsage
+	}
+	defer eng.Close()
+
+	out := &cliOutput{stdout: stdout, stderr: stderr, json: *asJSON}
+	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: positional[0]})
+	if err != nil {
+		return out.failure(err)
+	}
+	var vals []sandbox.Value
+	if exp, ok := mod.Export(*invoke); ok && exp.Kind == "func" && len(exp.Params) == len(argTexts) {
+		for i, text := range argTexts {
+			v, err := sandbox.ParseValue(sandbox.ValType(exp.Params[i]), text)
+			if err != nil {
+				fmt.Fprintf(stderr, "sandboxd run: --arg %d: %v\n", i+1, err)
+				return exitUsage
+			}
+			vals = append(vals, v)
+		}
+	} else {
+		for range argTexts { // let the engine name the arity or export problem
+			vals = append(vals, sandbox.Value{Type: "?"})
+		}
+	}
+	seq := 0
+	res, err := eng.Run(ctx, sandbox.Request{Module: mod, Function: *invoke, Args: vals, Limits: l, Capabilities: caps,
+		Log: func(line string) { out.log(seq, line); seq++ }})
+	if err != nil {
+		return out.failure(err)
+	}
+	return out.success(mod, res)
+}
+
+func cliLimitError(err error) string {
+	var fe *limits.FieldError
+	if errors.As(err, &fe) {
+		name := map[string]string{"timeoutMs": "--timeout-ms", "memoryBytes": "--memory-mb", "tableElements": "--table-elements",
+			"logBytes": "--log-bytes", "fuel": "--fuel", "memories": "--memories", "instances": "--instances"}[fe.Field]
+		return name + ": " + fe.Problem
+	}
+	return err.Error()
+}
+
+// cliOutput prints a run the way the CLI promises: log lines as they
+// arrive, values on stdout, usage on stderr; or one JSON object.
+type cliOutput struct {
+	stdout, stderr io.Writer
+	json           bool
+}
+
+func (o *cliOutput) log(_ int, line string) {
+	w := o.stdout
+	if o.json { // stdout carries exactly one JSON object
+		w = o.stderr
+	}
+	fmt.Fprintf(w, "[guest log] %s\n", line)
+}
+
+func (o *cliOutput) success(mod *sandbox.Module, res *sandbox.Result) int {
+	if o.json {
+		o.printJSON(rpc.RunResult{
+			Values: rpc.EncodeValues(res.Values), FuelConsumed: res.FuelConsumed, PeakMemoryBytes: res.PeakMemoryBytes,
+			ElapsedMicros: res.Elapsed.Microseconds(), ModuleID: mod.ID, LogLines: res.LogLines, LogTruncated: res.LogTruncated,
+		})
+		return 0
+	}
+	texts := make([]string, len(res.Values))
+	for i, v := range res.Values {
+		texts[i] = v.String()
+	}
+	fmt.Fprintf(o.stdout, "result: %s\n", strings.Join(texts, ", "))
+	fmt.Fprintf(o.stderr, "fuel consumed: %d\npeak memory: %d bytes\n", res.FuelConsumed, res.PeakMemoryBytes)
+	if res.LogTruncated {
+		fmt.Fprintln(o.stderr, "guest log truncated by the log limits")
+	}
+	return 0
+}
+
+func (o *cliOutput) failure(err error) int {
+	kind := sandbox.KindOf(err)
+	if o.json {
+		o.printJSON(rpc.ErrorResponse{Error: rpc.ErrorObject(err)})
+	} else {
+		fmt.Fprintf(o.stderr, "error: %v\n", err)
+		var se *sandbox.Error
+		if errors.As(err, &se) && se.Usage != nil {
+			fmt.Fprintf(o.stderr, "fuel consumed: %d\npeak memory: %d bytes\n", se.Usage.FuelConsumed, se.Usage.PeakMemoryBytes)
+		}
+	}
+	return kind.Info().ExitCode
+}
+
+func (o *cliOutput) printJSON(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(o.stderr, "sandboxd run: %v\n", err)
+		return
+	}
+	fmt.Fprintf(o.stdout, "%s\n", b)
+}

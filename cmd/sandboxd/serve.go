@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/rpc"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// Exit statuses of `sandboxd serve`.
+const (
+	exitServeOK         = 0 // stdin ended, or exit after shutdown
+	exitServeNoShutdown = 1 // exit without shutdown, or bad flags
+	exitServeFraming    = 2 // the input stream could not be split into messages
+)
+
+func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandboxd serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	framing := fs.String("framing", string(rpc.FramingContentLength), "message framing: content-length or ndjson")
+	maxConc := fs.Int("max-concurrency", runtime.NumCPU(), "runs executing at once")
+	maxQueue := fs.Int("max-queue", rpc.DefaultMaxQueue, "runs waiting for a worker before requests get busy")
+	maxMsg := fs.Int64("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted message")
+	cacheEntries := fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory")
+	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "summed wasm bytes of the modules kept in memory")
+	cacheDir := fs.String("cache-dir", "", "directory for wasmtime's persistent compilation cache (off when empty)")
+	maxModule := fs.Int("max-module-bytes", sandbox.DefaultMaxModuleBytes, "largest accepted module")
+	tick := fs.Duration("tick", sandbox.DefaultTick, "epoch tick: the granularity of deadlines and cancellation")
+	logLevel := fs.String("log-level", "info", "stderr log level: debug, info, warn, error")
+	defaults := limitFlags(fs, "default-", limits.Defaults(), "default")
+	maximums := limitFlags(fs, "max-", limits.DefaultMaximums(), "maximum")
+	if rest, err := parseInterspersed(fs, args); err != nil {
+		return exitServeNoShutdown
+	} else if len(rest) > 0 {
+		fmt.Fprintf(stderr, "sandboxd serve: unexpected argument %q\n", rest[0])
+		return exitServeNoShutdown
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "sandboxd serve: --log-level: %v\n", err)
+		return exitServeNoShutdown
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	eng, err := sandbox.NewEngine(sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
+		CacheDir: *cacheDir, MaxModuleBytes: *maxModule})
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		return exitServeNoShutdown
+	}
+	defer eng.Close()
+	srv, err := rpc.NewServer(eng, rpc.Options{
+		Framing: rpc.Framing(*framing), MaxConcurrency: *maxConc, MaxQueue: *maxQueue, MaxMessageBytes: *maxMsg,
+		Defaults: defaults(), Maximums: maximums(), Logger: logger, Version: version,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		return exitServeNoShutdown
+	}
+
+	// A parent that dies closes our stdout: with SIGPIPE observed, writes
+	// fail with EPIPE and the server ends in order instead of being killed
+	// mid-write. SIGINT/SIGTERM end it in order too.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger.Debug("serving", "framing", *framing, "maxConcurrency", *maxConc)
+	err = srv.Serve(ctx, stdin, stdout)
+	var fe *rpc.FramingError
+	switch {
+	case err == nil:
+		return exitServeOK
+	case errors.Is(err, rpc.ErrExitWithoutShutdown):
+		return exitServeNoShutdown
+	case errors.As(err, &fe):
+		fmt.Fprintf(stderr, "sandboxd serve: %v; exiting\n", fe)
+		return exitServeFraming
+	default:
+		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		return exitServeNoShutdown
+	}
+}
+
+// wasmtimeVersion reports the linked wasmtime-go module version.
+func wasmtimeVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/bytecodealliance/wasmtime-go/v39" {
+				return dep.Version
+			}
+		}
+	}
+	return sandbox.WasmtimeVersion
+}

@@ -1,0 +1,356 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"math/big"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// runSpec is a decoded `run` request, before the module is compiled.
+type runSpec struct {
+	source   sandbox.Source
+	function string
+	args     []json.RawMessage
+	limits   limits.Limits
+	caps     sandbox.Capabilities
+}
+
+// object decodes raw as a JSON object whose keys are all in allowed,
+// naming field (its path) in every error. Unknown keys are refused so that
+// a typo ("timeout" for "timeoutMs") is an error, not a silent default.
+func object(raw json.RawMessage, field string, allowed ...string) (map[string]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, paramErr(field, "must be an object, got %s", kindOfJSON(raw))
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, paramErr(field, "must be an object: %v", err)
+	}
+	for k := range obj {
+		if !contains(allowed, k) {
+			return nil, paramErr(join(field, k), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+		}
+	}
+	return obj, nil
+}
+
+func join(parent, child string) string {
+	if parent == "params" || parent == "" {
+		return child
+	}
+	return parent + "." + child
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func kindOfJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func stringField(raw json.RawMessage, field string) (string, error) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", paramErr(field, "must be a string, got %s", kindOfJSON(bytes.TrimSpace(raw)))
+	}
+	return s, nil
+}
+
+func boolField(raw json.RawMessage, field string) (bool, error) {
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, paramErr(field, "must be true or false, got %s", kindOfJSON(bytes.TrimSpace(raw)))
+	}
+	return b, nil
+}
+
+// uintField reads a JSON integer >= 0 (or, if allowString, a decimal
+// string) that fits in 64 bits.
+func uintField(raw json.RawMessage, field string, allowString bool) (uint64, error) {
+	raw = bytes.TrimSpace(raw)
+	lit := string(raw)
+	if allowString && len(raw) > 0 && raw[0] == '"' {
+		if err := json.Unmarshal(raw, &lit); err != nil {
+			return 0, paramErr(field, "must be an integer")
+		}
+	} else if len(raw) == 0 || !(raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
+		return 0, paramErr(field, "must be an integer, got %s", kindOfJSON(raw))
+	}
+	if len(lit) > 400 {
+		return 0, paramErr(field, "must be an integer that fits in 64 bits")
+	}
+	f, _, err := big.ParseFloat(lit, 10, 256, big.ToNearestEven)
+	if err != nil || !f.IsInt() {
+		return 0, paramErr(field, "must be an integer, got %s", lit)
+	}
+	n, _ := f.Int(nil)
+	if n.Sign() < 0 {
+		return 0, paramErr(field, "must be > 0, got %s", lit)
+	}
+	if !n.IsUint64() {
+		return 0, paramErr(field, "must be at most %d", uint64(math.MaxUint64))
+	}
+	return n.Uint64(), nil
+}
+
+// decodeModule reads a module spec: exactly one of wat, wasm, id, path.
+func decodeModule(raw json.RawMessage, field string) (sandbox.Source, error) {
+	obj, err := object(raw, field, "wat", "wasm", "id", "path")
+	if err != nil {
+		return sandbox.Source{}, err
+	}
+	if len(obj) != 1 {
+		return sandbox.Source{}, paramErr(field, "give exactly one of wat, wasm, id, path (got %d)", len(obj))
+	}
+	var src sandbox.Source
+	for k, v := range obj {
+		s, err := stringField(v, join(field, k))
+		if err != nil {
+			return src, err
+		}
+		if s == "" {
+			return src, paramErr(join(field, k), "must not be empty")
+		}
+		switch k {
+		case "wat":
+			src.WAT = s
+		case "wasm":
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return src, paramErr(join(field, k), "not valid base64: %v", err)
+			}
+			src.Wasm = b
+		case "id":
+			if !strings.HasPrefix(s, sandbox.IDPrefix) {
+				return src, paramErr(join(field, k), "must look like %s<hex>, got %q", sandbox.IDPrefix, truncate(s, 80))
+			}
+			src.ID = s
+		case "path":
+			src.Path = s
+		}
+	}
+	return src, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// decodeLimits overlays the given fields on defaults and checks them
+// against the server's maximums.
+func decodeLimits(raw json.RawMessage, defaults, max limits.Limits) (limits.Limits, error) {
+	l := defaults
+	if raw == nil {
+		return l, nil
+	}
+	names := make([]string, len(limits.Fields))
+	for i, f := range limits.Fields {
+		names[i] = f.Name
+	}
+	obj, err := object(raw, "limits", names...)
+	if err != nil {
+		return l, err
+	}
+	for _, f := range limits.Fields {
+		v, ok := obj[f.Name]
+		if !ok {
+			continue
+		}
+		n, err := uintField(v, "limits."+f.Name, false)
+		if err != nil {
+			return l, err
+		}
+		if n == 0 {
+			return l, paramErr("limits."+f.Name, "must be > 0")
+		}
+		if f.Name == "timeoutMs" && n > uint64(math.MaxInt64/1_000_000) {
+			return l, paramErr("limits.timeoutMs", "must be <= %d (the sidecar's maximum)", f.Get(max))
+		}
+		f.Set(&l, n)
+	}
+	if err := l.Validate(max); err != nil {
+		var fe *limits.FieldError
+		if asFieldError(err, &fe) {
+			return l, paramErr("limits."+fe.Field, "%s", fe.Problem)
+		}
+		return l, paramErr("limits", "%v", err)
+	}
+	return l, nil
+}
+
+func asFieldError(err error, target **limits.FieldError) bool {
+	fe, ok := err.(*limits.FieldError)
+	if ok {
+		*target = fe
+	}
+	return ok
+}
+
+func decodeCapabilities(raw json.RawMessage) (sandbox.Capabilities, error) {
+	var caps sandbox.Capabilities
+	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
+		return caps, nil
+	}
+	obj, err := object(raw, "capabilities", "log", "random", "clock")
+	if err != nil {
+		return caps, err
+	}
+	if v, ok := obj["log"]; ok {
+		if caps.Log, err = boolField(v, "capabilities.log"); err != nil {
+			return caps, err
+		}
+	}
+	if v, ok := obj["clock"]; ok {
+		if caps.Clock, err = boolField(v, "capabilities.clock"); err != nil {
+			return caps, err
+		}
+	}
+	if v, ok := obj["random"]; ok {
+		r, err := object(v, "capabilities.random", "seed")
+		if err != nil {
+			return caps, err
+		}
+		seed, ok := r["seed"]
+		if !ok {
+			return caps, paramErr("capabilities.random.seed", "required (an integer 0..2^64-1 or a decimal string)")
+		}
+		if caps.Seed, err = uintField(seed, "capabilities.random.seed", true); err != nil {
+			return caps, err
+		}
+		caps.Random = true
+	}
+	return caps, nil
+}
+
+// decodeRun reads the params of `run`.
+func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
+	obj, err := object(raw, "params", "module", "function", "args", "limits", "capabilities")
+	if err != nil {
+		return nil, err
+	}
+	spec := &runSpec{function: "run"}
+	m, ok := obj["module"]
+	if !ok {
+		return nil, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
+	}
+	if spec.source, err = decodeModule(m, "module"); err != nil {
+		return nil, err
+	}
+	if v, ok := obj["function"]; ok {
+		if spec.function, err = stringField(v, "function"); err != nil {
+			return nil, err
+		}
+		if spec.function == "" {
+			return nil, paramErr("function", "must not be empty")
+		}
+	}
+	if v, ok := obj["args"]; ok {
+		v = bytes.TrimSpace(v)
+		if len(v) == 0 || (v[0] != '[' && string(v) != "null") {
+			return nil, paramErr("args", "must be an array, got %s", kindOfJSON(v))
+		}
+		if err := json.Unmarshal(v, &spec.args); err != nil {
+			return nil, paramErr("args", "must be an array: %v", err)
+		}
+	}
+	if spec.limits, err = decodeLimits(obj["limits"], defaults, max); err != nil {
+		return nil, err
+	}
+	if spec.caps, err = decodeCapabilities(obj["capabilities"]); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// decodeCompile reads the params of `compile`.
+func decodeCompile(raw json.RawMessage) (sandbox.Source, error) {
+	obj, err := object(raw, "params", "module")
+	if err != nil {
+		return sandbox.Source{}, err
+	}
+	m, ok := obj["module"]
+	if !ok {
+		return sandbox.Source{}, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
+	}
+	return decodeModule(m, "module")
+}
+
+// decodeArgs converts raw args to values of the export's parameter types.
+// A count mismatch is left to the engine, which reports it as an export
+// error naming the signature.
+func decodeArgs(raw []json.RawMessage, params []string) ([]sandbox.Value, error) {
+	if len(raw) != len(params) {
+		vals := make([]sandbox.Value, len(raw))
+		for i := range vals {
+			vals[i] = sandbox.Value{Type: "?"}
+		}
+		return vals, nil
+	}
+	vals := make([]sandbox.Value, len(raw))
+	for i, r := range raw {
+		ty := sandbox.ValType(params[i])
+		if !contains([]string{"i32", "i64", "f32", "f64"}, params[i]) {
+			return nil, nil // the engine reports the unsupported type
+		}
+		v, err := DecodeArg(r, ty)
+		if err != nil {
+			return nil, paramErr(argField(i), "%v", err)
+		}
+		vals[i] = v
+	}
+	return vals, nil
+}
+
+func argField(i int) string { return "args[" + strconv.Itoa(i) + "]" }
+
+// limitsMap renders limits with their wire names.
+func limitsMap(l limits.Limits) map[string]uint64 {
+	out := make(map[string]uint64, len(limits.Fields))
+	for _, f := range limits.Fields {
+		out[f.Name] = f.Get(l)
+	}
+	return out
+}
+
+// sortedKinds returns every outcome key of stats: "ok" and each kind.
+func sortedKinds() []string {
+	keys := []string{"ok"}
+	for _, k := range sandbox.Kinds {
+		keys = append(keys, string(k.Kind))
+	}
+	sort.Strings(keys)
+	return keys
+}

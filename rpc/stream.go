@@ -1,0 +1,423 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Framing is how messages are delimited on the byte stream.
+type Framing string
+
+// The two framings. Content-Length is the LSP base protocol.
+const (
+	FramingContentLength Framing = "content-length"
+	FramingNDJSON        Framing = "ndjson"
+)
+
+// maxHeaderLine bounds one Content-Length header line.
+const maxHeaderLine = 8 << 10
+
+// FramingError means the input can no longer be split into messages: the
+// sidecar answers what it owes and exits with status 2.
+type FramingError struct{ Problem string }
+
+func (e *FramingError) Error() string { return "unrecoverable framing error: " + e.Problem }
+
+// oversizedError means one message was too large; it was skipped and the
+// stream is still in step.
+type oversizedError struct{ size, max int64 }
+
+func (e *oversizedError) Error() string {
+	if e.size < 0 {
+		return fmt.Sprintf("message exceeds --max-message-bytes %d", e.max)
+	}
+	return fmt.Sprintf("message of %d bytes exceeds --max-message-bytes %d", e.size, e.max)
+}
+
+// frameReader splits the input into message bodies.
+type frameReader struct {
+	r       *bufio.Reader
+	framing Framing
+	max     int64
+}
+
+func newFrameReader(r io.Reader, framing Framing, max int64) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), framing: framing, max: max}
+}
+
+// next returns the next message body. Errors: io.EOF at a clean end,
+// *oversizedError (recoverable), *FramingError (fatal).
+func (f *frameReader) next() ([]byte, error) {
+	if f.framing == FramingNDJSON {
+		return f.nextLine()
+	}
+	return f.nextContentLength()
+}
+
+func (f *frameReader) nextContentLength() ([]byte, error) {
+	length := int64(-1)
+	for lines := 0; ; lines++ {
+		line, err := f.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) || len(line) > maxHeaderLine {
+			return nil, &FramingError{fmt.Sprintf("header line longer than %d bytes", maxHeaderLine)}
+		}
+		if err != nil {
+			if err == io.EOF && lines == 0 && len(line) == 0 {
+				return nil, io.EOF
+			}
+			return nil, &FramingError{"end of input inside a message header"}
+		}
+		text := strings.TrimRight(string(line), "\r\n")
+		if text == "" {
+			if lines == 0 { // tolerate blank lines between messages
+				lines--
+				continue
+			}
+			break
+		}
+		name, value, ok := strings.Cut(text, ":")
+		if !ok {
+			return nil, &FramingError{fmt.Sprintf("malformed header line %q", truncate(text, 80))}
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
+			n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+			if err != nil || n < 0 {
+				return nil, &FramingError{fmt.Sprintf("invalid Content-Length %q", truncate(strings.TrimSpace(value), 40))}
+			}
+			length = n
+		}
+	}
+	if length < 0 {
+		return nil, &FramingError{"message header has no Content-Length"}
+	}
+	if length > f.max {
+		if _, err := io.CopyN(io.Discard, f.r, length); err != nil {
+			return nil, &FramingError{"end of input inside an oversized message body"}
+		}
+		return nil, &oversizedError{length, f.max}
+	}
+	body := make([]byte, length)
+	if n, err := io.ReadFull(f.r, body); err != nil {
+		return nil, &FramingError{fmt.Sprintf("end of input after %d of %d body bytes", n, length)}
+	}
+	return body, nil
+}
+
+func (f *frameReader) nextLine() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := f.r.ReadSlice('\n')
+		if int64(len(line)+len(chunk)) > f.max+1 { // +1: the newline itself
+			if errors.Is(err, bufio.ErrBufferFull) {
+				if skipErr := f.skipLine(); skipErr != nil {
+					return nil, &FramingError{"end of input inside an oversized message"}
+				}
+			}
+			return nil, &oversizedError{-1, f.max}
+		}
+		line = append(line, chunk...)
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF:
+			if len(bytes.TrimSpace(line)) == 0 {
+				return nil, io.EOF
+			}
+			return line, nil // a last message without its newline; EOF comes next
+		case err != nil:
+			return nil, err
+		}
+		if len(bytes.TrimSpace(line)) == 0 { // blank line: keep reading
+			line = line[:0]
+			continue
+		}
+		return line, nil
+	}
+}
+
+func (f *frameReader) skipLine() error {
+	for {
+		_, err := f.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return err
+	}
+}
+
+// encodeFrame frames one JSON message.
+func encodeFrame(framing Framing, body []byte) []byte {
+	if framing == FramingNDJSON {
+		return append(body, '\n')
+	}
+	frame := make([]byte, 0, len(body)+32)
+	frame = append(frame, "Content-Length: "...)
+	frame = strconv.AppendInt(frame, int64(len(body)), 10)
+	frame = append(frame, "\r\n\r\n"...)
+	return append(frame, body...)
+}
+
+// outbox is the single writer of the output. Senders never block: frames
+// are queued and one goroutine writes them in order. A guest's host::log
+// therefore never waits on the parent's pipe, and every notification of a
+// run is queued before its response, so it is written before it too.
+type outbox struct {
+	w       *bufio.Writer
+	framing Framing
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   [][]byte
+	pending int64 // bytes queued and not yet written
+	closed  bool
+	broken  error
+	done    chan struct{}
+}
+
+func newOutbox(w io.Writer, framing Framing) *outbox {
+	o := &outbox{w: bufio.NewWriterSize(w, 64<<10), framing: framing, done: make(chan struct{})}
+	o.cond = sync.NewCond(&o.mu)
+	go o.loop()
+	return o
+}
+
+// send queues one JSON body. After close or a write error it is dropped.
+func (o *outbox) send(body []byte) {
+	frame := encodeFrame(o.framing, body)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || o.broken != nil {
+		return
+	}
+	o.queue = append(o.queue, frame)
+	o.pending += int64(len(frame))
+	o.cond.Broadcast()
+}
+
+func (o *outbox) loop() {
+	defer close(o.done)
+	for {
+		o.mu.Lock()
+		for len(o.queue) == 0 && !o.closed {
+			o.cond.Wait()
+		}
+		batch := o.queue
+		o.queue = nil
+		closed := o.closed
+		o.mu.Unlock()
+
+		var err error
+		for _, frame := range batch {
+			if _, err = o.w.Write(frame); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = o.w.Flush()
+		}
+		o.mu.Lock()
+		for _, frame := range batch {
+			o.pending -= int64(len(frame))
+		}
+		if err != nil {
+			o.broken = err
+			o.queue, o.pending = nil, 0
+		}
+		o.cond.Broadcast()
+		o.mu.Unlock()
+		if err != nil || (closed && len(batch) == 0) {
+			return
+		}
+	}
+}
+
+// waitBelow blocks while more than limit bytes wait to be written, so the
+// server takes no new work while the parent is not reading. It returns
+// early when the outbox is closed or broken.
+func (o *outbox) waitBelow(limit int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for o.pending > limit && !o.closed && o.broken == nil {
+		o.cond.Wait()
+	}
+}
+
+// close flushes what is queued, waiting at most timeout for a parent that
+// does not read, and stops the writer.
+func (o *outbox) close(timeout time.Duration) error {
+	o.mu.Lock()
+	o.closed = true
+	o.cond.Broadcast()
+	o.mu.Unlock()
+	select {
+	case <-o.done:
+	case <-time.After(timeout):
+		return errors.New("output not drained: the parent is not reading")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.broken
+}
+
+// errorMessage is a response the stream writes itself, for input the
+// JSON-RPC layer never sees (unparsable, oversized, invalid envelopes).
+type errorMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func errorBody(id json.RawMessage, code int64, msg string) []byte {
+	m := errorMessage{JSONRPC: "2.0", ID: id}
+	if m.ID == nil {
+		m.ID = json.RawMessage("null")
+	}
+	m.Error.Code, m.Error.Message = code, msg
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// stream adapts the frame reader and the outbox to jsonrpc2.ObjectStream.
+// It screens each message before jsonrpc2 sees it, because jsonrpc2 closes
+// the connection on any message it cannot decode; here a bad message gets
+// its error response and the stream moves on.
+type stream struct {
+	in    *frameReader
+	out   *outbox
+	onEnd func(error) // called once when input ends; returns when owed responses are queued
+	warn  func(msg string, args ...any)
+	end   sync.Once
+	input io.Reader
+}
+
+func (s *stream) WriteObject(obj any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	s.out.send(b)
+	return nil
+}
+
+func (s *stream) ReadObject(v any) error {
+	for {
+		body, err := s.in.next()
+		var big *oversizedError
+		switch {
+		case errors.As(err, &big):
+			s.warn("refused oversized message", "error", big.Error())
+			s.out.send(errorBody(nil, CodeInvalidRequest, big.Error()))
+			continue
+		case err != nil:
+			s.end.Do(func() { s.onEnd(err) })
+			return err
+		}
+		if ok := s.screen(body); !ok {
+			continue
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: "+err.Error()))
+			continue
+		}
+		return nil
+	}
+}
+
+// Close is called by jsonrpc2 when the connection closes.
+func (s *stream) Close() error {
+	if c, ok := s.input.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// screen checks the JSON-RPC envelope, answering what is invalid. It
+// reports whether the message should be passed on.
+func (s *stream) screen(body []byte) bool {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if json.Valid(trimmed) {
+			s.out.send(errorBody(nil, CodeInvalidRequest, "batch requests are not supported: send one request per message"))
+		} else {
+			s.out.send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
+		}
+		return false
+	}
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &env); err != nil {
+		if json.Valid(trimmed) {
+			s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: a message must be a JSON object"))
+		} else {
+			s.out.send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
+		}
+		return false
+	}
+	id, hasID := env["id"]
+	if hasID && !validID(id) {
+		s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: id must be a string or a non-negative integer"))
+		return false
+	}
+	method, hasMethod := env["method"]
+	if !hasMethod {
+		_, isResult := env["result"]
+		_, isError := env["error"]
+		if isResult || isError {
+			s.warn("ignoring a response sent to the server", "id", string(id))
+			return false
+		}
+		s.out.send(errorBody(idOrNull(id, hasID), CodeInvalidRequest, `invalid request: "method" is missing`))
+		return false
+	}
+	var name string
+	if err := json.Unmarshal(method, &name); err != nil {
+		s.out.send(errorBody(idOrNull(id, hasID), CodeInvalidRequest, `invalid request: "method" must be a string`))
+		return false
+	}
+	if v, ok := env["jsonrpc"]; !ok || string(bytes.TrimSpace(v)) != `"2.0"` {
+		s.out.send(errorBody(idOrNull(id, hasID), CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
+		return false
+	}
+	if p, ok := env["params"]; ok {
+		p = bytes.TrimSpace(p)
+		if len(p) == 0 || (p[0] != '{' && p[0] != '[' && string(p) != "null") {
+			if hasID {
+				s.out.send(errorBody(id, CodeInvalidParams, "params: must be an object"))
+			}
+			return false
+		}
+	}
+	return true
+}
+
+func idOrNull(id json.RawMessage, has bool) json.RawMessage {
+	if !has {
+		return nil
+	}
+	return id
+}
+
+// validID accepts the ids jsonrpc2 can echo exactly: strings and
+// non-negative integers that fit in 64 bits.
+func validID(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return false
+	}
+	if raw[0] == '"' {
+		var s string
+		return json.Unmarshal(raw, &s) == nil
+	}
+	_, err := strconv.ParseUint(string(raw), 10, 64)
+	return err == nil
+}

@@ -1,0 +1,214 @@
+// Package rpc is the sidecar: JSON-RPC 2.0 over a byte stream (the
+// process's stdin and stdout), framed like a language server, serving the
+// methods of docs/protocol.md over the sandbox engine.
+//
+// This file holds the wire types: every object that crosses the pipe, with
+// the JSON names the protocol document uses.
+package rpc
+
+import (
+	"encoding/json"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Method names.
+const (
+	MethodInitialize = "initialize"
+	MethodRun        = "run"
+	MethodCompile    = "compile"
+	MethodStats      = "stats"
+	MethodShutdown   = "shutdown"
+	MethodExit       = "exit"
+	MethodCancel     = "$/cancelRequest"
+	NotifyLog        = "log"
+)
+
+// ModuleSpec names a module: exactly one field is set.
+type ModuleSpec struct {
+	WAT  *string `json:"wat,omitempty"`
+	Wasm *string `json:"wasm,omitempty"` // base64 (standard alphabet, padded)
+	ID   *string `json:"id,omitempty"`   // "sha256:<hex>" from an earlier compile or run
+	Path *string `json:"path,omitempty"` // a file on the sidecar's machine
+}
+
+// RunParams are the params of `run`. Args stay raw until the export's
+// parameter types are known.
+type RunParams struct {
+	Module       ModuleSpec        `json:"module"`
+	Function     string            `json:"function,omitempty"` // default "run"
+	Args         []json.RawMessage `json:"args,omitempty"`
+	Limits       map[string]uint64 `json:"limits,omitempty"` // wire names of limits.Fields
+	Capabilities *CapabilitySpec   `json:"capabilities,omitempty"`
+}
+
+// CapabilitySpec grants host functions. Absent means not granted.
+type CapabilitySpec struct {
+	Log    bool        `json:"log,omitempty"`
+	Random *RandomSpec `json:"random,omitempty"`
+	Clock  bool        `json:"clock,omitempty"`
+}
+
+// RandomSpec seeds host::random. Seed is a JSON integer or decimal string.
+type RandomSpec struct {
+	Seed json.RawMessage `json:"seed"`
+}
+
+// WireValue is one typed value. Value is a number (i32, finite floats), a
+// decimal string (i64) or "NaN"/"Infinity"/"-Infinity"; Bits is the raw
+// IEEE bits of a float as "0x" + hex and is always set for floats.
+type WireValue struct {
+	Type  string          `json:"type"`
+	Value json.RawMessage `json:"value"`
+	Bits  string          `json:"bits,omitempty"`
+}
+
+// RunResult is the result of `run`.
+type RunResult struct {
+	Values          []WireValue `json:"values"`
+	FuelConsumed    uint64      `json:"fuelConsumed"`
+	PeakMemoryBytes uint64      `json:"peakMemoryBytes"`
+	ElapsedMicros   int64       `json:"elapsedMicros"`
+	QueuedMicros    int64       `json:"queuedMicros"`
+	ModuleID        string      `json:"moduleId"`
+	LogLines        int         `json:"logLines"`
+	LogTruncated    bool        `json:"logTruncated"`
+}
+
+// CompileParams are the params of `compile`.
+type CompileParams struct {
+	Module ModuleSpec `json:"module"`
+}
+
+// ImportInfo describes one import of a compiled module.
+type ImportInfo struct {
+	Module string `json:"module"`
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	Type   string `json:"type"`
+}
+
+// ExportInfo describes one export of a compiled module.
+type ExportInfo struct {
+	Name    string   `json:"name"`
+	Kind    string   `json:"kind"`
+	Params  []string `json:"params"`
+	Results []string `json:"results"`
+}
+
+// CompileResult is the result of `compile`.
+type CompileResult struct {
+	ModuleID      string       `json:"moduleId"`
+	Imports       []ImportInfo `json:"imports"`
+	Exports       []ExportInfo `json:"exports"`
+	Cached        bool         `json:"cached"`
+	CompileMicros int64        `json:"compileMicros"`
+}
+
+// InitializeResult is the result of `initialize`.
+type InitializeResult struct {
+	ServerInfo     ServerInfo `json:"serverInfo"`
+	Engine         EngineInfo `json:"engine"`
+	Capabilities   ServerCaps `json:"capabilities"`
+	Limits         LimitsInfo `json:"limits"`
+	MaxConcurrency int        `json:"maxConcurrency"`
+	MaxQueue       int        `json:"maxQueue"`
+}
+
+// ServerInfo names the server.
+type ServerInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// EngineInfo names the engine.
+type EngineInfo struct {
+	Wasmtime string `json:"wasmtime"`
+}
+
+// ServerCaps lists what the server offers.
+type ServerCaps struct {
+	HostFunctions []string `json:"hostFunctions"`
+	ValueTypes    []string `json:"valueTypes"`
+	Framing       string   `json:"framing"`
+}
+
+// LimitsInfo gives the defaults a run gets and the most it may ask for,
+// keyed by the wire names of the limits.
+type LimitsInfo struct {
+	Defaults map[string]uint64 `json:"defaults"`
+	Maximums map[string]uint64 `json:"maximums"`
+}
+
+// StatsResult is the result of `stats`.
+type StatsResult struct {
+	Runs              map[string]uint64 `json:"runs"` // by outcome kind; "ok" for success
+	InFlight          int               `json:"inFlight"`
+	Queued            int               `json:"queued"`
+	QueuedMicrosTotal int64             `json:"queuedMicrosTotal"`
+	Cache             CacheInfo         `json:"cache"`
+	UptimeMs          int64             `json:"uptimeMs"`
+	Requests          uint64            `json:"requests"`
+}
+
+// CacheInfo is the compile cache's counters.
+type CacheInfo struct {
+	Entries int    `json:"entries"`
+	Bytes   int64  `json:"bytes"`
+	Hits    uint64 `json:"hits"`
+	Misses  uint64 `json:"misses"`
+}
+
+// CancelParams are the params of `$/cancelRequest`.
+type CancelParams struct {
+	ID jsonrpc2.ID `json:"id"`
+}
+
+// LogParams are the params of the `log` notification.
+type LogParams struct {
+	ID   jsonrpc2.ID `json:"id"`
+	Seq  int         `json:"seq"`
+	Line string      `json:"line"`
+}
+
+// ErrorData is the data of a run-outcome error.
+type ErrorData struct {
+	Kind            string      `json:"kind"`
+	Budget          *uint64     `json:"budget,omitempty"`
+	TimeoutMs       *uint64     `json:"timeoutMs,omitempty"`
+	Limit           *uint64     `json:"limit,omitempty"`
+	Resource        string      `json:"resource,omitempty"`
+	Requested       *uint64     `json:"requested,omitempty"`
+	Module          *string     `json:"module,omitempty"`
+	Name            *string     `json:"name,omitempty"`
+	Function        *string     `json:"function,omitempty"`
+	TrapCode        string      `json:"trapCode,omitempty"`
+	Frames          []FrameInfo `json:"frames,omitempty"`
+	FuelConsumed    *uint64     `json:"fuelConsumed,omitempty"`
+	PeakMemoryBytes *uint64     `json:"peakMemoryBytes,omitempty"`
+	Queued          *int        `json:"queued,omitempty"`
+	MaxQueue        *int        `json:"maxQueue,omitempty"`
+}
+
+// FrameInfo is one wasm frame of a trap, innermost first.
+type FrameInfo struct {
+	Func         string `json:"func,omitempty"`
+	FuncIndex    uint32 `json:"funcIndex"`
+	ModuleOffset uint   `json:"moduleOffset"`
+}
+
+// Protocol error codes (JSON-RPC 2.0 and LSP).
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+	CodeBusy           = -32000
+	CodeCancelled      = -32800
+)
+
+// ErrorResponse is the whole error response as the CLI's --json prints it.
+type ErrorResponse struct {
+	Error *jsonrpc2.Error `json:"error"`
+}

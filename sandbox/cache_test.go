@@ -1,0 +1,339 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// newEngine is a private engine for tests that read its cache counters.
+func newEngine(t *testing.T, cfg sandbox.Config) *sandbox.Engine {
+	t.Helper()
+	e, err := sandbox.NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// uniqueWAT is a small valid module whose bytes differ per tag.
+func uniqueWAT(tag string) string {
+	return fmt.Sprintf(`(module (func (export %q) (result i32) i32.const 7))`, tag)
+}
+
+func TestCompileCacheHit(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, sandbox.Config{})
+	ctx := context.Background()
+	src := sandbox.Source{WAT: uniqueWAT("hit")}
+	m1, info1, err := e.Compile(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info1.Cached {
+		t.Error("first compile reported cached")
+	}
+	m2, info2, err := e.Compile(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m1 != m2 || !info2.Cached {
+		t.Errorf("second compile: same module %v, cached %v", m1 == m2, info2.Cached)
+	}
+	// The same bytes given as binary, and by id, are the same module.
+	wasm := mustWat2Wasm(t, src.WAT)
+	m3, info3, err := e.Compile(ctx, sandbox.Source{Wasm: wasm})
+	if err != nil || m3 != m1 || !info3.Cached {
+		t.Errorf("binary of the same module: same %v cached %v err %v", m3 == m1, info3.Cached, err)
+	}
+	if m1.ID != sandbox.ModuleID(wasm) || !strings.HasPrefix(m1.ID, sandbox.IDPrefix) {
+		t.Errorf("id %s, want %s", m1.ID, sandbox.ModuleID(wasm))
+	}
+	m4, info4, err := e.Compile(ctx, sandbox.Source{ID: m1.ID})
+	if err != nil || m4 != m1 || !info4.Cached {
+		t.Errorf("by id: same %v cached %v err %v", m4 == m1, info4.Cached, err)
+	}
+	st := e.CacheStats()
+	t.Logf("stats %+v", st)
+	if st.Entries != 1 || st.Misses != 1 || st.Hits != 3 || st.Bytes != int64(len(wasm)) {
+		t.Errorf("stats = %+v, want 1 entry of %d bytes, 1 miss, 3 hits", st, len(wasm))
+	}
+}
+
+// mustWat2Wasm converts text to binary with the same converter Compile
+// uses, so the binary has the same id as the text.
+func mustWat2Wasm(t *testing.T, wat string) []byte {
+	t.Helper()
+	wasm, err := wasmtime.Wat2Wasm(wat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wasm
+}
+
+// sandboxRequest calls the first exported function of m, without
+// arguments, under the default limits.
+func sandboxRequest(m *sandbox.Module) sandbox.Request {
+	fn := ""
+	for _, x := range m.Exports {
+		if x.Kind == "func" {
+			fn = x.Name
+			break
+		}
+	}
+	return sandbox.Request{Module: m, Function: fn, Limits: limits.Defaults()}
+}
+
+// TestCompileConcurrentSingleFlight: 20 goroutines compiling the same new
+// bytes at once get one module, compiled once.
+func TestCompileConcurrentSingleFlight(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, sandbox.Config{})
+	// A module big enough that compiling takes a moment, so the goroutines
+	// really overlap.
+	var b strings.Builder
+	b.WriteString("(module\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, "  (func (export \"f%d\") (param i32) (result i32) (i32.mul (i32.add (local.get 0) (i32.const %d)) (i32.const 3)))\n", i, i)
+	}
+	b.WriteString(")")
+	src := sandbox.Source{WAT: b.String()}
+
+	const n = 20
+	mods := make([]*sandbox.Module, n)
+	infos := make([]sandbox.CompileInfo, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			mods[i], infos[i], errs[i] = e.Compile(context.Background(), src)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	cached := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("compile %d: %v", i, errs[i])
+		}
+		if mods[i] != mods[0] {
+			t.Errorf("compile %d returned a different *Module", i)
+		}
+		if infos[i].Cached {
+			cached++
+		}
+	}
+	st := e.CacheStats()
+	t.Logf("stats %+v; %d of %d compiles reported cached", st, cached, n)
+	if st.Entries != 1 {
+		t.Errorf("entries = %d, want 1", st.Entries)
+	}
+	if st.Hits+st.Misses != n {
+		t.Errorf("hits %d + misses %d != %d lookups", st.Hits, st.Misses, n)
+	}
+	if st.Misses != 1 {
+		t.Errorf("misses = %d for one module compiled once, want 1: concurrent compiles that waited "+
+			"for the same in-flight compile are each counted as a miss", st.Misses)
+	}
+}
+
+func TestCacheEvictionByEntries(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, sandbox.Config{CacheEntries: 2})
+	ctx := context.Background()
+	compile := func(tag string) *sandbox.Module {
+		t.Helper()
+		m, _, err := e.Compile(ctx, sandbox.Source{WAT: uniqueWAT(tag)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a, b := compile("a"), compile("b")
+	// Touch a, so b is the least recently used.
+	if _, info, err := e.Compile(ctx, sandbox.Source{ID: a.ID}); err != nil || !info.Cached {
+		t.Fatalf("a by id: %v %v", info, err)
+	}
+	c := compile("c")
+	if st := e.CacheStats(); st.Entries != 2 {
+		t.Errorf("entries = %d, want 2", st.Entries)
+	}
+	for _, m := range []*sandbox.Module{a, c} {
+		if got, _, err := e.Compile(ctx, sandbox.Source{ID: m.ID}); err != nil || got != m {
+			t.Errorf("%s should still be cached: %v", m.ID, err)
+		}
+	}
+	_, _, err := e.Compile(ctx, sandbox.Source{ID: b.ID})
+	se := wantKind(t, err, sandbox.KindInvalidModule)
+	if !strings.Contains(se.Message, b.ID) {
+		t.Errorf("message %q does not name the id %s", se.Message, b.ID)
+	}
+	// An evicted module stays usable by whoever holds it.
+	if res, err := e.Run(ctx, sandboxRequest(b)); err != nil || res.Values[0] != i32(7) {
+		t.Errorf("run of evicted module: %v %v", res, err)
+	}
+	// An id never seen is refused the same way.
+	unknown := sandbox.IDPrefix + strings.Repeat("0", 64)
+	_, _, err = e.Compile(ctx, sandbox.Source{ID: unknown})
+	if se := wantKind(t, err, sandbox.KindInvalidModule); !strings.Contains(se.Message, unknown) {
+		t.Errorf("message %q does not name the id", se.Message)
+	}
+}
+
+func TestCacheEvictionByBytes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	probe := newEngine(t, sandbox.Config{})
+	m, _, err := probe.Compile(ctx, sandbox.Source{WAT: uniqueWAT("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for two of these modules (their sizes are equal), not three.
+	e := newEngine(t, sandbox.Config{CacheBytes: int64(2*m.Size + m.Size/2)})
+	var ids []string
+	for _, tag := range []string{"x", "y", "z"} {
+		m, _, err := e.Compile(ctx, sandbox.Source{WAT: uniqueWAT(tag)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	st := e.CacheStats()
+	if st.Entries != 2 || st.Bytes != int64(2*m.Size) {
+		t.Errorf("stats = %+v, want 2 entries of %d bytes", st, m.Size)
+	}
+	if _, _, err := e.Compile(ctx, sandbox.Source{ID: ids[0]}); sandbox.KindOf(err) != sandbox.KindInvalidModule {
+		t.Errorf("oldest module by id: %v, want invalid_module", err)
+	}
+}
+
+func TestCompileInvalid(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, sandbox.Config{MaxModuleBytes: 4096})
+	bigFile := filepath.Join(t.TempDir(), "big.wat")
+	if err := os.WriteFile(bigFile, []byte("(module)"+strings.Repeat(" ", 5000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		src   sandbox.Source
+		kind  sandbox.Kind
+		inMsg string
+	}{
+		{"bad wat", sandbox.Source{WAT: "(module (func (export \"f\") i32.bogus))"}, sandbox.KindInvalidModule, "invalid WAT"},
+		{"not wat at all", sandbox.Source{WAT: "garbage"}, sandbox.KindInvalidModule, "invalid WAT"},
+		{"truncated binary", sandbox.Source{Wasm: []byte("\x00asm\x01\x00\x00\x00\x01")}, sandbox.KindInvalidModule, ""},
+		{"bad version", sandbox.Source{Wasm: []byte("\x00asm\x02\x00\x00\x00")}, sandbox.KindInvalidModule, ""},
+		{"type error", sandbox.Source{WAT: `(module (func (result i32) i64.const 1))`}, sandbox.KindInvalidModule, "type mismatch"},
+		{"oversized wat", sandbox.Source{WAT: "(module)" + strings.Repeat(" ", 4096)}, sandbox.KindInvalidModule, "maximum is 4096"},
+		{"oversized wasm", sandbox.Source{Wasm: append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 5000)...)}, sandbox.KindInvalidModule, "maximum is 4096"},
+		{"oversized path", sandbox.Source{Path: bigFile}, sandbox.KindInvalidModule, "maximum is 4096"},
+		{"missing path", sandbox.Source{Path: filepath.Join(t.TempDir(), "nope.wasm")}, sandbox.KindHost, "cannot read"},
+		{"two sources", sandbox.Source{WAT: "(module)", ID: "sha256:00"}, sandbox.KindHost, "exactly one"},
+		{"no source", sandbox.Source{}, sandbox.KindHost, "exactly one"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := e.Compile(context.Background(), tc.src)
+			se := wantKind(t, err, tc.kind)
+			t.Logf("%v", se)
+			if !strings.Contains(se.Message, tc.inMsg) {
+				t.Errorf("message %q does not mention %q", se.Message, tc.inMsg)
+			}
+			for _, leak := range []string{"backtrace", "Stack backtrace", "wasmtime::", "rust"} {
+				if strings.Contains(se.Message, leak) {
+					t.Errorf("message leaks %q: %q", leak, se.Message)
+				}
+			}
+		})
+	}
+	if st := e.CacheStats(); st.Entries != 0 {
+		t.Errorf("failed compiles were cached: %+v", st)
+	}
+	// A module just under the maximum is fine.
+	if _, _, err := e.Compile(context.Background(), sandbox.Source{WAT: uniqueWAT("small")}); err != nil {
+		t.Errorf("small module refused: %v", err)
+	}
+}
+
+func TestEngineConfigValidation(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []sandbox.Config{
+		{Tick: time.Microsecond},
+		{Tick: 2 * time.Second},
+		{CacheEntries: -1},
+		{CacheBytes: -1},
+		{MaxModuleBytes: -1},
+	} {
+		if e, err := sandbox.NewEngine(cfg); err == nil {
+			e.Close()
+			t.Errorf("NewEngine(%+v) accepted", cfg)
+		}
+	}
+}
+
+// TestPersistentCache: with CacheDir set, wasmtime writes compiled
+// artifacts there (possibly in the background).
+func TestPersistentCache(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := newEngine(t, sandbox.Config{CacheDir: dir})
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: uniqueWAT("persistent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Run(context.Background(), sandboxRequest(m)); err != nil || res.Values[0] != i32(7) {
+		t.Fatalf("run: %v %v", res, err)
+	}
+	artifacts := func() []string {
+		var files []string
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && d.Name() != "wasmtime-cache.toml" {
+				rel, _ := filepath.Rel(dir, p)
+				files = append(files, rel)
+			}
+			return nil
+		})
+		return files
+	}
+	var files []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if files = artifacts(); len(files) > 0 {
+			break
+		}
+	}
+	if len(files) == 0 {
+		t.Logf("NOTE: after 5s the cache directory %s holds no artifacts: wasmtime's persistent cache seems not to be in use", dir)
+		return
+	}
+	t.Logf("cache files: %v", files)
+
+	// A second engine on the same directory compiles the same module fine
+	// (from wasmtime's cache).
+	e2 := newEngine(t, sandbox.Config{CacheDir: dir})
+	m2, info, err := e2.Compile(context.Background(), sandbox.Source{WAT: uniqueWAT("persistent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second engine compile took %v (cached in memory: %v)", info.Elapsed, info.Cached)
+	if res, err := e2.Run(context.Background(), sandboxRequest(m2)); err != nil || res.Values[0] != i32(7) {
+		t.Fatalf("run from the persistent cache: %v %v", res, err)
+	}
+}
