@@ -366,7 +366,24 @@ func (s *Server) replyCancelled(j *job) {
 	if j.method == MethodRun {
 		s.count(string(sandbox.KindCancelled))
 	}
-	reply(j.conn, j.id, nil, ErrorObject(&sandbox.Error{Kind: sandbox.KindCancelled, Message: "run cancelled by the caller"}))
+	reply(j.conn, j.id, nil, ErrorObject(s.explainCancel(&sandbox.Error{Kind: sandbox.KindCancelled, Message: "run cancelled by the caller"})))
+}
+
+// explainCancel rewords a cancellation that the sidecar itself caused (its
+// input ended, or exit arrived) so the parent does not blame itself.
+func (s *Server) explainCancel(err error) error {
+	var se *sandbox.Error
+	if !errors.As(err, &se) || se.Kind != sandbox.KindCancelled {
+		return err
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if !closing {
+		return err
+	}
+	return &sandbox.Error{Kind: sandbox.KindCancelled, Usage: se.Usage,
+		Message: "run cancelled: the sidecar is exiting (its input ended or exit arrived)"}
 }
 
 func (s *Server) count(outcome string) {
@@ -436,7 +453,7 @@ func (s *Server) execute(j *job) {
 		if !errors.As(err, &pe) {
 			s.count(string(sandbox.KindOf(err)))
 		}
-		s.respond(j, nil, ErrorObject(err))
+		s.respond(j, nil, ErrorObject(s.explainCancel(err)))
 		return
 	}
 	s.count("ok")
