@@ -293,7 +293,22 @@ func TestEngineConfigValidation(t *testing.T) {
 // artifacts there (possibly in the background).
 func TestPersistentCache(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	// Not t.TempDir: wasmtime's cache worker thread keeps writing (stats
+	// files) in the background after the engine is closed, so removal is
+	// retried for a while instead of failing the test.
+	dir, err := os.MkdirTemp("", "sandboxd-cache-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("could not remove %s", dir)
+	})
 	e := newEngine(t, sandbox.Config{CacheDir: dir})
 	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: uniqueWAT("persistent")})
 	if err != nil {

@@ -90,6 +90,7 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		}
 		m, ok := e.cache.get(src.ID)
 		if !ok {
+			e.cache.miss()
 			return nil, CompileInfo{}, newError(KindInvalidModule, "module id %s is not in the cache (never compiled here, or evicted): send the module bytes again", src.ID)
 		}
 		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
@@ -102,10 +103,13 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 	if m, ok := e.cache.get(id); ok {
 		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
 	}
+	compiled := false // set only in the one caller that compiles
 	v, err, _ := e.cache.flight.Do(id, func() (any, error) {
 		if m, ok := e.cache.peek(id); ok { // compiled while we waited
 			return m, nil
 		}
+		e.cache.miss() // once per compile, however many callers wait on it
+		compiled = true
 		m, err := e.compile(id, wasm)
 		if err != nil {
 			return nil, err
@@ -116,7 +120,10 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 	if err != nil {
 		return nil, CompileInfo{}, err
 	}
-	return v.(*Module), CompileInfo{Elapsed: time.Since(start)}, nil
+	if !compiled { // served by another caller's compile: a hit for this one
+		e.cache.hit()
+	}
+	return v.(*Module), CompileInfo{Cached: !compiled, Elapsed: time.Since(start)}, nil
 }
 
 // ModuleID is the content address of wasm bytes.
@@ -295,12 +302,26 @@ func (c *moduleCache) get(id string) (*Module, bool) {
 	defer c.mu.Unlock()
 	el, ok := c.byID[id]
 	if !ok {
-		c.misses++
 		return nil, false
 	}
 	c.hits++
 	c.order.MoveToFront(el)
 	return el.Value.(*Module), true
+}
+
+// miss counts a lookup that found nothing and led to a compile (or an
+// unknown id).
+func (c *moduleCache) miss() {
+	c.mu.Lock()
+	c.misses++
+	c.mu.Unlock()
+}
+
+// hit counts a lookup served by a compile another caller did.
+func (c *moduleCache) hit() {
+	c.mu.Lock()
+	c.hits++
+	c.mu.Unlock()
 }
 
 // peek looks up id without touching the counters or the LRU order.

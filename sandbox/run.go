@@ -98,8 +98,15 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	r.fence = f
 	e.ticker.acquire()
 	defer e.ticker.release()
-	stopWatching := context.AfterFunc(ctx, f.cancel)
-	defer stopWatching()
+	// The fence is freed when Run returns, so a cancellation that already
+	// started must finish before then: wait for it when stop reports that.
+	cancelDone := make(chan struct{})
+	stopWatching := context.AfterFunc(ctx, func() { f.cancel(); close(cancelDone) })
+	defer func() {
+		if !stopWatching() {
+			<-cancelDone
+		}
+	}()
 	r.started = time.Now()
 
 	values, err := r.execute()

@@ -134,6 +134,9 @@ func ParseValue(ty ValType, s string) (Value, error) {
 
 // parseFloatBits accepts "0x..." as the raw IEEE bits of a float of size bits.
 func parseFloatBits(t string, size int) (uint64, bool) {
+	if len(t) > 4 && strings.EqualFold(t[:4], "nan:") { // the form String prints
+		t = t[4:]
+	}
 	if !strings.HasPrefix(t, "0x") && !strings.HasPrefix(t, "0X") {
 		return 0, false
 	}
