@@ -87,6 +87,9 @@ func errorData(se *sandbox.Error) ErrorData {
 // busyError is the response to a run that found the queue full.
 func busyError(queued, maxQueue int) *jsonrpc2.Error {
 	e := protocolError(CodeBusy, "busy: %d runs are queued (the maximum is %d)", queued, maxQueue)
-	e.SetError(ErrorData{Kind: "busy", Queued: &queued, MaxQueue: &maxQueue})
+	e.SetError(struct {
+		Queued   int `json:"queued"`
+		MaxQueue int `json:"maxQueue"`
+	}{queued, maxQueue})
 	return e
 }

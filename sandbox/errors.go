@@ -76,7 +76,7 @@ const (
 type Frame struct {
 	Func       string `json:"func,omitempty"` // name from the name section, if any
 	FuncIndex  uint32 `json:"funcIndex"`
-	ModuleOffs uint   `json:"moduleOffset"`
+	ModuleOffs uint   `json:"moduleOffset"` // 0 when wasmtime does not know it
 }
 
 // Error is the error of a run that did not produce values. Fields beyond
@@ -92,7 +92,7 @@ type Error struct {
 	Requested    uint64   // memory_limit_exceeded: what the guest asked for, if known
 	Resource     Resource // memory_limit_exceeded: which cap
 	TrapCode     string   // trap: stable code, see TrapCodes
-	Frames       []Frame  // trap: wasm frames, innermost first
+	Frames       []Frame  // trap: wasm frames, innermost first, at most MaxFrames
 	Function     string   // export: the export concerned
 
 	// Usage is set once the run had a store: fuel consumed and peak memory

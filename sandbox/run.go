@@ -286,10 +286,20 @@ func where(fr []Frame) string {
 	return fmt.Sprintf(" in %s at module offset %#x", name, fr[0].ModuleOffs)
 }
 
+// MaxFrames caps the wasm frames reported with a trap: a stack overflow
+// has thousands, and the innermost are the informative ones.
+const MaxFrames = 32
+
 func frames(t *wasmtime.Trap) []Frame {
 	var out []Frame
-	for _, f := range t.Frames() {
+	for i, f := range t.Frames() {
+		if i == MaxFrames {
+			break
+		}
 		fr := Frame{FuncIndex: f.FuncIndex(), ModuleOffs: f.ModuleOffset()}
+		if fr.ModuleOffs == ^uint(0) { // wasmtime's "unknown"
+			fr.ModuleOffs = 0
+		}
 		if n := f.FuncName(); n != nil {
 			fr.Func = *n
 		}

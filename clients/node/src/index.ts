@@ -1,0 +1,70 @@
+/**
+ * Node client of sandboxd: run untrusted WebAssembly in a `sandboxd serve`
+ * sidecar under fuel, deadline and memory fences.
+ *
+ * ```ts
+ * import { Sidecar } from "sandboxd";
+ * const sb = await Sidecar.spawn();
+ * const r = await sb.run({ wat: "(module (func (export \"add\") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))",
+ *                          function: "add", args: [2, 40] });
+ * console.log(r.values); // [42]
+ * await sb.close();
+ * ```
+ *
+ * @packageDocumentation
+ */
+export {
+  Sidecar,
+  type SpawnOptions,
+  type RunOptions,
+  type RunResult,
+  type ModuleSource,
+  type CompiledModule,
+  type ImportInfo,
+  type ExportInfo,
+  type Limits,
+  type Capabilities,
+  type ServerInfo,
+  type Stats,
+} from "./sidecar.js";
+export {
+  SandboxError,
+  HostError,
+  FuelExhausted,
+  Timeout,
+  MemoryLimitExceeded,
+  DisallowedImport,
+  InvalidModule,
+  ExportError,
+  Trap,
+  Cancelled,
+  SidecarError,
+  ERROR_KINDS,
+  CANCELLED_CODE,
+  BUSY_CODE,
+  errorFromResponse,
+  isProtocolErrorCode,
+  type TrapFrame,
+  type SandboxErrorInit,
+  type SandboxErrorClass,
+  type SidecarErrorInit,
+  type SidecarErrorReason,
+} from "./errors.js";
+export {
+  i32,
+  i64,
+  f32,
+  f64,
+  f32Bits,
+  f64Bits,
+  encodeArg,
+  encodeFloat,
+  decodeValue,
+  type ValueType,
+  type WireValue,
+  type Value,
+  type ArgValue,
+  type TypedValueArg,
+  type TypedBitsArg,
+} from "./values.js";
+export { findBinary, searchPath, BUILD_HINT } from "./binary.js";

@@ -1,0 +1,94 @@
+package sandbox_test
+
+// Benchmarks of the engine's hot paths. They measure; they never assert
+// timings (the harness in bench/ compares against floors instead).
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// benchModule compiles testdata/wat/well_behaved.wat on a fresh engine.
+func benchModule(b *testing.B) (*sandbox.Engine, *sandbox.Module, []byte) {
+	b.Helper()
+	text, err := os.ReadFile(filepath.Join("..", "testdata", "wat", "well_behaved.wat"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	wasm, err := wasmtime.Wat2Wasm(string(text))
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := sandbox.NewEngine(sandbox.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { eng.Close() })
+	m, _, err := eng.Compile(context.Background(), sandbox.Source{Wasm: wasm})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return eng, m, wasm
+}
+
+// BenchmarkRunAdd is one in-process run: fresh store, fences armed,
+// instantiate, call add(1, 2). Run with -cpu 1,2 to see parallel scaling.
+func BenchmarkRunAdd(b *testing.B) {
+	eng, m, _ := benchModule(b)
+	req := sandbox.Request{Module: m, Function: "add", Args: []sandbox.Value{sandbox.ValueI32(1), sandbox.ValueI32(2)}, Limits: limits.Defaults()}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := eng.Run(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkCompileCacheHit is Compile of bytes already compiled: hashing
+// plus the cache lookup, no Cranelift.
+func BenchmarkCompileCacheHit(b *testing.B) {
+	eng, _, wasm := benchModule(b)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(wasm)))
+	for b.Loop() {
+		_, info, err := eng.Compile(context.Background(), sandbox.Source{Wasm: wasm})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !info.Cached {
+			b.Fatal("expected a cache hit")
+		}
+	}
+}
+
+// BenchmarkParseValue parses CLI argument text of each type.
+func BenchmarkParseValue(b *testing.B) {
+	cases := []struct {
+		ty   sandbox.ValType
+		text string
+	}{
+		{sandbox.I32, "-2147483648"},
+		{sandbox.I64, "18446744073709551615"},
+		{sandbox.F32, "3.4028235e38"},
+		{sandbox.F64, "0x7ff8000000000001"},
+	}
+	for _, c := range cases {
+		b.Run(string(c.ty), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := sandbox.ParseValue(c.ty, c.text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
