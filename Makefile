@@ -37,7 +37,9 @@ bench: build
 # Each fuzz target for FUZZTIME (default 10m), one after another.
 FUZZTIME ?= 10m
 fuzz:
-	$(GO) test ./sandbox/internal/wasmbin -run '^$$' -fuzz FuzzInstrument -fuzztime $(FUZZTIME)
+	for t in FuzzInstrument; do $(GO) test ./sandbox/internal/wasmbin -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	for t in FuzzCompile FuzzParseValue; do $(GO) test ./sandbox -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	for t in $$($(GO) test ./rpc -list "^Fuzz" | grep ^Fuzz); do $(GO) test ./rpc -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 clean:
 	rm -rf bin
