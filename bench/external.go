@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+)
+
+// scriptResult is the one JSON object a Python or Node script prints last.
+type scriptResult map[string]any
+
+func (r scriptResult) num(key string) float64 {
+	f, _ := r[key].(float64)
+	return f
+}
+
+// errFor returns the script's own report that part of it failed.
+func (r scriptResult) errFor(key string) string {
+	s, _ := r[key+"_error"].(string)
+	return s
+}
+
+// runScript runs interpreter script cfg (cfg as one JSON argument) and
+// parses the last line of its stdout. Scripts print nothing else there.
+func runScript(env *Env, extraEnv []string, interpreter, script string, cfg map[string]any) (scriptResult, error) {
+	arg, _ := json.Marshal(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, interpreter, filepath.Join(env.Root, "bench", script), string(arg))
+	cmd.Env = append(os.Environ(), extraEnv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s: %v: %s", interpreter, script, err, lastLine(stderr.String()))
+	}
+	var res scriptResult
+	if err := json.Unmarshal([]byte(lastLine(stdout.String())), &res); err != nil {
+		return nil, fmt.Errorf("%s %s: unreadable output %q", interpreter, script, lastLine(stdout.String()))
+	}
+	return res, nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// floorConfig is the ping-pong setup shared by the Python and Node floors.
+func floorConfig(env *Env) map[string]any {
+	return map[string]any{"echo": env.Self, "echoEnv": echoEnv, "message": string(floorMessage()),
+		"warm": env.n(300, 50), "n": env.n(3000, 300)}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// pythonSection is row 4 for the Python client.
+func pythonSection(env *Env) []Row {
+	const sec = "4 python"
+	pkg := filepath.Join(env.Root, "clients", "python", "src")
+	switch {
+	case !exists(filepath.Join(pkg, "sandboxd", "__init__.py")):
+		return []Row{naRow(sec, "Python client", "clients/python/src/sandboxd is missing")}
+	case !onPath("python3"):
+		return []Row{naRow(sec, "Python client", "python3 is not on PATH")}
+	}
+	floor, err := runScript(env, nil, "python3", "py/floor.py", floorConfig(env))
+	if err != nil {
+		return []Row{naRow(sec, "raw Python pipe floor", err.Error())}
+	}
+	cfg := map[string]any{"binary": env.Binary, "wat": env.wat("well_behaved.wat"), "warm": env.n(200, 50),
+		"n": env.n(2000, 200), "durationMs": env.dur(2*time.Second, 500*time.Millisecond).Milliseconds()}
+	res, err := runScript(env, []string{"PYTHONPATH=" + pkg}, "python3", "py/client.py", cfg)
+	if err != nil {
+		return []Row{naRow(sec, "Python client", err.Error())}
+	}
+	return clientRows(env, sec, "Python", "sync Sidecar", floor, res, "async_calls_per_s", "AsyncSidecar")
+}
+
+// clientRows are the two rows of a foreign client: sequential latency
+// against its own language's pipe floor, and 64-in-flight throughput
+// against the Go client's (row 3), the best this sidecar has shown.
+func clientRows(env *Env, sec, lang, seqName string, floor, res scriptResult, rateKey, pipeName string) []Row {
+	var rows []Row
+	if e := res.errFor("sync"); e != "" {
+		rows = append(rows, naRow(sec, lang+" "+seqName+" sequential", e))
+	} else {
+		p50, f50 := res.num("seq_p50_us"), floor.num("p50_us")
+		r := ratio(p50, f50)
+		rows = append(rows, Row{Section: sec, Measurement: fmt.Sprintf("%s run add {id} sequential, p50 (p99 %s)", seqName, fmtDur(usDur(res.num("seq_p99_us")))),
+			Value: fmtDur(usDur(p50)), Floor: lang + " pipe " + fmtDur(usDur(f50)), Ratio: r, Target: "≤ 2×", Verdict: judge(r <= 2),
+			Raw: map[string]float64{"p50_us": p50, "p99_us": res.num("seq_p99_us"), "floor_p50_us": f50, "floor_p99_us": floor.num("p99_us")}})
+	}
+	if e := res.errFor("async"); e != "" {
+		return append(rows, naRow(sec, lang+" "+pipeName+" 64 in flight", e))
+	}
+	rate := res.num(rateKey)
+	row := Row{Section: sec, Measurement: pipeName + " run add, 64 in flight", Value: fmtRate(rate), Verdict: verdictInfo,
+		Raw: map[string]float64{"calls_per_s": rate, "go_calls_per_s": env.GoPipe}}
+	if env.GoPipe > 0 {
+		row.Floor, row.Ratio = "Go client "+fmtRate(env.GoPipe), ratio(rate, env.GoPipe)
+	}
+	return append(rows, row)
+}
+
+func usDur(micros float64) time.Duration { return time.Duration(micros * float64(time.Microsecond)) }
+
+func onPath(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
+}
+
+// nodeSection is row 4 for the Node client. Its sequential add/fib rates
+// are kept for the peer rows (10).
+func nodeSection(env *Env) []Row {
+	const sec = "4 node"
+	client := filepath.Join(env.Root, "clients", "node")
+	dist := filepath.Join(client, "dist", "index.js")
+	switch {
+	case !onPath("node"):
+		return []Row{naRow(sec, "Node client", "node is not on PATH")}
+	case !exists(dist):
+		return []Row{naRow(sec, "Node client", "clients/node/dist is missing: run `npm ci && npm run build` in clients/node")}
+	case !exists(filepath.Join(client, "node_modules")):
+		return []Row{naRow(sec, "Node client", "clients/node/node_modules is missing: run `npm ci` in clients/node")}
+	}
+	floor, err := runScript(env, nil, "node", "node/floor.mjs", floorConfig(env))
+	if err != nil {
+		return []Row{naRow(sec, "raw Node pipe floor", err.Error())}
+	}
+	reps := fibReps(env)
+	cfg := map[string]any{"dist": dist, "binary": env.Binary, "wat": env.wat("well_behaved.wat"), "warm": env.n(200, 50),
+		"n": env.n(2000, 200), "durationMs": env.dur(1500*time.Millisecond, 400*time.Millisecond).Milliseconds(),
+		"fibN": fibN, "fibReps": reps}
+	res, err := runScript(env, nil, "node", "node/client.mjs", cfg)
+	if err != nil {
+		return []Row{naRow(sec, "Node client", err.Error())}
+	}
+	env.NodeClient = res
+	res["sync_error"], res["async_error"] = res["error"], res["error"]
+	return clientRows(env, sec, "Node", "Sidecar", floor, res, "pipelined_calls_per_s", "Sidecar")
+}
+
+// fibReps reuses row 8's calibration, or calibrates if it did not run.
+func fibReps(env *Env) int {
+	if env.FibReps == 0 {
+		env.FibReps, _ = calibrateFibLoop(env, time.Millisecond)
+	}
+	return max(env.FibReps, 1)
+}
+
+// nodePeerSection is row 10: the same guests through this project's Node
+// client, @extism/extism and bare V8, one call at a time.
+func nodePeerSection(env *Env) []Row {
+	const sec = "10 peers"
+	if env.NodeClient == nil {
+		return []Row{naRow(sec, "Node peers", "needs the Node client row (section node)")}
+	}
+	dir := filepath.Join(env.Root, "bench", "node")
+	if err := ensureNodeModules(dir); err != nil {
+		return []Row{naRow(sec, "Node peers", err.Error())}
+	}
+	wasm, extismWasm, err := writePeerGuests(env)
+	if err != nil {
+		return []Row{naRow(sec, "Node peers", err.Error())}
+	}
+	cfg := map[string]any{"wasm": wasm, "extismWasm": extismWasm, "fibN": fibN, "fibReps": fibReps(env),
+		"durationMs": env.dur(1500*time.Millisecond, 400*time.Millisecond).Milliseconds()}
+	res, err := runScript(env, nil, "node", "node/peers.mjs", cfg)
+	if err != nil {
+		return []Row{naRow(sec, "Node peers", err.Error())}
+	}
+	return peerRows(env, res)
+}
+
+// peerRows compare the sidecar's sequential calls/s with each peer's.
+func peerRows(env *Env, res scriptResult) []Row {
+	const sec = "10 peers"
+	var rows []Row
+	for _, guest := range []struct{ name, key string }{{"add (trivial)", "add"}, {fmt.Sprintf("fib_loop(%d, %d) ≈1 ms", fibN, fibReps(env)), "fib"}} {
+		ours := env.NodeClient.num(guest.key + "_calls_per_s")
+		for _, peer := range []struct{ name, key, errKey string }{
+			{"extism (no timeout: JS SDK has none)", "extism_" + guest.key, "extism"},
+			{"bare V8, no limits", "v8_" + guest.key, "v8"},
+		} {
+			m := "Node client " + guest.name + " vs " + peer.name
+			if e := res.errFor(peer.errKey); e != "" {
+				rows = append(rows, naRow(sec, m, e))
+				continue
+			}
+			theirs := res.num(peer.key + "_calls_per_s")
+			rows = append(rows, Row{Section: sec, Measurement: m, Value: fmtRate(ours), Floor: fmtRate(theirs),
+				Ratio: ratio(ours, theirs), Verdict: verdictInfo,
+				Raw: map[string]float64{"sandboxd_calls_per_s": ours, "peer_calls_per_s": theirs}})
+		}
+	}
+	if v := res.num("v8_instantiate_add_calls_per_s"); v > 0 {
+		ours := env.NodeClient.num("add_calls_per_s")
+		rows = append(rows, Row{Section: sec, Measurement: "Node client add vs V8 fresh instance per call", Value: fmtRate(ours),
+			Floor: fmtRate(v), Ratio: ratio(ours, v), Verdict: verdictInfo})
+	}
+	return rows
+}
+
+// ensureNodeModules installs bench/node's pinned dependencies (extism) from
+// its package-lock.json when they are missing.
+func ensureNodeModules(dir string) error {
+	if exists(filepath.Join(dir, "node_modules", "@extism", "extism")) {
+		return nil
+	}
+	if !onPath("npm") {
+		return fmt.Errorf("bench/node/node_modules is missing and npm is not on PATH")
+	}
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("npm ci in bench/node: %v: %s", err, lastLine(string(out)))
+	}
+	return nil
+}
+
+// writePeerGuests converts the guests to binary for V8 and extism, which
+// take no WAT.
+func writePeerGuests(env *Env) (string, string, error) {
+	var paths []string
+	for _, src := range []string{env.wat("well_behaved.wat"), filepath.Join(env.Root, "bench", "node", "extism_guest.wat")} {
+		text, err := os.ReadFile(src)
+		if err != nil {
+			return "", "", err
+		}
+		wasm, err := wasmtime.Wat2Wasm(string(text))
+		if err != nil {
+			return "", "", fmt.Errorf("%s: %v", filepath.Base(src), err)
+		}
+		p := filepath.Join(env.Tmp, strings.TrimSuffix(filepath.Base(src), ".wat")+".wasm")
+		if err := os.WriteFile(p, wasm, 0o644); err != nil {
+			return "", "", err
+		}
+		paths = append(paths, p)
+	}
+	return paths[0], paths[1], nil
+}
