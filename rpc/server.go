@@ -169,14 +169,19 @@ func NewServer(eng Engine, opts Options) (*Server, error) {
 // one response before Serve returns, as long as out accepts writes.
 func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	s.out = newOutbox(out, s.opts.Framing)
-	var endErr error
+	var (
+		endMu  sync.Mutex
+		endErr error // why the input ended, written by the read loop
+	)
 	st := &stream{
 		in:    newFrameReader(in, s.opts.Framing, s.opts.MaxMessageBytes),
 		out:   s.out,
 		input: in,
 		warn:  func(msg string, args ...any) { s.log.Warn(msg, args...) },
 		onEnd: func(err error) {
+			endMu.Lock()
 			endErr = err
+			endMu.Unlock()
 			s.drain()
 		},
 	}
@@ -184,20 +189,27 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		s.workers.Go(func() error { s.worker(); return nil })
 	}
 	conn := jsonrpc2.NewConn(ctx, st, handler{s}, jsonrpc2.SetLogger(slogAdapter{s.log}))
+	inputEnded := false
 	select {
-	case <-conn.DisconnectNotify(): // input ended; onEnd has drained
+	case <-conn.DisconnectNotify(): // onEnd has drained
+		inputEnded = true
 	case <-s.exited:
 		s.drain()
 	case <-ctx.Done():
 		s.drain()
 	}
-	conn.Close()
+	conn.Close() // also closes the input, ending the read loop
 	if err := s.out.close(s.opts.DrainTimeout); err != nil {
 		s.log.Warn("output not fully written", "error", err)
 	}
-	var fe *FramingError
-	if errors.As(endErr, &fe) {
-		return fe
+	if inputEnded {
+		endMu.Lock()
+		defer endMu.Unlock()
+		var fe *FramingError
+		if errors.As(endErr, &fe) {
+			return fe
+		}
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -323,8 +335,8 @@ func (s *Server) enqueue(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		refuse = protocolError(CodeInvalidRequest, "server is shutting down")
 	case s.jobs[j.key] != nil:
 		refuse = protocolError(CodeInvalidRequest, "id %s is already used by a request in flight", j.key)
-	case s.queue.Len() >= s.opts.MaxQueue:
-		refuse = busyError(s.queue.Len(), s.opts.MaxQueue)
+	case s.waiting() >= s.opts.MaxQueue:
+		refuse = busyError(s.waiting(), s.opts.MaxQueue)
 	}
 	if refuse == nil {
 		j.elem = s.queue.PushBack(j)
@@ -336,6 +348,14 @@ func (s *Server) enqueue(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		cancel()
 		reply(conn, req.ID, nil, refuse)
 	}
+}
+
+// waiting is how many queued jobs have no idle worker to take them. A job
+// handed to an idle worker that has not woken yet is not waiting. Call
+// with s.mu held.
+func (s *Server) waiting() int {
+	idle := s.opts.MaxConcurrency - s.running
+	return max(0, s.queue.Len()-idle)
 }
 
 // cancel ends the named job: a queued one is answered now, a running one
@@ -587,7 +607,7 @@ func (s *Server) statsResult() *StatsResult {
 	return &StatsResult{
 		Runs:              runs,
 		InFlight:          s.running,
-		Queued:            s.queue.Len(),
+		Queued:            s.waiting(),
 		QueuedMicrosTotal: s.stats.queuedMicros,
 		Cache:             CacheInfo(cache),
 		UptimeMs:          time.Since(s.start).Milliseconds(),

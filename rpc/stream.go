@@ -70,8 +70,8 @@ func (f *frameReader) nextContentLength() ([]byte, error) {
 			return nil, &FramingError{fmt.Sprintf("header line longer than %d bytes", maxHeaderLine)}
 		}
 		if err != nil {
-			if err == io.EOF && lines == 0 && len(line) == 0 {
-				return nil, io.EOF
+			if lines == 0 && len(line) == 0 {
+				return nil, err // the input ended (or was closed) between messages
 			}
 			return nil, &FramingError{"end of input inside a message header"}
 		}
@@ -365,7 +365,7 @@ func (s *stream) screen(body []byte) bool {
 	}
 	id, hasID := env["id"]
 	if hasID && !validID(id) {
-		s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: id must be a string or a non-negative integer"))
+		s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: id must be a string or an integer in 0..2^63-1"))
 		return false
 	}
 	method, hasMethod := env["method"]
@@ -407,8 +407,8 @@ func idOrNull(id json.RawMessage, has bool) json.RawMessage {
 	return id
 }
 
-// validID accepts the ids jsonrpc2 can echo exactly: strings and
-// non-negative integers that fit in 64 bits.
+// validID accepts the ids jsonrpc2 can echo exactly: strings and integers
+// in 0..2^63-1 (jsonrpc2 decodes numeric ids as int64).
 func validID(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -418,6 +418,6 @@ func validID(raw json.RawMessage) bool {
 		var s string
 		return json.Unmarshal(raw, &s) == nil
 	}
-	_, err := strconv.ParseUint(string(raw), 10, 64)
-	return err == nil
+	_, err := strconv.ParseInt(string(raw), 10, 64)
+	return err == nil && raw[0] != '-'
 }

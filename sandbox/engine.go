@@ -190,69 +190,70 @@ func quietRustBacktraces() {
 }
 
 // epochTicker increments the engine's epoch every period while at least one
-// run is in flight, and sleeps on a channel otherwise: an idle engine makes
-// no wake-ups. One ticker serves every run; each store's epoch callback
-// (capi.go) turns ticks into its own deadline and cancellation checks.
+// run is in flight. It is one timer, armed by the first run in flight and
+// re-armed from its own callback only while runs remain: an idle engine
+// has no timer and makes no wake-ups, and a run shorter than one period
+// costs a timer arm and stop, not a goroutine wake-up. Each store's epoch
+// callback (capi.go) turns ticks into its own deadline and cancellation
+// checks.
 type epochTicker struct {
 	engine *wasmtime.Engine
 	period time.Duration
-	active atomic.Int64
-	wake   chan struct{}
-	quit   chan struct{}
-	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	active int
+	armed  bool // the timer is pending or its callback is running
+	closed bool
+	timer  *time.Timer
+	ticks  atomic.Uint64 // for tests and diagnostics
 }
 
 func newEpochTicker(engine *wasmtime.Engine, period time.Duration) *epochTicker {
-	t := &epochTicker{
-		engine: engine,
-		period: period,
-		wake:   make(chan struct{}, 1),
-		quit:   make(chan struct{}),
-	}
-	t.wg.Add(1)
-	go t.loop()
+	t := &epochTicker{engine: engine, period: period}
+	t.timer = time.AfterFunc(time.Hour, t.tick)
+	t.timer.Stop()
 	return t
 }
 
 // acquire marks a run in flight; release ends it.
 func (t *epochTicker) acquire() {
-	if t.active.Add(1) == 1 {
-		select {
-		case t.wake <- struct{}{}:
-		default: // a wake-up is already pending
-		}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.active++
+	if !t.armed && !t.closed {
+		t.armed = true
+		t.timer.Reset(t.period)
 	}
 }
 
-func (t *epochTicker) release() { t.active.Add(-1) }
-
-func (t *epochTicker) loop() {
-	defer t.wg.Done()
-	tk := time.NewTicker(t.period)
-	tk.Stop()
-	for {
-		select {
-		case <-t.wake:
-		case <-t.quit:
-			return
-		}
-		tk.Reset(t.period)
-		for t.active.Load() > 0 {
-			select {
-			case <-tk.C:
-				t.engine.IncrementEpoch()
-			case <-t.quit:
-				tk.Stop()
-				return
-			}
-		}
-		tk.Stop()
+func (t *epochTicker) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.active--
+	if t.active == 0 && t.armed && t.timer.Stop() {
+		t.armed = false // stopped before firing; a running tick disarms itself
 	}
 }
 
+// tick runs on the timer's goroutine.
+func (t *epochTicker) tick() {
+	t.engine.IncrementEpoch()
+	t.ticks.Add(1)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.active > 0 && !t.closed {
+		t.timer.Reset(t.period)
+		return
+	}
+	t.armed = false
+}
+
+// close stops the ticker for good. Runs in flight must have returned.
 func (t *epochTicker) close() {
-	close(t.quit)
-	t.wg.Wait()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	t.timer.Stop()
 }
 
 // describeFuncType renders a signature as "(i32, i32) -> (i64)".

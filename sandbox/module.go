@@ -82,7 +82,7 @@ type CompileInfo struct {
 func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo, error) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
-		return nil, CompileInfo{}, cancelledError(nil)
+		return nil, CompileInfo{}, cancelledError()
 	}
 	if src.ID != "" {
 		if countSources(src) != 1 {
@@ -176,7 +176,8 @@ func (e *Engine) loadBytes(src Source) ([]byte, error) {
 	}
 	wasm, err := wasmtime.Wat2Wasm(string(raw))
 	if err != nil {
-		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + cleanMessage(err.Error()), err: err}
+		defer releaseWasmtimeError(err)
+		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + cleanMessage(err.Error())}
 	}
 	if len(wasm) > e.cfg.MaxModuleBytes {
 		return nil, e.tooBig(int64(len(wasm)))
@@ -192,7 +193,8 @@ func (e *Engine) tooBig(n int64) *Error {
 // original bytes so that an invalid module gets wasmtime's own message.
 func (e *Engine) compile(id string, wasm []byte) (*Module, error) {
 	if err := wasmtime.ModuleValidate(e.wt, wasm); err != nil {
-		return nil, &Error{Kind: KindInvalidModule, Message: cleanMessage(err.Error()), err: err}
+		defer releaseWasmtimeError(err)
+		return nil, &Error{Kind: KindInvalidModule, Message: cleanMessage(err.Error())}
 	}
 	instrumented, info, err := wasmbin.Instrument(wasm)
 	if err != nil {
@@ -200,7 +202,8 @@ func (e *Engine) compile(id string, wasm []byte) (*Module, error) {
 	}
 	wt, err := wasmtime.NewModule(e.wt, instrumented)
 	if err != nil {
-		return nil, &Error{Kind: KindInvalidModule, Message: cleanMessage(err.Error()), err: err}
+		defer releaseWasmtimeError(err)
+		return nil, &Error{Kind: KindInvalidModule, Message: cleanMessage(err.Error())}
 	}
 	m := &Module{ID: id, Size: len(wasm), wt: wt, info: info}
 	for _, imp := range wt.Imports() {

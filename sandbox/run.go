@@ -67,7 +67,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, &Error{Kind: KindHost, Message: "limits." + err.Error(), err: err}
 	}
 	if ctx.Err() != nil {
-		return nil, cancelledError(nil)
+		return nil, cancelledError()
 	}
 	m := req.Module
 	if err := checkImports(m, req.Capabilities); err != nil {
@@ -115,6 +115,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		se := r.classify(err)
 		se.Usage = &usage
+		releaseWasmtimeError(err)
 		return nil, se
 	}
 	return &Result{Values: values, Usage: usage, Elapsed: elapsed, LogLines: r.log.lines, LogTruncated: r.log.truncated}, nil
@@ -210,58 +211,74 @@ func (r *run) classify(err error) *Error {
 	}
 	l := r.req.Limits
 	if r.fence.reason() == stopCancelled {
-		return cancelledError(err)
+		return cancelledError()
 	}
 	if pages := r.getGlobal(wasmbin.ExportMemDeniedPages); pages > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes,
-			Requested: pages * limits.WasmPageSize, err: err,
+			Requested: pages * limits.WasmPageSize,
 			Message: fmt.Sprintf("memory growth to %d bytes denied: the cap is %d bytes", pages*limits.WasmPageSize, l.MemoryBytes)}
 	}
 	if elems := r.getGlobal(wasmbin.ExportTableDenied); elems > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceTable, Limit: l.TableElements,
-			Requested: elems, err: err,
+			Requested: elems,
 			Message: fmt.Sprintf("table growth to %d elements denied: the cap is %d elements", elems, l.TableElements)}
 	}
 	if r.fence.reason() == stopTimedOut {
-		return timeoutError(l, err)
+		return timeoutError(l)
 	}
 	if r.hostTrap != "" {
-		return &Error{Kind: KindTrap, TrapCode: "memory_out_of_bounds", Message: r.hostTrap, err: err}
+		return &Error{Kind: KindTrap, TrapCode: "memory_out_of_bounds", Message: r.hostTrap}
 	}
 	var trap *wasmtime.Trap
 	if errors.As(err, &trap) {
 		code := trap.Code()
 		if code == nil {
-			return &Error{Kind: KindTrap, TrapCode: "host", Frames: frames(trap), err: err,
+			return &Error{Kind: KindTrap, TrapCode: "host", Frames: frames(trap),
 				Message: "guest trapped: " + firstLine(trap.Message())}
 		}
 		switch raw := int(*code); {
 		case raw == rawTrapOutOfFuel:
-			return fuelError(l, err)
+			return fuelError(l)
 		case raw == rawTrapInterrupt:
-			return timeoutError(l, err)
+			return timeoutError(l)
 		case raw < len(TrapCodes):
 			fr := frames(trap)
-			return &Error{Kind: KindTrap, TrapCode: TrapCodes[raw], Frames: fr, err: err,
+			return &Error{Kind: KindTrap, TrapCode: TrapCodes[raw], Frames: fr,
 				Message: "guest trapped: " + strings.ReplaceAll(TrapCodes[raw], "_", " ") + where(fr)}
 		}
 	}
-	return &Error{Kind: KindHost, Message: cleanMessage(err.Error()), err: err}
+	return &Error{Kind: KindHost, Message: cleanMessage(err.Error())}
 }
 
-func fuelError(l limits.Limits, err error) *Error {
-	return &Error{Kind: KindFuelExhausted, Budget: l.Fuel, err: err,
+// releaseWasmtimeError frees the C side of a wasmtime error now rather than
+// at some later garbage collection: a stack-overflow trap carries
+// thousands of frames. classify has copied what it needs, and no *Error
+// keeps a reference to wasmtime's objects.
+func releaseWasmtimeError(err error) {
+	var trap *wasmtime.Trap
+	if errors.As(err, &trap) {
+		trap.Close()
+		return
+	}
+	var werr *wasmtime.Error
+	if errors.As(err, &werr) {
+		werr.Close()
+	}
+}
+
+func fuelError(l limits.Limits) *Error {
+	return &Error{Kind: KindFuelExhausted, Budget: l.Fuel,
 		Message: fmt.Sprintf("fuel budget of %d exhausted", l.Fuel)}
 }
 
-func timeoutError(l limits.Limits, err error) *Error {
+func timeoutError(l limits.Limits) *Error {
 	ms := uint64(l.Timeout / time.Millisecond)
-	return &Error{Kind: KindTimeout, TimeoutMs: ms, err: err,
+	return &Error{Kind: KindTimeout, TimeoutMs: ms,
 		Message: fmt.Sprintf("deadline of %d ms exceeded", ms)}
 }
 
-func cancelledError(err error) *Error {
-	return &Error{Kind: KindCancelled, Message: "run cancelled by the caller", err: errors.Join(errCancelled, err)}
+func cancelledError() *Error {
+	return &Error{Kind: KindCancelled, Message: "run cancelled by the caller", err: errCancelled}
 }
 
 // firstLine is the first line of a wasmtime message, without the "wasm

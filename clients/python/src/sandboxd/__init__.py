@@ -1,0 +1,31 @@
+"""Python client for sandboxd, a sidecar that runs untrusted WebAssembly
+under fuel, deadline and memory fences.
+
+    import sandboxd
+    with sandboxd.Sidecar() as sb:
+        r = sb.run(wat=WAT, function="add", args=[2, 40])
+        r.values            # [42]
+
+:class:`Sidecar` is the threaded client, :class:`AsyncSidecar` the asyncio
+one; both speak the JSON-RPC protocol of docs/protocol.md to a
+``sandboxd serve`` child process. Failed runs raise a :class:`SandboxError`
+subclass named after the fence or fault that stopped them.
+"""
+
+from ._async import AsyncSidecar
+from ._client import Sidecar
+from ._types import Limits, Module, RunResult
+from ._values import F32, F64, I32, I64, WasmValue
+from .errors import (
+    Cancelled, DisallowedImport, ExportError, FuelExhausted, HostError, InvalidModule,
+    MemoryLimitExceeded, SandboxError, SidecarError, Timeout, Trap,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Sidecar", "AsyncSidecar", "Limits", "Module", "RunResult",
+    "I32", "I64", "F32", "F64", "WasmValue",
+    "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
+    "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "SidecarError",
+]

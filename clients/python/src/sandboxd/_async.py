@@ -1,0 +1,331 @@
+"""The asyncio client: :class:`AsyncSidecar`.
+
+Same protocol core (:class:`~sandboxd._protocol.Session`) as the threaded
+client, driven by an asyncio subprocess and a reader task. Cancelling the
+task that awaits a run sends ``$/cancelRequest`` so the guest really stops,
+instead of burning a worker until its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+from ._framing import FrameDecoder, FramingError
+from ._params import OnLog, module_source, run_params
+from ._process import (
+    BUILD_HINT, StderrTail, describe_exit, find_binary, sidecar_argv, sidecar_env, sidecar_failure,
+)
+from ._protocol import Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result
+from ._types import Limits, Module, RunResult
+from .errors import SidecarError
+
+__all__ = ["AsyncSidecar"]
+
+_READ_CHUNK = 1 << 16
+
+
+class _AsyncConnection:
+    """One sidecar process with its reader and stderr-drain tasks."""
+
+    @classmethod
+    async def start(cls, argv: Sequence[str], env: Optional[Dict[str, str]]) -> "_AsyncConnection":
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env)
+        except OSError as e:
+            raise SidecarError("cannot start the sidecar %r: %s; %s" % (argv[0], e, BUILD_HINT)) from e
+        return cls(proc)
+
+    def __init__(self, proc: "asyncio.subprocess.Process") -> None:
+        self.proc = proc
+        self.tail = StderrTail()
+        self.session = Session(self.tail.text)
+        # Frames are written whole by one synchronous write(); the lock only
+        # keeps drain() single-file (concurrent drains assert on Python 3.9).
+        self._drain_lock = asyncio.Lock()
+        self._closing = False
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._reader_task = asyncio.ensure_future(self._read_stdout())
+
+    @property
+    def dead(self) -> bool:
+        return self.session.closed
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        try:
+            while True:
+                chunk = await self.proc.stderr.read(_READ_CHUNK)
+                if not chunk:
+                    return
+                self.tail.add(chunk)
+        except (OSError, ValueError):
+            return
+
+    async def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        decoder = FrameDecoder()
+        reason: Optional[str] = None
+        try:
+            while True:
+                chunk = await self.proc.stdout.read(_READ_CHUNK)
+                if not chunk:
+                    break
+                for message in decoder.feed(chunk):
+                    self.session.receive(message)
+        except FramingError as e:
+            reason = "the sidecar broke the message framing (%s); it was stopped" % e
+            self._kill()
+        except asyncio.CancelledError:
+            reason = "the client's reader task was cancelled"
+            self._kill()
+        except (OSError, ValueError) as e:
+            reason = "reading from the sidecar failed: %s" % e
+        except Exception as e:  # never leave callers waiting on a dead reader
+            reason = "the client's reader task failed: %r" % e
+            self._kill()  # nobody reads its stdout any more
+        if reason is None and decoder.mid_message:
+            reason = "the sidecar's output ended in the middle of a message"
+        await self._stream_ended(reason)
+
+    def _kill(self) -> None:
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+
+    async def _stream_ended(self, reason: Optional[str]) -> None:
+        try:
+            await asyncio.wait_for(self.proc.wait(), 1.0)
+        except asyncio.TimeoutError:
+            pass
+        try:
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            pass  # the report just has less stderr; the calls must still fail
+        rc = self.proc.returncode
+        if self._closing:
+            what = "the sidecar was closed"
+        elif reason is not None:
+            what = reason
+        elif rc is None:
+            what = "the sidecar closed its stdout (but is still running)"
+        else:
+            what = "the sidecar %s" % describe_exit(rc)
+        tail = self.tail.text()
+        self.session.close(lambda: sidecar_failure(what, tail))
+
+    def _write_now(self, frame: bytes) -> bool:
+        stdin = self.proc.stdin
+        if stdin is None or stdin.is_closing():
+            return False
+        stdin.write(frame)
+        return True
+
+    def notify(self, method: str, params: Any = None) -> None:
+        try:
+            self._write_now(Session.notification(method, params))
+        except (OSError, RuntimeError):
+            pass
+
+    def _abandon(self, call: Call, sent: bool) -> None:
+        """The awaiting task was cancelled (or gave up): tell the server to
+        stop the request; its -32800 reply will find no pending call."""
+        if self.session.abandon(call.id) and sent:
+            self.notify("$/cancelRequest", {"id": call.id})
+
+    async def call(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
+                   transform: Transform = parse_any, wait: Optional[float] = None) -> Any:
+        fut = asyncio.get_running_loop().create_future()
+
+        def settle(result: Any, exc: Optional[BaseException]) -> None:
+            if fut.done():
+                return
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+
+        call, frame = self.session.start(method, params, settle, on_log, transform)
+        sent = False
+        try:
+            async with self._drain_lock:
+                if not self._write_now(frame):
+                    raise ConnectionResetError("the sidecar's stdin is closed")
+                sent = True
+                assert self.proc.stdin is not None
+                await self.proc.stdin.drain()
+        except (OSError, RuntimeError) as e:  # ConnectionError is an OSError
+            # Let the reader, which will see EOF, fail the call with the exit
+            # status and stderr; only if it does not, report the write error.
+            try:
+                await asyncio.wait_for(asyncio.shield(self._reader_task), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            self.session.fail(call.id, sidecar_failure(
+                "cannot send %s to the sidecar (%s)" % (method, e), self.tail.text()))
+        except BaseException:  # cancelled while writing
+            self._abandon(call, sent)
+            raise
+        try:
+            if wait is None:
+                return await fut
+            return await asyncio.wait_for(fut, wait)
+        except BaseException:
+            if not fut.done() or fut.cancelled():
+                self._abandon(call, True)
+            raise
+
+    async def shutdown(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        self._closing = True
+        if not self.dead:
+            try:
+                await self.call("shutdown", wait=max(0.0, timeout))
+            except (SidecarError, asyncio.TimeoutError):
+                pass
+            self.notify("exit")
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), max(0.05, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            self._kill()
+        await self.dispose()
+
+    async def dispose(self) -> None:
+        if self.proc.returncode is None:
+            self._kill()
+        await self.proc.wait()
+        for task in (self._reader_task, self._stderr_task):
+            try:
+                await asyncio.wait_for(asyncio.shield(task), 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                task.cancel()
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        tail = self.tail.text()
+        self.session.close(lambda: sidecar_failure("the sidecar was closed", tail))
+
+
+class AsyncSidecar:
+    """The asyncio twin of :class:`sandboxd.Sidecar`: same arguments, same
+    methods, awaited. ``async with sandboxd.AsyncSidecar() as sb:`` starts
+    the process (so does the first call); many calls may be awaited at once
+    (``asyncio.gather``). Cancelling a task awaiting :meth:`run` sends
+    ``$/cancelRequest`` and the sidecar stops the guest within milliseconds.
+
+    The binary is looked up by the constructor, so a missing binary raises
+    SidecarError right away; the process itself starts on ``__aenter__``,
+    :meth:`start` or the first call.
+    """
+
+    def __init__(self, binary: Optional[str] = None, args: Sequence[str] = (),
+                 max_concurrency: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
+                 restart: bool = False) -> None:
+        self._argv = sidecar_argv(find_binary(binary), args, max_concurrency)
+        self._env = sidecar_env(env)
+        self._restart = restart
+        self._closed = False
+        self._conn: Optional[_AsyncConnection] = None
+        self._start_lock: Optional[asyncio.Lock] = None  # made inside the loop (3.9 binds locks to a loop)
+
+    async def __aenter__(self) -> "AsyncSidecar":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        if self._conn is None:
+            return "<sandboxd.AsyncSidecar not started>"
+        state = "closed" if self._closed else ("dead" if self._conn.dead else "running")
+        return "<sandboxd.AsyncSidecar pid=%d %s>" % (self._conn.proc.pid, state)
+
+    @property
+    def pid(self) -> Optional[int]:
+        """Process id of the current sidecar process (None before start)."""
+        return self._conn.proc.pid if self._conn is not None else None
+
+    @property
+    def returncode(self) -> Optional[int]:
+        """Exit status of the current sidecar process; None while it runs."""
+        return self._conn.proc.returncode if self._conn is not None else None
+
+    async def start(self) -> None:
+        """Start the sidecar process now rather than on the first call."""
+        await self._connection()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """``shutdown``, ``exit``, wait up to ``timeout`` s, then kill. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        conn = self._conn
+        if conn is not None:
+            await conn.shutdown(timeout)
+
+    async def _connection(self) -> _AsyncConnection:
+        if self._closed:
+            raise SidecarError("the sidecar is closed")
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._closed:
+                raise SidecarError("the sidecar is closed")
+            conn = self._conn
+            if conn is not None and conn.dead:
+                if not self._restart:
+                    raise sidecar_failure(
+                        "sidecar is not running (it %s); create a new AsyncSidecar, or pass restart=True "
+                        "to start a fresh one automatically" % describe_exit(conn.proc.returncode),
+                        conn.tail.text())
+                await conn.dispose()
+                conn = None
+            if conn is None:
+                self._conn = conn = await _AsyncConnection.start(self._argv, self._env)
+            return conn
+
+    async def run(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
+                  module: Any = None, function: str = "run", args: Sequence[Any] = (),
+                  limits: Optional[Limits] = None, fuel: Optional[int] = None,
+                  timeout: Optional[float] = None, memory_bytes: Optional[int] = None,
+                  table_elements: Optional[int] = None, instances: Optional[int] = None,
+                  memories: Optional[int] = None, log_bytes: Optional[int] = None, log: bool = False,
+                  random_seed: Optional[int] = None, clock: bool = False,
+                  on_log: Optional[OnLog] = None) -> RunResult:
+        """See :meth:`sandboxd.Sidecar.run`. ``on_log`` runs on the event
+        loop, from the reader task, before this coroutine returns."""
+        params = run_params(
+            wat=wat, wasm=wasm, path=path, module=module, function=function, args=args, limits=limits,
+            limit_overrides=dict(fuel=fuel, timeout=timeout, memory_bytes=memory_bytes,
+                                 table_elements=table_elements, instances=instances, memories=memories,
+                                 log_bytes=log_bytes),
+            log=log, random_seed=random_seed, clock=clock, on_log=on_log)
+        conn = await self._connection()
+        result: RunResult = await conn.call("run", params, on_log, parse_run_result)
+        return result
+
+    async def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None,
+                      path: Any = None, module: Any = None) -> Module:
+        """See :meth:`sandboxd.Sidecar.compile`."""
+        params = {"module": module_source(wat, wasm, path, module)}
+        conn = await self._connection()
+        result: Module = await conn.call("compile", params, None, parse_module)
+        return result
+
+    async def stats(self) -> Dict[str, Any]:
+        """See :meth:`sandboxd.Sidecar.stats`."""
+        conn = await self._connection()
+        result: Dict[str, Any] = await conn.call("stats", None, None, parse_object)
+        return result
+
+    async def initialize(self) -> Dict[str, Any]:
+        """See :meth:`sandboxd.Sidecar.initialize`."""
+        conn = await self._connection()
+        result: Dict[str, Any] = await conn.call("initialize", {}, None, parse_object)
+        return result

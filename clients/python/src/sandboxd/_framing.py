@@ -1,0 +1,102 @@
+"""LSP-style message framing: ``Content-Length: N\\r\\n\\r\\n`` + N bytes of JSON.
+
+The decoder is incremental and does no I/O, so the threaded client (which
+reads a pipe with blocking reads) and the asyncio client (which awaits a
+StreamReader) share it, and the unit tests can feed it arbitrary splits.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, List, Optional
+
+__all__ = ["FramingError", "FrameDecoder", "encode_message", "MAX_HEADER_LINE"]
+
+#: The server refuses header lines longer than this; so do we, so that a
+#: corrupted stream cannot make the client buffer without bound.
+MAX_HEADER_LINE = 8 * 1024
+
+_HEADER_END = b"\r\n\r\n"
+
+
+class FramingError(Exception):
+    """The byte stream from the sidecar cannot be parsed any more.
+
+    After this the stream cannot be trusted (we do not know where the next
+    message starts), so the client abandons the process.
+    """
+
+
+def encode_message(message: Any) -> bytes:
+    """Frame one JSON-RPC message.
+
+    ``allow_nan=False`` guarantees we never emit the non-standard ``NaN``
+    literal: special floats must have been turned into strings by the value
+    codec before they get here. ``ensure_ascii`` keeps lone surrogates in
+    Python strings from making the UTF-8 encoding fail.
+    """
+    body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _parse_header_block(block: bytes) -> int:
+    length: Optional[int] = None
+    for line in block.split(b"\r\n"):
+        if len(line) > MAX_HEADER_LINE:
+            raise FramingError("header line of %d bytes exceeds %d" % (len(line), MAX_HEADER_LINE))
+        name, sep, value = line.partition(b":")
+        if not sep:
+            raise FramingError("malformed header line %r" % line[:80])
+        if name.strip().lower() != b"content-length":
+            continue  # Content-Type and friends are allowed and ignored
+        text = value.strip()
+        if not text.isdigit():
+            raise FramingError("bad Content-Length %r" % text[:80])
+        length = int(text)
+    if length is None:
+        raise FramingError("header block without Content-Length: %r" % block[:200])
+    return length
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed(bytes)`` returns the complete messages.
+
+    Messages must be JSON objects; anything else (a batch, a bare value) is a
+    protocol violation by the sidecar and raises :class:`FramingError`.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._need: Optional[int] = None  # body length once the header is parsed
+
+    def feed(self, data: bytes) -> List[dict]:
+        self._buf += data
+        out: List[dict] = []
+        while True:
+            if self._need is None:
+                end = self._buf.find(_HEADER_END)
+                if end < 0:
+                    # A header block is a few short lines; a long run of
+                    # bytes without a terminator is garbage, not slowness.
+                    if len(self._buf) > 4 * MAX_HEADER_LINE:
+                        raise FramingError("no header terminator in %d bytes" % len(self._buf))
+                    return out
+                self._need = _parse_header_block(bytes(self._buf[:end]))
+                del self._buf[: end + len(_HEADER_END)]
+            if len(self._buf) < self._need:
+                return out
+            body = bytes(self._buf[: self._need])
+            del self._buf[: self._need]
+            self._need = None
+            try:
+                message = json.loads(body.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise FramingError("message body is not UTF-8 JSON: %s" % exc) from None
+            if not isinstance(message, dict):
+                raise FramingError("message is not a JSON object: %r" % body[:200])
+            out.append(message)
+
+    @property
+    def mid_message(self) -> bool:
+        """True if the stream stopped inside a header or body (a torn message)."""
+        return bool(self._buf) or self._need is not None

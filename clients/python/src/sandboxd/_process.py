@@ -1,0 +1,111 @@
+"""Finding, starting arguments and post-mortems of the sidecar process.
+
+Shared by the threaded and the asyncio client: which binary to run, with
+which argv and environment, how to describe its exit, and how to keep the
+tail of its stderr for error reports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from .errors import SidecarError
+
+BUILD_HINT = ("build it with `make build` in the sandboxd repository (needs Go and gcc), "
+              "then pass binary=... or set SANDBOXD_BIN")
+
+#: How much of the sidecar's stderr is kept for error reports.
+STDERR_TAIL_BYTES = 4096
+
+
+def find_binary(binary: Optional[str]) -> str:
+    """Resolve the sidecar executable: ``binary``, else $SANDBOXD_BIN, else
+    ``sandboxd`` on PATH. A configured path that does not exist is an error
+    (not a silent fall-through to PATH, which would run some other build)."""
+    if binary is not None:
+        candidate, source = os.fspath(binary), "binary=%r" % (binary,)
+    elif os.environ.get("SANDBOXD_BIN"):
+        candidate = os.environ["SANDBOXD_BIN"]
+        source = "$SANDBOXD_BIN=%r" % candidate
+    else:
+        found = shutil.which("sandboxd")
+        if found is None:
+            raise SidecarError("the sandboxd binary was not found on PATH; " + BUILD_HINT)
+        return found
+    if os.sep in candidate or (os.altsep and os.altsep in candidate):
+        path: Optional[str] = candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+    else:
+        path = shutil.which(candidate)
+    if path is None:
+        raise SidecarError("the sandboxd binary was not found (%s is not an executable file); %s"
+                           % (source, BUILD_HINT))
+    return path
+
+
+def sidecar_argv(binary: str, args: Sequence[str], max_concurrency: Optional[int]) -> List[str]:
+    argv = [binary, "serve"]
+    if max_concurrency is not None:
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError("max_concurrency must be a positive int, got %r" % (max_concurrency,))
+        argv += ["--max-concurrency", str(max_concurrency)]
+    if isinstance(args, (str, bytes)):
+        raise TypeError("args must be a sequence of strings, not a single string")
+    argv += [os.fspath(a) for a in args]
+    return argv
+
+
+def sidecar_env(env: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
+    """``env`` adds to (and overrides) the parent's environment."""
+    if env is None:
+        return None
+    merged = dict(os.environ)
+    merged.update(env)
+    return merged
+
+
+def describe_exit(returncode: Optional[int]) -> str:
+    if returncode is None:
+        return "is still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "signal %d" % -returncode
+        return "was killed by %s" % name
+    return "exited with status %d" % returncode
+
+
+class StderrTail:
+    """The last few KiB of the sidecar's stderr, appended to by a drainer.
+
+    Draining continuously matters: a child whose stderr pipe fills up blocks
+    on its next log write, and would then stop answering us.
+    """
+
+    def __init__(self, limit: int = STDERR_TAIL_BYTES) -> None:
+        self._limit = limit
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self._buf += chunk
+            if len(self._buf) > self._limit:
+                del self._buf[: len(self._buf) - self._limit]
+
+    def text(self) -> str:
+        with self._lock:
+            return self._buf.decode("utf-8", errors="replace")
+
+
+def sidecar_failure(what: str, tail: str) -> SidecarError:
+    """A SidecarError whose message ends with the interesting part of stderr."""
+    message = what
+    shown = tail.strip()
+    if shown:  # all of it: the first line of a usage or panic report matters
+        message += "\n--- sidecar stderr (tail) ---\n" + shown
+    return SidecarError(message, stderr_tail=tail)

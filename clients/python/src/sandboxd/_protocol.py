@@ -1,0 +1,266 @@
+"""The I/O-free core of the client, shared by Sidecar and AsyncSidecar.
+
+:class:`Session` owns the table of pending requests: it numbers requests,
+routes ``log`` notifications and responses to them, and turns responses into
+results or exceptions. The two clients only move bytes and wake waiters
+(``concurrent.futures`` for threads, ``asyncio`` futures for the event
+loop), so both behave identically by construction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import _values
+from ._framing import encode_message
+from ._params import OnLog
+from ._types import Module, RunResult
+from .errors import SidecarError, error_from_rpc
+
+Settle = Callable[[Any, Optional[BaseException]], None]
+Transform = Callable[[Any, "Call"], Any]
+
+
+# --------------------------------------------------------------------------
+# Parsing results
+
+
+def _need(result: Any, key: str, types: Tuple[type, ...]) -> Any:
+    if not isinstance(result, dict) or key not in result:
+        raise ValueError("missing %r" % key)
+    v = result[key]
+    if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
+        raise ValueError("%r has the wrong type: %r" % (key, v))
+    return v
+
+
+def parse_run_result(result: Any, call: "Call") -> RunResult:
+    """A ``run`` result object as a RunResult (strict on the core fields)."""
+    raw_values = _need(result, "values", (list,))
+    values = [_values.decode_value(v) for v in raw_values]
+    return RunResult(
+        values=values,
+        raw_values=raw_values,
+        fuel_consumed=_need(result, "fuelConsumed", (int,)),
+        peak_memory_bytes=_need(result, "peakMemoryBytes", (int,)),
+        logs=call.logs,
+        elapsed=_need(result, "elapsedMicros", (int, float)) / 1e6,
+        queued=result.get("queuedMicros", 0) / 1e6,
+        module_id=_need(result, "moduleId", (str,)),
+        log_lines=result.get("logLines", len(call.logs)),
+        log_truncated=bool(result.get("logTruncated", False)),
+        raw=result,
+    )
+
+
+def parse_module(result: Any, call: "Call") -> Module:
+    return Module(
+        id=_need(result, "moduleId", (str,)),
+        imports=list(_need(result, "imports", (list,))),
+        exports=list(_need(result, "exports", (list,))),
+        cached=bool(result.get("cached", False)),
+        compile_time=result.get("compileMicros", 0) / 1e6,
+    )
+
+
+def parse_object(result: Any, call: "Call") -> Dict[str, Any]:
+    if not isinstance(result, dict):
+        raise ValueError("expected an object, got %r" % (result,))
+    return result
+
+
+def parse_any(result: Any, call: "Call") -> Any:
+    return result
+
+
+# --------------------------------------------------------------------------
+# The pending-request table
+
+
+class Call:
+    """One request awaiting its response."""
+
+    __slots__ = ("id", "method", "settle", "on_log", "transform", "logs", "failure", "size")
+
+    def __init__(self, id: int, method: str, settle: Settle, on_log: Optional[OnLog],
+                 transform: Transform, size: int) -> None:
+        self.id = id
+        self.method = method
+        self.settle = settle
+        self.on_log = on_log
+        self.transform = transform
+        self.logs: List[str] = []
+        self.failure: Optional[BaseException] = None  # raised instead of the result
+        self.size = size  # body bytes, to attribute an "id": null size error
+
+
+_SIZE_RE = re.compile(r"message of (\d+) bytes")
+
+
+class Session:
+    """Request ids, the pending table and message dispatch; no I/O.
+
+    Thread safety: ``start``/``abandon``/``close`` may be called from any
+    thread; ``receive`` from a single reader only (which is what keeps each
+    call's log lines in order). ``settle`` and ``on_log`` callbacks run in
+    the reader, outside the lock.
+    """
+
+    def __init__(self, stderr_tail: Callable[[], str] = lambda: "") -> None:
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._pending: Dict[int, Call] = {}
+        self._closed: Optional[Callable[[], BaseException]] = None
+        self._stderr_tail = stderr_tail
+
+    # -- requests
+
+    def start(self, method: str, params: Any, settle: Settle, on_log: Optional[OnLog] = None,
+              transform: Transform = parse_any) -> Tuple[Call, bytes]:
+        """Register a request; returns it and its frame, to be written next."""
+        with self._lock:
+            if self._closed is not None:
+                raise self._closed()
+            id = next(self._ids)
+        message: Dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            message["params"] = params
+        frame = encode_message(message)  # outside the lock: may be megabytes
+        call = Call(id, method, settle, on_log, transform, len(frame) - frame.index(b"\r\n\r\n") - 4)
+        with self._lock:
+            if self._closed is not None:
+                raise self._closed()
+            self._pending[id] = call
+        return call, frame
+
+    @staticmethod
+    def notification(method: str, params: Any = None) -> bytes:
+        message: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        return encode_message(message)
+
+    def abandon(self, id: int) -> bool:
+        """Forget a call (cancelled by the caller); its late response and
+        logs are then dropped. Returns whether it was still pending."""
+        with self._lock:
+            return self._pending.pop(id, None) is not None
+
+    def fail(self, id: int, exc: BaseException) -> None:
+        with self._lock:
+            call = self._pending.pop(id, None)
+        if call is not None:
+            call.settle(None, exc)
+
+    def close(self, error: Callable[[], BaseException]) -> None:
+        """Fail every pending call (each with a fresh exception from
+        ``error``) and refuse new ones the same way. Idempotent."""
+        with self._lock:
+            if self._closed is None:
+                self._closed = error
+            calls = list(self._pending.values())
+            self._pending.clear()
+        for call in calls:
+            call.settle(None, error())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    # -- incoming messages
+
+    def receive(self, message: Dict[str, Any]) -> None:
+        if "method" in message:
+            if message["method"] == "log":
+                self._log(message.get("params"))
+            return  # other notifications (none defined yet) are ignored
+        id = message.get("id")
+        if id is None:
+            self._orphan(message)
+            return
+        if isinstance(id, bool) or not isinstance(id, int):
+            return  # not one of ours: we only send integer ids
+        with self._lock:
+            call = self._pending.pop(id, None)
+        if call is None:
+            return  # abandoned (cancelled) call, e.g. its -32800 reply
+        self._complete(call, message)
+
+    def _complete(self, call: Call, message: Dict[str, Any]) -> None:
+        result: Any = None
+        exc: Optional[BaseException] = call.failure
+        if exc is None:
+            if "error" in message:
+                exc = error_from_rpc(message["error"], self._stderr_tail())
+            elif "result" in message:
+                try:
+                    result = call.transform(message["result"], call)
+                except (ValueError, TypeError, KeyError) as e:
+                    exc = SidecarError("malformed %s result from the sidecar: %s" % (call.method, e),
+                                       data={"result": message["result"]})
+            else:
+                exc = SidecarError("response to %s has neither result nor error: %r" % (call.method, message))
+        call.settle(result, exc)
+
+    def _log(self, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        id = params.get("id")
+        if isinstance(id, bool) or not isinstance(id, int):
+            return
+        with self._lock:
+            call = self._pending.get(id)
+        if call is None:
+            return
+        line, seq = params.get("line"), params.get("seq")
+        if not isinstance(line, str):
+            line = str(line)
+        if seq != len(call.logs) and call.failure is None:
+            # The server promises in-order delivery; a gap or reordering
+            # would silently corrupt the caller's log, so it is an error.
+            call.failure = SidecarError("log notification out of order for request %d: expected seq %d, got %r"
+                                        % (id, len(call.logs), seq))
+        call.logs.append(line)
+        if call.on_log is not None and call.failure is None:
+            try:
+                call.on_log(line)
+            except Exception as e:  # re-raised by run() once the response arrives
+                call.failure = e
+
+    def _orphan(self, message: Dict[str, Any]) -> None:
+        """An error with ``id: null``: the server could not read the id.
+
+        For an oversized message the server names the byte count, which is
+        how we find the call; if there is exactly one call pending it must be
+        that one. Otherwise nobody can tell whose it was: every pending call
+        is failed, because waiting forever would be worse.
+        """
+        error = message.get("error")
+        text = error.get("message", "") if isinstance(error, dict) else ""
+        m = _SIZE_RE.search(text if isinstance(text, str) else "")
+        with self._lock:
+            victims: List[Call] = []
+            if m:
+                size = int(m.group(1))
+                sized = sorted((c for c in self._pending.values() if c.size == size), key=lambda c: c.id)
+                victims = sized[:1]
+            if not victims and len(self._pending) == 1:
+                victims = list(self._pending.values())
+            if not victims:
+                victims = list(self._pending.values())
+            for c in victims:
+                del self._pending[c.id]
+        for c in victims:
+            exc = error_from_rpc(error, self._stderr_tail())
+            if len(victims) > 1:
+                exc = SidecarError("the sidecar answered an error without a request id, which could belong "
+                                   "to any of %d pending calls: %s" % (len(victims), exc),
+                                   code=exc.code, data=exc.data, stderr_tail=self._stderr_tail())
+            c.settle(None, exc)

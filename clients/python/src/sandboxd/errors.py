@@ -1,0 +1,237 @@
+"""Exceptions raised by the sandboxd client.
+
+A run that does not produce values fails with a JSON-RPC error whose
+``data.kind`` says why (docs/protocol.md, "Errors"). Each kind has its own
+exception class so callers can write ``except sandboxd.FuelExhausted``; the
+kind/code table below must match the Go table (testdata/wire/error-kinds.json,
+checked by the tests). Everything that is not a run outcome -- protocol
+errors, a busy queue, a missing or crashed sidecar -- is a
+:class:`SidecarError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Type
+
+__all__ = [
+    "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
+    "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled",
+    "SidecarError", "KIND_CLASSES", "error_from_rpc",
+]
+
+
+class SandboxError(Exception):
+    """Base class of every error from sandboxd.
+
+    Attributes:
+        kind: the stable kind string (``data.kind``), e.g. ``"trap"``;
+            ``"sidecar"`` for :class:`SidecarError`.
+        code: the JSON-RPC error code (the CLI exit code of the kind, or
+            -32800 for cancelled, -326xx/-32000 for protocol errors), or
+            ``None`` when no response was received at all.
+        data: the error's ``data`` object (an empty dict if there was none).
+        fuel_consumed, peak_memory_bytes: what the run used before it
+            stopped; ``None`` if the run never got as far as a store.
+    """
+
+    #: Class-level defaults: the kind, CLI exit code and JSON-RPC code.
+    kind: str = "unknown"
+    exit_code: Optional[int] = None
+    rpc_code: Optional[int] = None
+
+    def __init__(self, message: str, *, kind: Optional[str] = None, code: Optional[int] = None,
+                 data: Optional[Mapping[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind if kind is not None else type(self).kind
+        self.code = code if code is not None else type(self).rpc_code
+        self.data: Dict[str, Any] = dict(data or {})
+        self.fuel_consumed: Optional[int] = self.data.get("fuelConsumed")
+        self.peak_memory_bytes: Optional[int] = self.data.get("peakMemoryBytes")
+        self._read_details(self.data)
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        """Subclasses copy their kind's fields out of ``data`` here."""
+
+    def __reduce__(self) -> Any:  # keyword-only __init__ needs help to pickle
+        return (_rebuild, (type(self), self.message, self.kind, self.code, self.data, self.__dict__))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: Type[SandboxError], message: str, kind: str, code: Optional[int],
+             data: Dict[str, Any], state: Dict[str, Any]) -> SandboxError:
+    err = cls.__new__(cls)
+    SandboxError.__init__(err, message, kind=kind, code=code, data=data)
+    err.__dict__.update(state)
+    return err
+
+
+class HostError(SandboxError):
+    """The host failed while running the guest (kind ``host``)."""
+
+    kind = "host"
+    exit_code = 1
+    rpc_code = 1
+
+
+class FuelExhausted(SandboxError):
+    """The fuel budget ran out. ``budget`` is the fuel limit of the run."""
+
+    kind = "fuel_exhausted"
+    exit_code = 2
+    rpc_code = 2
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.budget: Optional[int] = data.get("budget")
+
+
+class Timeout(SandboxError):
+    """The wall-clock deadline passed. ``timeout`` is the deadline in seconds."""
+
+    kind = "timeout"
+    exit_code = 3
+    rpc_code = 3
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        ms = data.get("timeoutMs")
+        self.timeout: Optional[float] = ms / 1000.0 if isinstance(ms, (int, float)) else None
+
+
+class MemoryLimitExceeded(SandboxError):
+    """A memory or table growth was denied by a cap.
+
+    ``resource`` is ``"memory"``, ``"table"``, ``"memories"`` (or
+    ``"tables"``); ``limit`` is the cap and ``requested`` what the guest
+    asked for (bytes or elements; ``None`` when not known).
+    """
+
+    kind = "memory_limit_exceeded"
+    exit_code = 4
+    rpc_code = 4
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.limit: Optional[int] = data.get("limit")
+        self.requested: Optional[int] = data.get("requested")
+        self.resource: Optional[str] = data.get("resource")
+
+
+class DisallowedImport(SandboxError):
+    """The module imports ``module``::``name``, which was not granted."""
+
+    kind = "disallowed_import"
+    exit_code = 5
+    rpc_code = 5
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.module: Optional[str] = data.get("module")
+        self.name: Optional[str] = data.get("name")
+
+
+class InvalidModule(SandboxError):
+    """The bytes or text are not a valid module (or a module id is unknown)."""
+
+    kind = "invalid_module"
+    exit_code = 6
+    rpc_code = 6
+
+
+class ExportError(SandboxError):
+    """The export ``function`` is missing or its signature does not fit."""
+
+    kind = "export"
+    exit_code = 7
+    rpc_code = 7
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.function: Optional[str] = data.get("function")
+
+
+class Trap(SandboxError):
+    """The guest trapped.
+
+    ``trap_code`` is the stable code (``"integer_divide_by_zero"``, ...);
+    ``frames`` the wasm frames, innermost first, as dicts with ``func``,
+    ``funcIndex`` and ``moduleOffset``.
+    """
+
+    kind = "trap"
+    exit_code = 8
+    rpc_code = 8
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.trap_code: Optional[str] = data.get("trapCode")
+        self.frames: List[Dict[str, Any]] = list(data.get("frames") or [])
+
+
+class Cancelled(SandboxError):
+    """The run was cancelled (by ``$/cancelRequest`` or sidecar shutdown)."""
+
+    kind = "cancelled"
+    exit_code = 9
+    rpc_code = -32800
+
+
+class SidecarError(SandboxError):
+    """The sidecar itself failed: it is missing, crashed, was closed, broke
+    the protocol, or refused a request (-326xx codes, -32000 busy).
+
+    ``stderr_tail`` holds the last few KiB of the sidecar's stderr, which is
+    usually where the reason is.
+    """
+
+    kind = "sidecar"
+
+    def __init__(self, message: str, *, code: Optional[int] = None,
+                 data: Optional[Mapping[str, Any]] = None, stderr_tail: str = "",
+                 kind: Optional[str] = None) -> None:
+        super().__init__(message, kind=kind, code=code, data=data)
+        self.stderr_tail = stderr_tail
+
+
+#: kind -> exception class, for every run outcome kind of the protocol.
+KIND_CLASSES: Dict[str, Type[SandboxError]] = {
+    cls.kind: cls
+    for cls in (HostError, FuelExhausted, Timeout, MemoryLimitExceeded, DisallowedImport,
+                InvalidModule, ExportError, Trap, Cancelled)
+}
+
+_CODE_CLASSES: Dict[int, Type[SandboxError]] = {
+    cls.rpc_code: cls for cls in KIND_CLASSES.values() if cls.rpc_code is not None
+}
+
+
+def error_from_rpc(error: Any, stderr_tail: str = "") -> SandboxError:
+    """The exception for a JSON-RPC ``error`` object.
+
+    Mapped by ``data.kind`` first (the protocol's contract), if it is a run
+    outcome kind. Otherwise a code in JSON-RPC's reserved range
+    (-32768..-32000: parse/request/params errors, busy) is a protocol error,
+    i.e. :class:`SidecarError`, whatever its ``data.kind`` (the server tags
+    busy errors ``"busy"``); an error without a kind is mapped by its code.
+    A kind this client does not know, with a non-reserved code (a newer
+    server), becomes a plain :class:`SandboxError` carrying that kind rather
+    than being misreported.
+    """
+    if not isinstance(error, dict):
+        return SidecarError("malformed error object from sidecar: %r" % (error,), stderr_tail=stderr_tail)
+    code = error.get("code")
+    message = error.get("message")
+    if not isinstance(message, str):
+        message = "error %r from sidecar" % (code,)
+    data = error.get("data")
+    if not isinstance(data, dict):
+        data = {"value": data} if data is not None else {}
+    kind = data.get("kind")
+    cls = KIND_CLASSES.get(kind) if isinstance(kind, str) else None
+    if cls is not None:
+        return cls(message, code=code, data=data)
+    if isinstance(code, int) and not isinstance(code, bool):
+        if -32768 <= code <= -32000 and code not in _CODE_CLASSES:
+            return SidecarError(message, code=code, data=data, stderr_tail=stderr_tail)
+        if not isinstance(kind, str) and code in _CODE_CLASSES:
+            return _CODE_CLASSES[code](message, code=code, data=data)
+    if isinstance(kind, str) and kind != SidecarError.kind:
+        return SandboxError(message, kind=kind, code=code, data=data)
+    return SidecarError(message, code=code, data=data, stderr_tail=stderr_tail)

@@ -1,0 +1,169 @@
+"""A scripted stand-in for `sandboxd serve`, for the client's unit tests.
+
+It speaks the same framing and JSON-RPC as the real server, but its `run`
+does whatever the `function` name asks for, so the tests can provoke the
+situations a real guest cannot produce on demand (malformed output, a crash
+at a chosen moment, orphan errors, out-of-order logs). The behaviour of real
+guests is tested against the real binary in test_integration*.py.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+KIND_CODES = {"host": 1, "fuel_exhausted": 2, "timeout": 3, "memory_limit_exceeded": 4,
+              "disallowed_import": 5, "invalid_module": 6, "export": 7, "trap": 8, "cancelled": -32800}
+
+out = sys.stdout.buffer
+write_lock = threading.Lock()
+cancels = {}  # id -> threading.Event
+cancels_lock = threading.Lock()
+shutdown_seen = False
+cancel_requests = []  # ids named by $/cancelRequest, in arrival order
+max_message = int(os.environ.get("FAKE_MAX_MESSAGE", "0")) or None
+
+
+def send(msg):
+    body = json.dumps(msg).encode()
+    with write_lock:
+        out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        out.flush()
+
+
+def raw(data):
+    with write_lock:
+        out.write(data)
+        out.flush()
+
+
+def result(id, res):
+    send({"jsonrpc": "2.0", "id": id, "result": res})
+
+
+def error(id, code, message, data=None):
+    err = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    send({"jsonrpc": "2.0", "id": id, "error": err})
+
+
+def run_result(values, params, **extra):
+    res = {"values": values, "fuelConsumed": 7, "peakMemoryBytes": 65536, "elapsedMicros": 1500,
+           "queuedMicros": 20, "moduleId": "sha256:" + "ab" * 32, "logLines": 0, "logTruncated": False,
+           "params": params}
+    res.update(extra)
+    return res
+
+
+def do_run(id, params):
+    fn = params.get("function", "run")
+    args = params.get("args", [])
+    if fn == "add":
+        result(id, run_result([{"type": "i32", "value": sum(args)}], params))
+    elif fn == "echo":
+        result(id, run_result([], params))
+    elif fn == "logs":
+        n = args[0]
+        for i in range(n):
+            send({"jsonrpc": "2.0", "method": "log", "params": {"id": id, "seq": i, "line": "line %d" % i}})
+        result(id, run_result([], params, logLines=n))
+    elif fn == "bad_seq":
+        for seq in (0, 2, 1):
+            send({"jsonrpc": "2.0", "method": "log", "params": {"id": id, "seq": seq, "line": "s%d" % seq}})
+        result(id, run_result([], params, logLines=3))
+    elif fn.startswith("error:"):
+        kind = fn[len("error:"):]
+        data = dict(params.get("errorData", {}), kind=kind)
+        error(id, KIND_CODES.get(kind, 1), "%s: scripted" % kind, data)
+    elif fn == "protocol_error":
+        error(id, args[0], "scripted protocol error", params.get("errorData"))
+    elif fn == "hang":
+        ev = threading.Event()
+        with cancels_lock:
+            cancels[id] = ev
+        send({"jsonrpc": "2.0", "method": "log", "params": {"id": id, "seq": 0, "line": "hanging"}})
+        ev.wait(30)
+        error(id, -32800, "cancelled: request cancelled", {"kind": "cancelled"})
+    elif fn == "slow":
+        time.sleep(args[0] / 1000.0)
+        result(id, run_result([{"type": "i32", "value": args[0]}], params))
+    elif fn == "die":
+        sys.stderr.write("fatal: scripted crash\n")
+        sys.stderr.flush()
+        os._exit(3)
+    elif fn == "stderr_flood":
+        sys.stderr.write("x" * (1 << 20) + "\nEND OF FLOOD\n")
+        sys.stderr.flush()
+        result(id, run_result([], params))
+    elif fn == "null_id":
+        error(None, -32600, "scripted error without id")
+    elif fn == "garbage":
+        raw(b"Content-Length: nope\r\n\r\n{}")
+    elif fn == "torn":
+        raw(b"Content-Length: 100\r\n\r\n{\"jsonrpc\"")
+        os._exit(0)
+    elif fn == "bad_value":
+        result(id, run_result([{"type": "i64", "value": 5}], params))
+    elif fn == "no_result":
+        send({"jsonrpc": "2.0", "id": id})
+    else:
+        error(id, 7, "export: no export named %r" % fn, {"kind": "export", "function": fn})
+
+
+def handle(msg):
+    global shutdown_seen
+    method = msg.get("method")
+    id = msg.get("id")
+    params = msg.get("params") or {}
+    if method == "run":
+        threading.Thread(target=do_run, args=(id, params), daemon=True).start()
+    elif method == "$/cancelRequest":
+        with cancels_lock:
+            cancel_requests.append(params.get("id"))
+            ev = cancels.get(params.get("id"))
+        if ev is not None:
+            ev.set()
+    elif method == "initialize":
+        result(id, {"serverInfo": {"name": "fake"}, "argv": sys.argv[1:], "env": os.environ.get("FAKE_ENV"),
+                    "params": params})
+    elif method == "compile":
+        result(id, {"moduleId": "sha256:" + "cd" * 32, "imports": [],
+                    "exports": [{"name": "add", "kind": "func", "params": ["i32", "i32"], "results": ["i32"]}],
+                    "cached": False, "compileMicros": 2500, "params": params})
+    elif method == "stats":
+        result(id, {"runs": {"ok": 0}, "inFlight": 0, "hasParams": "params" in msg,
+                    "cancelRequests": list(cancel_requests)})
+    elif method == "shutdown":
+        shutdown_seen = True
+        result(id, None)
+    elif method == "exit":
+        os._exit(0 if shutdown_seen else 1)
+    elif id is not None:
+        error(id, -32601, "method not found: %s" % method)
+
+
+def main():
+    inp = sys.stdin.buffer
+    while True:
+        length = None
+        while True:
+            line = inp.readline()
+            if not line:
+                os._exit(0)  # stdin EOF
+            line = line.rstrip(b"\r\n")
+            if not line:
+                break
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        body = inp.read(length)
+        if max_message is not None and length > max_message:
+            error(None, -32600, "message of %d bytes exceeds --max-message-bytes %d" % (length, max_message))
+            continue
+        handle(json.loads(body))
+
+
+if __name__ == "__main__":
+    main()

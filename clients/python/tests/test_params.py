@@ -1,0 +1,137 @@
+"""Request building: module sources, limits, capabilities, binary lookup."""
+
+import base64
+import datetime
+import os
+import unittest
+from unittest import mock
+
+import sandboxd
+from sandboxd import _process
+from sandboxd._params import limits_object, module_source, run_params, timeout_ms
+
+
+def params(**kw):
+    base = dict(wat=None, wasm=None, path=None, module=None, function="run", args=(), limits=None,
+                limit_overrides={}, log=False, random_seed=None, clock=False, on_log=None)
+    base.update(kw)
+    return run_params(**base)
+
+
+class ModuleSourceTest(unittest.TestCase):
+    def test_each_source(self):
+        self.assertEqual(module_source(wat="(module)"), {"wat": "(module)"})
+        self.assertEqual(module_source(wasm=b"\0asm\1\0\0\0"),
+                         {"wasm": base64.b64encode(b"\0asm\1\0\0\0").decode()})
+        self.assertEqual(module_source(wasm=bytearray(b"\0asm")), {"wasm": "AGFzbQ=="})
+        self.assertEqual(module_source(path="/abs/g.wasm"), {"path": "/abs/g.wasm"})
+        self.assertEqual(module_source(path="rel/g.wasm"), {"path": os.path.join(os.getcwd(), "rel/g.wasm")})
+        mod = sandboxd.Module("sha256:00", [], [])
+        self.assertEqual(module_source(module=mod), {"id": "sha256:00"})
+        self.assertEqual(module_source(module="sha256:11"), {"id": "sha256:11"})
+
+    def test_exactly_one(self):
+        with self.assertRaisesRegex(ValueError, r"exactly one .*\(got none\)"):
+            module_source()
+        with self.assertRaisesRegex(ValueError, r"\(got wat=, path=\)"):
+            module_source(wat="(module)", path="x.wasm")
+        # an empty string is a source (the server will call it invalid), not "none"
+        self.assertEqual(module_source(wat=""), {"wat": ""})
+
+    def test_wrong_types(self):
+        with self.assertRaisesRegex(TypeError, "wat="):
+            module_source(wasm="(module)")
+        with self.assertRaises(TypeError):
+            module_source(module=42)
+
+
+class LimitsTest(unittest.TestCase):
+    def test_all_fields(self):
+        lim = sandboxd.Limits(fuel=1, timeout=0.25, memory_bytes=2, table_elements=3, instances=4,
+                              memories=5, log_bytes=6)
+        self.assertEqual(limits_object(lim, {}), {
+            "fuel": 1, "timeoutMs": 250, "memoryBytes": 2, "tableElements": 3, "instances": 4,
+            "memories": 5, "logBytes": 6})
+
+    def test_keywords_override(self):
+        lim = sandboxd.Limits(fuel=10, memory_bytes=4 << 20)
+        self.assertEqual(limits_object(lim, {"fuel": 99, "timeout": None, "log_bytes": 7}),
+                         {"fuel": 99, "memoryBytes": 4 << 20, "logBytes": 7})
+        self.assertEqual(limits_object(None, {}), {})
+        self.assertEqual(lim.fuel, 10)  # not mutated
+
+    def test_timeout_ms(self):
+        self.assertEqual(timeout_ms(0.05), 50)     # 50.000000000000007, not 51
+        self.assertEqual(timeout_ms(1), 1000)
+        self.assertEqual(timeout_ms(0.0001), 1)    # never rounds a real timeout to 0
+        self.assertEqual(timeout_ms(0), 0)         # the server refuses it, naming the field
+        self.assertEqual(timeout_ms(datetime.timedelta(milliseconds=1500)), 1500)
+        with self.assertRaises(TypeError):
+            timeout_ms("1s")
+
+    def test_integers(self):
+        self.assertEqual(limits_object(None, {"fuel": 1e6}), {"fuel": 1000000})
+        with self.assertRaises(TypeError):
+            limits_object(None, {"fuel": 1.5})
+        with self.assertRaises(TypeError):
+            limits_object(None, {"memory_bytes": True})
+        with self.assertRaises(TypeError):
+            limits_object({"fuel": 1}, {})
+
+
+class RunParamsTest(unittest.TestCase):
+    def test_minimal(self):
+        self.assertEqual(params(wat="(module)"), {"module": {"wat": "(module)"}, "function": "run", "args": []})
+
+    def test_full(self):
+        p = params(path="/g.wasm", function="f", args=[1, 2.5, 2 ** 60], limit_overrides={"fuel": 5},
+                   log=True, random_seed=2 ** 64 - 1, clock=True, on_log=print)
+        self.assertEqual(p, {
+            "module": {"path": "/g.wasm"}, "function": "f", "args": [1, 2.5, str(2 ** 60)],
+            "limits": {"fuel": 5},
+            "capabilities": {"log": True, "random": {"seed": "18446744073709551615"}, "clock": True}})
+        self.assertEqual(params(wat="", random_seed=42)["capabilities"], {"random": {"seed": 42}})
+
+    def test_on_log_needs_log(self):
+        with self.assertRaisesRegex(ValueError, "log=True"):
+            params(wat="(module)", on_log=print)
+
+
+class BinaryLookupTest(unittest.TestCase):
+    HINT = ("build it with `make build` in the sandboxd repository (needs Go and gcc), "
+            "then pass binary=... or set SANDBOXD_BIN")
+
+    def test_missing_binary_has_build_hint(self):
+        for cls in (sandboxd.Sidecar, sandboxd.AsyncSidecar):
+            with self.assertRaises(sandboxd.SidecarError) as cm:
+                cls(binary="/nonexistent")
+            self.assertIn(self.HINT, str(cm.exception))
+            self.assertIn("/nonexistent", str(cm.exception))
+            self.assertEqual(cm.exception.kind, "sidecar")
+
+    def test_env_then_path(self):
+        with mock.patch.dict(os.environ, {"SANDBOXD_BIN": "/nowhere/sandboxd"}):
+            with self.assertRaisesRegex(sandboxd.SidecarError, r"\$SANDBOXD_BIN='/nowhere/sandboxd'"):
+                _process.find_binary(None)
+        env = {k: v for k, v in os.environ.items() if k != "SANDBOXD_BIN"}
+        with mock.patch.dict(os.environ, env, clear=True), \
+                mock.patch("shutil.which", return_value=None):
+            with self.assertRaises(sandboxd.SidecarError) as cm:
+                _process.find_binary(None)
+            self.assertIn("not found on PATH", str(cm.exception))
+            self.assertIn(self.HINT, str(cm.exception))
+        with mock.patch.dict(os.environ, env, clear=True), \
+                mock.patch("shutil.which", return_value="/usr/bin/sandboxd"):
+            self.assertEqual(_process.find_binary(None), "/usr/bin/sandboxd")
+
+    def test_argv(self):
+        self.assertEqual(_process.sidecar_argv("/b", ["--log-level", "debug"], 3),
+                         ["/b", "serve", "--max-concurrency", "3", "--log-level", "debug"])
+        with self.assertRaises(ValueError):
+            _process.sidecar_argv("/b", (), 0)
+        with self.assertRaises(TypeError):
+            _process.sidecar_argv("/b", "--flag", None)
+
+
+if __name__ == "__main__":
+    unittest.main()
