@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math"
-	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +36,9 @@ func object(raw json.RawMessage, field string, allowed ...string) (map[string]js
 	}
 	for k := range obj {
 		if !contains(allowed, k) {
+			if k == "" {
+				return nil, paramErr(field, "unknown field \"\" (allowed: %s)", strings.Join(allowed, ", "))
+			}
 			return nil, paramErr(join(field, k), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
 		}
 	}
@@ -95,8 +97,9 @@ func boolField(raw json.RawMessage, field string) (bool, error) {
 }
 
 // uintField reads a JSON integer >= 0 (or, if allowString, a decimal
-// string) that fits in 64 bits.
-func uintField(raw json.RawMessage, field string, allowString bool) (uint64, error) {
+// string) that fits in 64 bits. positive only words the message for a
+// negative value: the caller checks for zero.
+func uintField(raw json.RawMessage, field string, allowString, positive bool) (uint64, error) {
 	raw = bytes.TrimSpace(raw)
 	lit := string(raw)
 	if allowString && len(raw) > 0 && raw[0] == '"' {
@@ -109,13 +112,15 @@ func uintField(raw json.RawMessage, field string, allowString bool) (uint64, err
 	if len(lit) > 400 {
 		return 0, paramErr(field, "must be an integer that fits in 64 bits")
 	}
-	f, _, err := big.ParseFloat(lit, 10, 256, big.ToNearestEven)
-	if err != nil || !f.IsInt() {
+	n, ok := exactInteger(lit)
+	if !ok {
 		return 0, paramErr(field, "must be an integer, got %s", lit)
 	}
-	n, _ := f.Int(nil)
 	if n.Sign() < 0 {
-		return 0, paramErr(field, "must be > 0, got %s", lit)
+		if positive {
+			return 0, paramErr(field, "must be > 0, got %s", lit)
+		}
+		return 0, paramErr(field, "must be >= 0, got %s", lit)
 	}
 	if !n.IsUint64() {
 		return 0, paramErr(field, "must be at most %d", uint64(math.MaxUint64))
@@ -189,7 +194,7 @@ func decodeLimits(raw json.RawMessage, defaults, max limits.Limits) (limits.Limi
 		if !ok {
 			continue
 		}
-		n, err := uintField(v, "limits."+f.Name, false)
+		n, err := uintField(v, "limits."+f.Name, false, true)
 		if err != nil {
 			return l, err
 		}
@@ -247,7 +252,7 @@ func decodeCapabilities(raw json.RawMessage) (sandbox.Capabilities, error) {
 		if !ok {
 			return caps, paramErr("capabilities.random.seed", "required (an integer 0..2^64-1 or a decimal string)")
 		}
-		if caps.Seed, err = uintField(seed, "capabilities.random.seed", true); err != nil {
+		if caps.Seed, err = uintField(seed, "capabilities.random.seed", true, false); err != nil {
 			return caps, err
 		}
 		caps.Random = true

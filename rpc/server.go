@@ -421,12 +421,11 @@ func (s *Server) worker() {
 			return
 		}
 		s.execute(j)
+		j.cancel()
 		s.mu.Lock()
-		delete(s.jobs, j.key)
-		s.running--
+		s.running-- // after the reply is queued, so shutdown's reply comes after it
 		s.work.Broadcast()
 		s.mu.Unlock()
-		j.cancel()
 	}
 }
 
@@ -540,8 +539,13 @@ func CompileResultOf(mod *sandbox.Module, info sandbox.CompileInfo) *CompileResu
 	return r
 }
 
+// respond sends the job's one response. The id is released first, so a
+// parent may reuse it as soon as it reads the response.
 func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 	j.replied = true
+	s.mu.Lock()
+	delete(s.jobs, j.key)
+	s.mu.Unlock()
 	reply(j.conn, j.id, result, rerr)
 }
 

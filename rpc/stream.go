@@ -115,13 +115,17 @@ func (f *frameReader) nextLine() ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := f.r.ReadSlice('\n')
-		if int64(len(line)+len(chunk)) > f.max+1 { // +1: the newline itself
+		body := len(line) + len(chunk)
+		if err == nil { // the chunk ends with the newline, which is not content
+			body--
+		}
+		if int64(body) > f.max {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				if skipErr := f.skipLine(); skipErr != nil {
-					return nil, &FramingError{"end of input inside an oversized message"}
+				if skipErr := f.skipLine(); skipErr != nil && skipErr != io.EOF {
+					return nil, skipErr
 				}
 			}
-			return nil, &oversizedError{-1, f.max}
+			return nil, &oversizedError{-1, f.max} // the next call reports EOF, if that is what follows
 		}
 		line = append(line, chunk...)
 		switch {
@@ -380,7 +384,7 @@ func (s *stream) screen(body []byte) bool {
 		return false
 	}
 	var name string
-	if err := json.Unmarshal(method, &name); err != nil {
+	if m := bytes.TrimSpace(method); len(m) == 0 || m[0] != '"' || json.Unmarshal(m, &name) != nil {
 		s.out.send(errorBody(idOrNull(id, hasID), CodeInvalidRequest, `invalid request: "method" must be a string`))
 		return false
 	}

@@ -307,8 +307,12 @@ func TestScreen(t *testing.T) {
 		{"id string", `{"jsonrpc":"2.0","id":"abc","method":"run"}`, true, none, ""},
 		{"id empty string", `{"jsonrpc":"2.0","id":"","method":"run"}`, true, none, ""},
 		{"id zero", `{"jsonrpc":"2.0","id":0,"method":"run"}`, true, none, ""},
-		{"id max uint64", `{"jsonrpc":"2.0","id":18446744073709551615,"method":"run"}`, true, none, ""},
+		{"id max int64", `{"jsonrpc":"2.0","id":9223372036854775807,"method":"run"}`, true, none, ""},
+		// docs/protocol.md: integer ids are 0..2^63-1; larger ones get -32600 id null.
+		{"id 2^63", `{"jsonrpc":"2.0","id":9223372036854775808,"method":"run"}`, false, CodeInvalidRequest, "null"},
+		{"id max uint64", `{"jsonrpc":"2.0","id":18446744073709551615,"method":"run"}`, false, CodeInvalidRequest, "null"},
 		{"id beyond uint64", `{"jsonrpc":"2.0","id":18446744073709551616,"method":"run"}`, false, CodeInvalidRequest, "null"},
+		{"id minus zero", `{"jsonrpc":"2.0","id":-0,"method":"run"}`, false, CodeInvalidRequest, "null"},
 		{"id negative", `{"jsonrpc":"2.0","id":-1,"method":"run"}`, false, CodeInvalidRequest, "null"},
 		{"id fraction", `{"jsonrpc":"2.0","id":1.5,"method":"run"}`, false, CodeInvalidRequest, "null"},
 		{"id exponent", `{"jsonrpc":"2.0","id":1e2,"method":"run"}`, false, CodeInvalidRequest, "null"},
@@ -480,8 +484,7 @@ func TestStreamReadObjectJSONRPC2Decode(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":0,"method":"stats"}`, jsonrpc2.ID{Num: 0}},
 		{`{"jsonrpc":"2.0","id":"a","method":"stats"}`, jsonrpc2.ID{Str: "a", IsString: true}},
 		{`{"jsonrpc":"2.0","id":9223372036854775807,"method":"stats"}`, jsonrpc2.ID{Num: 1<<63 - 1}},
-		{`{"jsonrpc":"2.0","id":9223372036854775808,"method":"stats"}`, jsonrpc2.ID{Num: 1 << 63}},
-		{`{"jsonrpc":"2.0","id":18446744073709551615,"method":"stats"}`, jsonrpc2.ID{Num: 1<<64 - 1}},
+		{`{"jsonrpc":"2.0","id":"18446744073709551615","method":"stats"}`, jsonrpc2.ID{Str: "18446744073709551615", IsString: true}},
 	} {
 		var buf bytes.Buffer
 		out := newOutbox(&buf, FramingNDJSON)

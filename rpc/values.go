@@ -188,11 +188,10 @@ func decodeNumber(lit string, ty sandbox.ValType) (sandbox.Value, error) {
 	if len(lit) > 400 { // keep big.Float parsing bounded
 		return sandbox.Value{}, fmt.Errorf("expected %s, got a number of %d digits", ty, len(lit))
 	}
-	f, _, err := big.ParseFloat(lit, 10, 256, big.ToNearestEven)
-	if err != nil || !f.IsInt() {
+	n, ok := exactInteger(lit)
+	if !ok {
 		return sandbox.Value{}, fmt.Errorf("expected %s (an integer), got %s", ty, lit)
 	}
-	n, _ := f.Int(nil)
 	lo, hi := minI64, maxU64
 	if ty == sandbox.I32 {
 		lo, hi = minI32, maxU32
@@ -210,6 +209,31 @@ func decodeNumber(lit string, ty sandbox.ValType) (sandbox.Value, error) {
 		return sandbox.ValueI32(int32(uint32(n.Uint64()))), nil
 	}
 	return sandbox.ValueI64(int64(n.Uint64())), nil
+}
+
+// exactInteger reads a JSON number literal that denotes an integer exactly
+// ("1e3" does, "1.5" and "1e-1000000000" do not). The caller bounds the
+// literal's length; big.Float keeps the work bounded even for huge
+// exponents, and a result that is not exact (an underflow to zero, say)
+// is refused.
+func exactInteger(lit string) (*big.Int, bool) {
+	f, _, err := big.ParseFloat(lit, 10, 256, big.ToNearestEven)
+	if err != nil || f.IsInf() {
+		return nil, false
+	}
+	if f.Sign() == 0 { // 0 only if every mantissa digit is: "1e-1000000000" underflows to 0
+		mantissa, _, _ := strings.Cut(strings.ToLower(lit), "e")
+		return new(big.Int), strings.Trim(mantissa, "-+.0") == ""
+	}
+	if f.IsInt() && f.MantExp(nil) > 64 { // far out of every range: let the caller say so
+		n, _ := f.Int(nil)
+		return n, true
+	}
+	if f.Acc() != big.Exact || !f.IsInt() {
+		return nil, false
+	}
+	n, _ := f.Int(nil)
+	return n, true
 }
 
 func describeJSON(raw json.RawMessage) string {
