@@ -216,12 +216,12 @@ func (r *run) classify(err error) *Error {
 	if pages := r.getGlobal(wasmbin.ExportMemDeniedPages); pages > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes,
 			Requested: pages * limits.WasmPageSize,
-			Message: fmt.Sprintf("memory growth to %d bytes denied: the cap is %d bytes", pages*limits.WasmPageSize, l.MemoryBytes)}
+			Message:   fmt.Sprintf("memory growth to %d bytes denied: the cap is %d bytes", pages*limits.WasmPageSize, l.MemoryBytes)}
 	}
 	if elems := r.getGlobal(wasmbin.ExportTableDenied); elems > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceTable, Limit: l.TableElements,
 			Requested: elems,
-			Message: fmt.Sprintf("table growth to %d elements denied: the cap is %d elements", elems, l.TableElements)}
+			Message:   fmt.Sprintf("table growth to %d elements denied: the cap is %d elements", elems, l.TableElements)}
 	}
 	if r.fence.reason() == stopTimedOut {
 		return timeoutError(l)
