@@ -498,7 +498,7 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*RunResult, error) {
 	res, err := s.eng.Run(j.ctx, sandbox.Request{
 		Module: mod, Function: spec.function, Args: args, Limits: spec.limits, Capabilities: spec.caps,
 		Log: func(line string) {
-			j.conn.Notify(context.WithoutCancel(j.ctx), NotifyLog, LogParams{ID: j.id, Seq: seq, Line: line})
+			s.notifyLog(j.id, seq, line)
 			seq++
 		},
 	})
@@ -539,14 +539,62 @@ func CompileResultOf(mod *sandbox.Module, info sandbox.CompileInfo) *CompileResu
 	return r
 }
 
-// respond sends the job's one response. The id is released first, so a
-// parent may reuse it as soon as it reads the response.
+// respond sends the job's one response, from the worker itself when the
+// output is idle. The id is released first, so a parent may reuse it as
+// soon as it reads the response.
 func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 	j.replied = true
 	s.mu.Lock()
 	delete(s.jobs, j.key)
 	s.mu.Unlock()
-	reply(j.conn, j.id, result, rerr)
+	body, err := responseBody(j.id, result, rerr)
+	if err != nil {
+		s.log.Error("encoding a response", "error", err)
+		body, _ = responseBody(j.id, nil, protocolError(CodeInternalError, "internal error: %v", err))
+	}
+	s.out.sendDirect(body)
+}
+
+// responseBody encodes a response in one pass. (jsonrpc2's own encoder
+// marshals and then compacts the whole message again.)
+func responseBody(id jsonrpc2.ID, result any, rerr *jsonrpc2.Error) ([]byte, error) {
+	idJSON, err := id.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var payload []byte
+	key := `,"result":`
+	if rerr != nil {
+		key = `,"error":`
+		payload, err = json.Marshal(rerr)
+	} else {
+		payload, err = json.Marshal(result)
+	}
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, 0, len(payload)+len(idJSON)+32)
+	body = append(body, `{"jsonrpc":"2.0","id":`...)
+	body = append(body, idJSON...)
+	body = append(body, key...)
+	body = append(body, payload...)
+	return append(body, '}'), nil
+}
+
+// notifyLog queues one log notification of a run. It never blocks.
+func (s *Server) notifyLog(id jsonrpc2.ID, seq int, line string) {
+	body, err := json.Marshal(logNotification{JSONRPC: "2.0", Method: NotifyLog, Params: LogParams{ID: id, Seq: seq, Line: line}})
+	if err != nil {
+		s.log.Error("encoding a log notification", "error", err)
+		return
+	}
+	s.out.send(body)
+}
+
+type logNotification struct {
+	JSONRPC string    `json:"jsonrpc"`
+	Method  string    `json:"method"`
+	Params  LogParams `json:"params"`
 }
 
 // reply sends one response. It never blocks on the parent (the outbox

@@ -169,10 +169,14 @@ func encodeFrame(framing Framing, body []byte) []byte {
 	return append(frame, body...)
 }
 
-// outbox is the single writer of the output. Senders never block: frames
-// are queued and one goroutine writes them in order. A guest's host::log
-// therefore never waits on the parent's pipe, and every notification of a
-// run is queued before its response, so it is written before it too.
+// outbox owns the output. Frames leave in the order they were sent.
+// Queued senders never block: a writer goroutine drains the queue, so a
+// guest's host::log never waits on the parent's pipe, and a run's log
+// notifications, queued before its response, are written before it. A
+// worker's response may instead be written inline by the worker itself
+// when nothing is queued or being written (sendDirect): that saves a
+// goroutine hand-off per run, and only that worker waits if the parent is
+// slow to read.
 type outbox struct {
 	w       *bufio.Writer
 	framing Framing
@@ -180,7 +184,8 @@ type outbox struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	queue   [][]byte
-	pending int64 // bytes queued and not yet written
+	pending int64 // bytes queued or being written
+	writing bool  // someone (the writer goroutine or a direct sender) owns w
 	closed  bool
 	broken  error
 	done    chan struct{}
@@ -206,40 +211,66 @@ func (o *outbox) send(body []byte) {
 	o.cond.Broadcast()
 }
 
+// sendDirect writes one JSON body from the calling goroutine if the
+// outbox is idle, and queues it otherwise. It may block on the pipe.
+func (o *outbox) sendDirect(body []byte) {
+	frame := encodeFrame(o.framing, body)
+	o.mu.Lock()
+	if o.writing || len(o.queue) > 0 || o.closed || o.broken != nil {
+		o.mu.Unlock()
+		o.send(body)
+		return
+	}
+	o.writing = true
+	o.pending += int64(len(frame))
+	o.mu.Unlock()
+	o.finish([][]byte{frame}, o.write([][]byte{frame}))
+}
+
+// write puts frames on the wire; the caller owns w (writing is set).
+func (o *outbox) write(frames [][]byte) error {
+	for _, frame := range frames {
+		if _, err := o.w.Write(frame); err != nil {
+			return err
+		}
+	}
+	return o.w.Flush()
+}
+
+// finish releases w after a write and wakes whoever waits for it.
+func (o *outbox) finish(frames [][]byte, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.writing = false
+	for _, frame := range frames {
+		o.pending -= int64(len(frame))
+	}
+	if err != nil {
+		o.broken = err
+		o.queue, o.pending = nil, 0
+	}
+	o.cond.Broadcast()
+}
+
 func (o *outbox) loop() {
 	defer close(o.done)
 	for {
 		o.mu.Lock()
-		for len(o.queue) == 0 && !o.closed {
+		for (len(o.queue) == 0 || o.writing) && !o.closed && o.broken == nil {
 			o.cond.Wait()
+		}
+		for o.writing { // closing: let a direct sender finish first
+			o.cond.Wait()
+		}
+		if o.broken != nil || (o.closed && len(o.queue) == 0) {
+			o.mu.Unlock()
+			return
 		}
 		batch := o.queue
 		o.queue = nil
-		closed := o.closed
+		o.writing = true
 		o.mu.Unlock()
-
-		var err error
-		for _, frame := range batch {
-			if _, err = o.w.Write(frame); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = o.w.Flush()
-		}
-		o.mu.Lock()
-		for _, frame := range batch {
-			o.pending -= int64(len(frame))
-		}
-		if err != nil {
-			o.broken = err
-			o.queue, o.pending = nil, 0
-		}
-		o.cond.Broadcast()
-		o.mu.Unlock()
-		if err != nil || (closed && len(batch) == 0) {
-			return
-		}
+		o.finish(batch, o.write(batch))
 	}
 }
 
