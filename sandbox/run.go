@@ -128,8 +128,13 @@ func (r *run) execute() ([]Value, error) {
 		return nil, err
 	}
 	r.instance = inst
-	r.setGlobal(wasmbin.ExportMemCapPages, int64(r.req.Limits.MemoryBytes/limits.WasmPageSize))
-	r.setGlobal(wasmbin.ExportTableCap, int64(r.req.Limits.TableElements))
+	info := r.module.info
+	if info.GrowsMemory { // each export lookup costs: skip caps no code can reach
+		r.setGlobal(wasmbin.ExportMemCapPages, int64(r.req.Limits.MemoryBytes/limits.WasmPageSize))
+	}
+	if info.GrowsTable {
+		r.setGlobal(wasmbin.ExportTableCap, int64(r.req.Limits.TableElements))
+	}
 	if r.module.info.HasStart {
 		if _, err := inst.GetFunc(r.store, wasmbin.ExportStart).Call(r.store); err != nil {
 			return nil, err
@@ -157,8 +162,9 @@ func (r *run) setGlobal(name string, v int64) {
 	}
 }
 
-func (r *run) getGlobal(name string) uint64 {
-	if r.instance == nil {
+// getGlobalIf reads an injected i64 global, or 0 when used is false.
+func (r *run) getGlobalIf(used bool, name string) uint64 {
+	if !used || r.instance == nil {
 		return 0
 	}
 	if ext := r.instance.GetExport(r.store, name); ext != nil && ext.Global() != nil {
@@ -177,8 +183,9 @@ func (r *run) usage() Usage {
 	if r.instance == nil {
 		return u
 	}
-	for i := 0; ; i++ {
-		ext := r.instance.GetExport(r.store, fmt.Sprintf("%s%d", wasmbin.ExportMemoryPrefix, i))
+	info := r.module.info
+	for i := 0; i < info.ImportedMemories+len(info.Memories); i++ {
+		ext := r.instance.GetExport(r.store, wasmbin.MemoryExportName(i))
 		if ext == nil || ext.Memory() == nil {
 			break
 		}
@@ -213,12 +220,13 @@ func (r *run) classify(err error) *Error {
 	if r.fence.reason() == stopCancelled {
 		return cancelledError()
 	}
-	if pages := r.getGlobal(wasmbin.ExportMemDeniedPages); pages > 0 {
+	info := r.module.info
+	if pages := r.getGlobalIf(info.GrowsMemory, wasmbin.ExportMemDeniedPages); pages > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes,
 			Requested: pages * limits.WasmPageSize,
 			Message:   fmt.Sprintf("memory growth to %d bytes denied: the cap is %d bytes", pages*limits.WasmPageSize, l.MemoryBytes)}
 	}
-	if elems := r.getGlobal(wasmbin.ExportTableDenied); elems > 0 {
+	if elems := r.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied); elems > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceTable, Limit: l.TableElements,
 			Requested: elems,
 			Message:   fmt.Sprintf("table growth to %d elements denied: the cap is %d elements", elems, l.TableElements)}

@@ -61,6 +61,11 @@ type Info struct {
 
 	HasStart bool
 	Start    uint32 // function index of the start function, if HasStart
+
+	// GrowsMemory and GrowsTable say whether any memory.grow or table.grow
+	// was rewritten: when false, the host need not set that cap at all.
+	// Set by Instrument only.
+	GrowsMemory, GrowsTable bool
 }
 
 // MemoryInfo is the declared type of a memory, in 64 KiB pages.
@@ -116,7 +121,15 @@ func Instrument(wasm []byte) (out []byte, info *Info, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return m.assemble(rw, code), m.info.clone(), nil
+	info = m.info.clone()
+	for _, h := range rw.helpers {
+		if h.table {
+			info.GrowsTable = true
+		} else {
+			info.GrowsMemory = true
+		}
+	}
+	return m.assemble(rw, code), info, nil
 }
 
 func (i *Info) clone() *Info {
