@@ -72,7 +72,7 @@ func FuzzScreen(f *testing.F) {
 		var buf bytes.Buffer
 		out := newOutbox(&buf, FramingNDJSON)
 		st := &stream{out: out, warn: func(string, ...any) {}}
-		passed := st.screen(data)
+		_, passed := st.screen(data)
 		if err := out.close(5 * time.Second); err != nil {
 			t.Fatal(err)
 		}

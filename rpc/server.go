@@ -188,7 +188,7 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	for i := 0; i < s.opts.MaxConcurrency; i++ {
 		s.workers.Go(func() error { s.worker(); return nil })
 	}
-	conn := jsonrpc2.NewConn(ctx, st, handler{s}, jsonrpc2.SetLogger(slogAdapter{s.log}))
+	conn := jsonrpc2.NewConn(ctx, st, handler{s, st}, jsonrpc2.SetLogger(slogAdapter{s.log}))
 	inputEnded := false
 	select {
 	case <-conn.DisconnectNotify(): // onEnd has drained
@@ -243,7 +243,10 @@ func (s *Server) drain() {
 
 // handler adapts the server to jsonrpc2. Handle runs on the read loop, so
 // it never blocks: runs and compiles are queued for the workers.
-type handler struct{ s *Server }
+type handler struct {
+	s  *Server
+	st *stream
+}
 
 func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	s := h.s
@@ -258,8 +261,16 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 	s.mu.Lock()
 	s.stats.requests++
 	s.mu.Unlock()
+	var id json.RawMessage
+	if !req.Notif {
+		id, _ = req.ID.MarshalJSON()
+	}
+	params, ok := h.st.takeParams(req.Method, id)
+	if !ok { // jsonrpc2 no longer calls us before reading the next message
+		panic("rpc: the handled message is not the one the stream read last")
+	}
 	if req.Notif {
-		s.notification(req)
+		s.notification(req.Method, params)
 		return
 	}
 	switch req.Method {
@@ -268,7 +279,7 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 	case MethodStats:
 		reply(conn, req.ID, s.statsResult(), nil)
 	case MethodRun, MethodCompile:
-		s.enqueue(conn, req)
+		s.enqueue(conn, req, params)
 	case MethodShutdown:
 		s.beginShutdown(conn, req.ID)
 	default:
@@ -283,8 +294,8 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 // (build tag sandboxd_faults); empty in release builds.
 var testMethods = map[string]func(){}
 
-func (s *Server) notification(req *jsonrpc2.Request) {
-	switch req.Method {
+func (s *Server) notification(method string, params json.RawMessage) {
+	switch method {
 	case MethodExit:
 		s.exitOnce.Do(func() {
 			s.mu.Lock()
@@ -296,13 +307,13 @@ func (s *Server) notification(req *jsonrpc2.Request) {
 		})
 	case MethodCancel:
 		var p CancelParams
-		if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+		if params == nil || json.Unmarshal(params, &p) != nil {
 			s.log.Warn("ignoring $/cancelRequest without a valid id")
 			return
 		}
 		s.cancel(p.ID)
 	default:
-		s.log.Warn("ignoring notification", "method", req.Method)
+		s.log.Warn("ignoring notification", "method", method)
 	}
 }
 
@@ -310,11 +321,7 @@ func idKey(id jsonrpc2.ID) string { return id.String() }
 
 // enqueue decodes a run or compile request and queues it, or answers it
 // at once when it is invalid, a duplicate, or the queue is full.
-func (s *Server) enqueue(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	var raw json.RawMessage
-	if req.Params != nil {
-		raw = *req.Params
-	}
+func (s *Server) enqueue(conn *jsonrpc2.Conn, req *jsonrpc2.Request, raw json.RawMessage) {
 	ctx, cancel := context.WithCancel(context.Background())
 	j := &job{conn: conn, id: req.ID, key: idKey(req.ID), method: req.Method, ctx: ctx, cancel: cancel, enqueued: time.Now()}
 	var err error

@@ -334,6 +334,8 @@ type stream struct {
 	warn  func(msg string, args ...any)
 	end   sync.Once
 	input io.Reader
+
+	current envelope // the message being handled; read loop only
 }
 
 func (s *stream) WriteObject(obj any) error {
@@ -358,15 +360,34 @@ func (s *stream) ReadObject(v any) error {
 			s.end.Do(func() { s.onEnd(err) })
 			return err
 		}
-		if ok := s.screen(body); !ok {
+		env, ok := s.screen(body)
+		if !ok {
 			continue
 		}
-		if err := json.Unmarshal(body, v); err != nil {
+		// jsonrpc2 decodes each message twice more; params can be large
+		// (a base64 module), so it gets the envelope without them and the
+		// handler takes them from here. This relies on jsonrpc2 calling
+		// the handler on its read loop before reading the next message,
+		// which handler.Handle checks.
+		s.current = env
+		if err := json.Unmarshal(env.withoutParams(), v); err != nil {
 			s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: "+err.Error()))
 			continue
 		}
 		return nil
 	}
+}
+
+// takeParams returns the params of the message the read loop is handling,
+// if it is the one named by method and id.
+func (s *stream) takeParams(method string, id json.RawMessage) (json.RawMessage, bool) {
+	env := s.current
+	s.current = envelope{}
+	var name string
+	if json.Unmarshal(env.Method, &name) != nil || name != method || !bytes.Equal(bytes.TrimSpace(env.ID), bytes.TrimSpace(id)) {
+		return nil, false
+	}
+	return env.Params, true
 }
 
 // Close is called by jsonrpc2 when the connection closes.
@@ -377,9 +398,34 @@ func (s *stream) Close() error {
 	return nil
 }
 
+// envelope is the top level of a message, undecoded. A field that is
+// absent is nil; one that is JSON null is "null".
+type envelope struct {
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// withoutParams re-encodes the envelope of a screened request without its
+// params.
+func (e envelope) withoutParams() []byte {
+	b := make([]byte, 0, 64+len(e.ID)+len(e.Method))
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b = append(b, e.Method...)
+	if e.ID != nil {
+		b = append(b, `,"id":`...)
+		b = append(b, e.ID...)
+	}
+	return append(b, '}')
+}
+
 // screen checks the JSON-RPC envelope, answering what is invalid. It
 // reports whether the message should be passed on.
-func (s *stream) screen(body []byte) bool {
+func (s *stream) screen(body []byte) (envelope, bool) {
+	var env envelope
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		if json.Valid(trimmed) {
@@ -387,52 +433,54 @@ func (s *stream) screen(body []byte) bool {
 		} else {
 			s.out.send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
 		}
-		return false
+		return env, false
 	}
-	var env map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &env); err != nil {
+	if len(trimmed) == 0 || trimmed[0] != '{' {
 		if json.Valid(trimmed) {
 			s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: a message must be a JSON object"))
 		} else {
-			s.out.send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
+			s.out.send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
 		}
-		return false
+		return env, false
 	}
-	id, hasID := env["id"]
+	if err := json.Unmarshal(trimmed, &env); err != nil {
+		s.out.send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
+		return env, false
+	}
+	id, hasID := env.ID, env.ID != nil
 	if hasID && !validID(id) {
 		s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: id must be a string or an integer in 0..2^63-1"))
-		return false
+		return env, false
 	}
-	method, hasMethod := env["method"]
-	if !hasMethod {
-		_, isResult := env["result"]
-		_, isError := env["error"]
-		if isResult || isError {
+	if env.Method == nil {
+		if env.Result != nil || env.Error != nil {
 			s.warn("ignoring a response sent to the server", "id", string(id))
-			return false
+			return env, false
 		}
 		s.out.send(errorBody(idOrNull(id, hasID), CodeInvalidRequest, `invalid request: "method" is missing`))
-		return false
+		return env, false
 	}
 	var name string
-	if m := bytes.TrimSpace(method); len(m) == 0 || m[0] != '"' || json.Unmarshal(m, &name) != nil {
+	if m := bytes.TrimSpace(env.Method); len(m) == 0 || m[0] != '"' || json.Unmarshal(m, &name) != nil {
 		s.out.send(errorBody(idOrNull(id, hasID), CodeInvalidRequest, `invalid request: "method" must be a string`))
-		return false
+		return env, false
 	}
-	if v, ok := env["jsonrpc"]; !ok || string(bytes.TrimSpace(v)) != `"2.0"` {
+	if v := env.JSONRPC; v == nil || string(bytes.TrimSpace(v)) != `"2.0"` {
 		s.out.send(errorBody(idOrNull(id, hasID), CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
-		return false
+		return env, false
 	}
-	if p, ok := env["params"]; ok {
-		p = bytes.TrimSpace(p)
+	if p := bytes.TrimSpace(env.Params); env.Params != nil {
 		if len(p) == 0 || (p[0] != '{' && p[0] != '[' && string(p) != "null") {
 			if hasID {
 				s.out.send(errorBody(id, CodeInvalidParams, "params: must be an object"))
 			}
-			return false
+			return env, false
+		}
+		if string(p) == "null" {
+			env.Params = nil
 		}
 	}
-	return true
+	return env, true
 }
 
 func idOrNull(id json.RawMessage, has bool) json.RawMessage {

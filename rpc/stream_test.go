@@ -271,7 +271,7 @@ func screenOne(t *testing.T, body []byte) (bool, []wireMsg) {
 	var buf bytes.Buffer
 	out := newOutbox(&buf, FramingNDJSON)
 	st := &stream{out: out, warn: func(string, ...any) {}}
-	passed := st.screen(body)
+	_, passed := st.screen(body)
 	if err := out.close(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
