@@ -273,3 +273,40 @@ func TestValuesRoundTrip(t *testing.T) {
 		t.Errorf("multi = %v, want %v", res.Values, want)
 	}
 }
+
+// TestLogMaximalLines: a guest logging lines far over the per-line cap in a
+// tight loop gets each line cut to MaxLogLineBytes, the run's total capped
+// by logBytes, and the result marked truncated.
+func TestLogMaximalLines(t *testing.T) {
+	e := engine(t)
+	// 4 pages of memory; log(0, 200000) 1000 times.
+	wat := `(module (import "host" "log" (func $log (param i32 i32)))
+	  (memory (export "memory") 4)
+	  (func (export "run") (local $i i32)
+	    (loop $l
+	      (call $log (i32.const 0) (i32.const 200000))
+	      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+	      (br_if $l (i32.lt_u (local.get $i) (i32.const 1000))))))`
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: wat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limits.Defaults()
+	l.LogBytes = 256 << 10
+	var lines, total int
+	res, err := e.Run(context.Background(), sandbox.Request{Module: m, Function: "run", Limits: l,
+		Capabilities: sandbox.Capabilities{Log: true},
+		Log: func(line string) {
+			lines++
+			total += len(line)
+			if len(line) > sandbox.MaxLogLineBytes {
+				t.Errorf("a line of %d bytes passed the per-line cap", len(line))
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.LogTruncated || total > int(l.LogBytes) || lines != res.LogLines || lines != int(l.LogBytes)/sandbox.MaxLogLineBytes {
+		t.Errorf("lines %d (result %d), bytes %d of %d, truncated %v", lines, res.LogLines, total, l.LogBytes, res.LogTruncated)
+	}
+}
