@@ -12,12 +12,11 @@ import asyncio
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ._framing import FrameDecoder, FramingError
 from ._params import OnLog, module_source, run_params
-from ._process import (
-    BUILD_HINT, StderrTail, describe_exit, find_binary, sidecar_argv, sidecar_env, sidecar_failure,
+from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
+from ._protocol import (
+    Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
 )
-from ._protocol import Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result
 from ._types import Limits, Module, RunResult
 from .errors import SidecarError
 
@@ -67,29 +66,21 @@ class _AsyncConnection:
 
     async def _read_stdout(self) -> None:
         assert self.proc.stdout is not None
-        decoder = FrameDecoder()
-        reason: Optional[str] = None
+        failure: Optional[str] = None
         try:
             while True:
                 chunk = await self.proc.stdout.read(_READ_CHUNK)
                 if not chunk:
                     break
-                for message in decoder.feed(chunk):
-                    self.session.receive(message)
-        except FramingError as e:
-            reason = "the sidecar broke the message framing (%s); it was stopped" % e
-            self._kill()
+                self.session.feed(chunk)
         except asyncio.CancelledError:
-            reason = "the client's reader task was cancelled"
+            failure = "the client's reader task was cancelled"
             self._kill()
-        except (OSError, ValueError) as e:
-            reason = "reading from the sidecar failed: %s" % e
         except Exception as e:  # never leave callers waiting on a dead reader
-            reason = "the client's reader task failed: %r" % e
-            self._kill()  # nobody reads its stdout any more
-        if reason is None and decoder.mid_message:
-            reason = "the sidecar's output ended in the middle of a message"
-        await self._stream_ended(reason)
+            failure, kill = read_failure(e, "task")
+            if kill:
+                self._kill()
+        await self._stream_ended(failure)
 
     def _kill(self) -> None:
         try:
@@ -97,7 +88,9 @@ class _AsyncConnection:
         except ProcessLookupError:
             pass
 
-    async def _stream_ended(self, reason: Optional[str]) -> None:
+    async def _stream_ended(self, failure: Optional[str]) -> None:
+        # As in the threaded client: let the process be reaped and the last
+        # of stderr arrive, so the error says how it died and why.
         try:
             await asyncio.wait_for(self.proc.wait(), 1.0)
         except asyncio.TimeoutError:
@@ -106,17 +99,7 @@ class _AsyncConnection:
             await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             pass  # the report just has less stderr; the calls must still fail
-        rc = self.proc.returncode
-        if self._closing:
-            what = "the sidecar was closed"
-        elif reason is not None:
-            what = reason
-        elif rc is None:
-            what = "the sidecar closed its stdout (but is still running)"
-        else:
-            what = "the sidecar %s" % describe_exit(rc)
-        tail = self.tail.text()
-        self.session.close(lambda: sidecar_failure(what, tail))
+        self.session.output_ended(failure, self.proc.returncode, self._closing)
 
     def _write_now(self, frame: bytes) -> bool:
         stdin = self.proc.stdin
@@ -165,8 +148,7 @@ class _AsyncConnection:
                 await asyncio.wait_for(asyncio.shield(self._reader_task), 2.0)
             except asyncio.TimeoutError:
                 pass
-            self.session.fail(call.id, sidecar_failure(
-                "cannot send %s to the sidecar (%s)" % (method, e), self.tail.text()))
+            self.session.send_failed(call, e)
         except BaseException:  # cancelled while writing
             self._abandon(call, sent)
             raise
@@ -207,8 +189,7 @@ class _AsyncConnection:
                 task.cancel()
         if self.proc.stdin is not None and not self.proc.stdin.is_closing():
             self.proc.stdin.close()
-        tail = self.tail.text()
-        self.session.close(lambda: sidecar_failure("the sidecar was closed", tail))
+        self.session.end("the sidecar was closed")
 
 
 class AsyncSidecar:
@@ -280,10 +261,7 @@ class AsyncSidecar:
             conn = self._conn
             if conn is not None and conn.dead:
                 if not self._restart:
-                    raise sidecar_failure(
-                        "sidecar is not running (it %s); create a new AsyncSidecar, or pass restart=True "
-                        "to start a fresh one automatically" % describe_exit(conn.proc.returncode),
-                        conn.tail.text())
+                    raise not_running("AsyncSidecar", conn.proc.returncode, conn.tail.text())
                 await conn.dispose()
                 conn = None
             if conn is None:

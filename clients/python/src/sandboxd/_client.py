@@ -14,12 +14,11 @@ import threading
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ._framing import FrameDecoder, FramingError
 from ._params import OnLog, module_source, run_params
-from ._process import (
-    BUILD_HINT, StderrTail, describe_exit, find_binary, sidecar_argv, sidecar_env, sidecar_failure,
+from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
+from ._protocol import (
+    Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
 )
-from ._protocol import Session, Transform, parse_any, parse_module, parse_object, parse_run_result
 from ._types import Limits, Module, RunResult
 from .errors import SidecarError
 
@@ -71,28 +70,20 @@ class _Connection:
     def _read_stdout(self) -> None:
         stream = self.proc.stdout
         assert stream is not None
-        decoder = FrameDecoder()
-        reason: Optional[str] = None
+        failure: Optional[str] = None
         try:
             while True:
                 chunk = stream.read1(_READ_CHUNK)  # type: ignore[attr-defined]
                 if not chunk:
                     break
-                for message in decoder.feed(chunk):
-                    self.session.receive(message)
-        except FramingError as e:
-            reason = "the sidecar broke the message framing (%s); it was stopped" % e
-            self.proc.kill()  # the stream can no longer be trusted
-        except (OSError, ValueError) as e:
-            reason = "reading from the sidecar failed: %s" % e
+                self.session.feed(chunk)
         except BaseException as e:  # never leave callers waiting on a dead reader
-            reason = "the client's reader thread failed: %r" % e
-            self.proc.kill()  # nobody reads its stdout any more
-        if reason is None and decoder.mid_message:
-            reason = "the sidecar's output ended in the middle of a message"
-        self._stream_ended(reason)
+            failure, kill = read_failure(e, "thread")
+            if kill:
+                self.proc.kill()
+        self._stream_ended(failure)
 
-    def _stream_ended(self, reason: Optional[str]) -> None:
+    def _stream_ended(self, failure: Optional[str]) -> None:
         # Give the process a moment to be reaped and the drainer to collect
         # the last of stderr, so the error says how it died and why.
         try:
@@ -100,17 +91,7 @@ class _Connection:
         except subprocess.TimeoutExpired:
             pass
         self._stderr_thread.join(timeout=0.5)
-        rc = self.proc.poll()
-        if self._closing:
-            what = "the sidecar was closed"
-        elif reason is not None:
-            what = reason
-        elif rc is None:
-            what = "the sidecar closed its stdout (but is still running)"
-        else:
-            what = "the sidecar %s" % describe_exit(rc)
-        tail = self.tail.text()
-        self.session.close(lambda: sidecar_failure(what, tail))
+        self.session.output_ended(failure, self.proc.poll(), self._closing)
 
     # -- requests
 
@@ -148,8 +129,7 @@ class _Connection:
             # with the better story (exit status, stderr) once it sees EOF.
             if threading.current_thread() is not self._reader:
                 self._reader.join(timeout=2.0)
-            self.session.fail(call.id, sidecar_failure(
-                "cannot send %s to the sidecar (%s)" % (method, e), self.tail.text()))
+            self.session.send_failed(call, e)
         try:
             return fut.result(wait)
         except BaseException:
@@ -195,8 +175,7 @@ class _Connection:
                     stream.close()
             except OSError:
                 pass
-        tail = self.tail.text()
-        self.session.close(lambda: sidecar_failure("the sidecar was closed", tail))
+        self.session.end("the sidecar was closed")
 
 
 class Sidecar:
@@ -273,10 +252,7 @@ class Sidecar:
             conn = self._conn
             if conn.dead:
                 if not self._restart:
-                    raise sidecar_failure(
-                        "sidecar is not running (it %s); create a new Sidecar, or pass restart=True "
-                        "to start a fresh one automatically" % describe_exit(conn.proc.poll()),
-                        conn.tail.text())
+                    raise not_running("Sidecar", conn.proc.poll(), conn.tail.text())
                 conn.dispose()
                 self._conn = conn = _Connection(self._argv, self._env)
             return conn

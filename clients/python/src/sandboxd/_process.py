@@ -109,3 +109,11 @@ def sidecar_failure(what: str, tail: str) -> SidecarError:
     if shown:  # all of it: the first line of a usage or panic report matters
         message += "\n--- sidecar stderr (tail) ---\n" + shown
     return SidecarError(message, stderr_tail=tail)
+
+
+def not_running(client: str, returncode: Optional[int], tail: str) -> SidecarError:
+    """The error for a call to a ``client`` (class name) whose sidecar died
+    while ``restart`` is off."""
+    return sidecar_failure(
+        "sidecar is not running (it %s); create a new %s, or pass restart=True "
+        "to start a fresh one automatically" % (describe_exit(returncode), client), tail)

@@ -2,7 +2,8 @@
 
 :class:`Session` owns the table of pending requests: it numbers requests,
 routes ``log`` notifications and responses to them, and turns responses into
-results or exceptions. The two clients only move bytes and wake waiters
+results or exceptions, and decides what pending calls are told when the
+sidecar goes away. The two clients only move bytes and wake waiters
 (``concurrent.futures`` for threads, ``asyncio`` futures for the event
 loop), so both behave identically by construction.
 """
@@ -15,8 +16,9 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _values
-from ._framing import encode_message
+from ._framing import FrameDecoder, FramingError, encode_message
 from ._params import OnLog
+from ._process import describe_exit, sidecar_failure
 from ._types import Module, RunResult
 from .errors import SidecarError, error_from_rpc
 
@@ -77,6 +79,23 @@ def parse_any(result: Any, call: "Call") -> Any:
 
 
 # --------------------------------------------------------------------------
+# Why the sidecar's output stopped
+
+
+def read_failure(exc: BaseException, reader: str) -> Tuple[str, bool]:
+    """Why reading the sidecar's stdout stopped with ``exc`` (raised by the
+    ``reader`` -- "thread" or "task" -- while reading or in
+    :meth:`Session.feed`), and whether the process must be killed: after
+    broken framing its output cannot be trusted, and after a failure of the
+    reader itself nobody reads its output any more."""
+    if isinstance(exc, FramingError):
+        return "the sidecar broke the message framing (%s); it was stopped" % exc, True
+    if isinstance(exc, (OSError, ValueError)):
+        return "reading from the sidecar failed: %s" % exc, False
+    return "the client's reader %s failed: %r" % (reader, exc), True
+
+
+# --------------------------------------------------------------------------
 # The pending-request table
 
 
@@ -104,9 +123,12 @@ class Session:
     """Request ids, the pending table and message dispatch; no I/O.
 
     Thread safety: ``start``/``abandon``/``close`` may be called from any
-    thread; ``receive`` from a single reader only (which is what keeps each
-    call's log lines in order). ``settle`` and ``on_log`` callbacks run in
-    the reader, outside the lock.
+    thread; ``feed``/``receive`` from a single reader only (which is what
+    keeps each call's log lines in order). ``settle`` and ``on_log``
+    callbacks run in the reader, outside the lock.
+
+    ``stderr_tail`` returns the sidecar's recent stderr, for the errors that
+    report a failed or vanished sidecar.
     """
 
     def __init__(self, stderr_tail: Callable[[], str] = lambda: "") -> None:
@@ -115,6 +137,7 @@ class Session:
         self._pending: Dict[int, Call] = {}
         self._closed: Optional[Callable[[], BaseException]] = None
         self._stderr_tail = stderr_tail
+        self._decoder = FrameDecoder()
 
     # -- requests
 
@@ -155,6 +178,14 @@ class Session:
         if call is not None:
             call.settle(None, exc)
 
+    def send_failed(self, call: Call, exc: BaseException) -> None:
+        """Writing ``call``'s frame failed with ``exc``: fail the call saying
+        so, unless the reader has failed it already with the better story
+        (exit status, stderr), which is why clients give their reader a
+        moment to see EOF before calling this."""
+        self.fail(call.id, sidecar_failure(
+            "cannot send %s to the sidecar (%s)" % (call.method, exc), self._stderr_tail()))
+
     def close(self, error: Callable[[], BaseException]) -> None:
         """Fail every pending call (each with a fresh exception from
         ``error``) and refuse new ones the same way. Idempotent."""
@@ -166,6 +197,30 @@ class Session:
         for call in calls:
             call.settle(None, error())
 
+    def end(self, what: str) -> None:
+        """:meth:`close` with a SidecarError saying ``what``, which carries
+        the sidecar's stderr tail as it is now."""
+        tail = self._stderr_tail()
+        self.close(lambda: sidecar_failure(what, tail))
+
+    def output_ended(self, failure: Optional[str], returncode: Optional[int], closing: bool) -> None:
+        """The sidecar's stdout ended, or reading it failed (``failure``, see
+        :func:`read_failure`): :meth:`end` the session, saying why. In order:
+        the client was ``closing`` it; the read failure; a message torn off
+        mid-way; else how the process ended (``returncode``, None while it
+        runs)."""
+        if closing:
+            what = "the sidecar was closed"
+        elif failure is not None:
+            what = failure
+        elif self._decoder.mid_message:
+            what = "the sidecar's output ended in the middle of a message"
+        elif returncode is None:
+            what = "the sidecar closed its stdout (but is still running)"
+        else:
+            what = "the sidecar %s" % describe_exit(returncode)
+        self.end(what)
+
     @property
     def closed(self) -> bool:
         return self._closed is not None
@@ -175,6 +230,12 @@ class Session:
             return len(self._pending)
 
     # -- incoming messages
+
+    def feed(self, chunk: bytes) -> None:
+        """Decode a chunk of the sidecar's stdout and :meth:`receive` every
+        message it completes. Raises FramingError if the stream is broken."""
+        for message in self._decoder.feed(chunk):
+            self.receive(message)
 
     def receive(self, message: Dict[str, Any]) -> None:
         if "method" in message:

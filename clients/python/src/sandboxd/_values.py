@@ -170,8 +170,8 @@ class F64(_Float):
     width = 64
 
 
-_WRAPPERS = {cls.type: cls for cls in (I32, I64, F32, F64)}
-_WIDTH = {"i32": 32, "i64": 64, "f32": 32, "f64": 64}
+#: Bit width of each value type, as the wrappers declare it.
+_WIDTH = {cls.type: cls.width for cls in (I32, I64, F32, F64)}
 
 
 def _from_bits(type_: str, bits: int) -> Union[int, float]:

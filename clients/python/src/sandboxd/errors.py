@@ -39,6 +39,21 @@ class SandboxError(Exception):
     exit_code: Optional[int] = None
     rpc_code: Optional[int] = None
 
+    def __init_subclass__(cls, *, kind: Optional[str] = None, exit_code: Optional[int] = None,
+                          rpc_code: Optional[int] = None, **kwargs: Any) -> None:
+        """A kind's class is declared ``class X(SandboxError, kind=..., exit_code=N)``.
+
+        Its JSON-RPC code is its exit code, unless ``rpc_code`` says
+        otherwise (cancelled: -32800). Without keywords a subclass inherits
+        all three.
+        """
+        super().__init_subclass__(**kwargs)
+        if kind is not None:
+            cls.kind = kind
+        if exit_code is not None:
+            cls.exit_code = exit_code
+            cls.rpc_code = exit_code if rpc_code is None else rpc_code
+
     def __init__(self, message: str, *, kind: Optional[str] = None, code: Optional[int] = None,
                  data: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(message)
@@ -68,38 +83,26 @@ def _rebuild(cls: Type[SandboxError], message: str, kind: str, code: Optional[in
     return err
 
 
-class HostError(SandboxError):
+class HostError(SandboxError, kind="host", exit_code=1):
     """The host failed while running the guest (kind ``host``)."""
 
-    kind = "host"
-    exit_code = 1
-    rpc_code = 1
 
-
-class FuelExhausted(SandboxError):
+class FuelExhausted(SandboxError, kind="fuel_exhausted", exit_code=2):
     """The fuel budget ran out. ``budget`` is the fuel limit of the run."""
-
-    kind = "fuel_exhausted"
-    exit_code = 2
-    rpc_code = 2
 
     def _read_details(self, data: Dict[str, Any]) -> None:
         self.budget: Optional[int] = data.get("budget")
 
 
-class Timeout(SandboxError):
+class Timeout(SandboxError, kind="timeout", exit_code=3):
     """The wall-clock deadline passed. ``timeout`` is the deadline in seconds."""
-
-    kind = "timeout"
-    exit_code = 3
-    rpc_code = 3
 
     def _read_details(self, data: Dict[str, Any]) -> None:
         ms = data.get("timeoutMs")
         self.timeout: Optional[float] = ms / 1000.0 if isinstance(ms, (int, float)) else None
 
 
-class MemoryLimitExceeded(SandboxError):
+class MemoryLimitExceeded(SandboxError, kind="memory_limit_exceeded", exit_code=4):
     """A memory or table growth was denied by a cap.
 
     ``resource`` is ``"memory"``, ``"table"``, ``"memories"`` (or
@@ -107,48 +110,32 @@ class MemoryLimitExceeded(SandboxError):
     asked for (bytes or elements; ``None`` when not known).
     """
 
-    kind = "memory_limit_exceeded"
-    exit_code = 4
-    rpc_code = 4
-
     def _read_details(self, data: Dict[str, Any]) -> None:
         self.limit: Optional[int] = data.get("limit")
         self.requested: Optional[int] = data.get("requested")
         self.resource: Optional[str] = data.get("resource")
 
 
-class DisallowedImport(SandboxError):
+class DisallowedImport(SandboxError, kind="disallowed_import", exit_code=5):
     """The module imports ``module``::``name``, which was not granted."""
-
-    kind = "disallowed_import"
-    exit_code = 5
-    rpc_code = 5
 
     def _read_details(self, data: Dict[str, Any]) -> None:
         self.module: Optional[str] = data.get("module")
         self.name: Optional[str] = data.get("name")
 
 
-class InvalidModule(SandboxError):
+class InvalidModule(SandboxError, kind="invalid_module", exit_code=6):
     """The bytes or text are not a valid module (or a module id is unknown)."""
 
-    kind = "invalid_module"
-    exit_code = 6
-    rpc_code = 6
 
-
-class ExportError(SandboxError):
+class ExportError(SandboxError, kind="export", exit_code=7):
     """The export ``function`` is missing or its signature does not fit."""
-
-    kind = "export"
-    exit_code = 7
-    rpc_code = 7
 
     def _read_details(self, data: Dict[str, Any]) -> None:
         self.function: Optional[str] = data.get("function")
 
 
-class Trap(SandboxError):
+class Trap(SandboxError, kind="trap", exit_code=8):
     """The guest trapped.
 
     ``trap_code`` is the stable code (``"integer_divide_by_zero"``, ...);
@@ -156,32 +143,22 @@ class Trap(SandboxError):
     ``funcIndex`` and ``moduleOffset``.
     """
 
-    kind = "trap"
-    exit_code = 8
-    rpc_code = 8
-
     def _read_details(self, data: Dict[str, Any]) -> None:
         self.trap_code: Optional[str] = data.get("trapCode")
         self.frames: List[Dict[str, Any]] = list(data.get("frames") or [])
 
 
-class Cancelled(SandboxError):
+class Cancelled(SandboxError, kind="cancelled", exit_code=9, rpc_code=-32800):
     """The run was cancelled (by ``$/cancelRequest`` or sidecar shutdown)."""
 
-    kind = "cancelled"
-    exit_code = 9
-    rpc_code = -32800
 
-
-class SidecarError(SandboxError):
+class SidecarError(SandboxError, kind="sidecar"):
     """The sidecar itself failed: it is missing, crashed, was closed, broke
     the protocol, or refused a request (-326xx codes, -32000 busy).
 
     ``stderr_tail`` holds the last few KiB of the sidecar's stderr, which is
     usually where the reason is.
     """
-
-    kind = "sidecar"
 
     def __init__(self, message: str, *, code: Optional[int] = None,
                  data: Optional[Mapping[str, Any]] = None, stderr_tail: str = "",
