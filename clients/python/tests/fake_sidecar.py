@@ -22,6 +22,8 @@ cancels = {}  # id -> threading.Event
 cancels_lock = threading.Lock()
 shutdown_seen = False
 cancel_requests = []  # ids named by $/cancelRequest, in arrival order
+rendezvous_cond = threading.Condition()
+rendezvous_waiting = {}  # group -> rendezvous calls of that group received so far
 max_message = int(os.environ.get("FAKE_MAX_MESSAGE", "0")) or None
 
 
@@ -89,6 +91,19 @@ def do_run(id, params):
     elif fn == "slow":
         time.sleep(args[0] / 1000.0)
         result(id, run_result([{"type": "i32", "value": args[0]}], params))
+    elif fn == "rendezvous":
+        # Answers only once args[0] rendezvous calls are outstanding at the
+        # same time: a client that serialises calls can never get there, and
+        # each call then fails after 10 s. No wall-clock bound is asserted.
+        n, group = args[0], args[1]
+        with rendezvous_cond:
+            rendezvous_waiting[group] = rendezvous_waiting.get(group, 0) + 1
+            rendezvous_cond.notify_all()
+            met = rendezvous_cond.wait_for(lambda: rendezvous_waiting[group] >= n, timeout=10)
+        if met:
+            result(id, run_result([{"type": "i32", "value": n}], params))
+        else:
+            error(id, 1, "rendezvous not met: calls were serialised", {"kind": "host"})
     elif fn == "die":
         sys.stderr.write("fatal: scripted crash\n")
         sys.stderr.flush()
