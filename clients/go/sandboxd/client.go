@@ -5,9 +5,26 @@
 //
 // It serves the project's integration tests and benchmarks, and Go
 // programs that prefer a process boundary to linking wasmtime.
+//
+// # Design: the caller reads
+//
+// There is no reader goroutine. Handing each response from a reader
+// goroutine to the parked caller costs a goroutine wake-up (50-100 µs on a
+// small, busy machine), more than the sidecar takes to answer. Instead a
+// caller waiting for its response becomes the reader: it takes the one
+// reader token, reads frames itself and dispatches them until its own
+// response arrives, then puts the token back for any other waiter. A
+// sequential caller thus sends, reads and returns on one goroutine.
+//
+// Other callers' responses are handed to them through their done channel;
+// log notifications are passed to the onLog of their run as they are read.
+// Since the sidecar writes every log of a run before its response, and
+// frames are dispatched in read order by one token holder at a time, a
+// run's logs all reach onLog, in order, before Run returns.
 package sandboxd
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,26 +32,61 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sourcegraph/jsonrpc2"
-
 	"github.com/sandboxd/sandboxd/rpc"
 )
+
+// cancelGrace is how long a call whose context ended keeps waiting for the
+// server's answer to its $/cancelRequest (which comes within milliseconds
+// from a healthy sidecar).
+var cancelGrace = 5 * time.Second // a var for tests
 
 // Client is a connection to one sidecar. It is safe for concurrent use;
 // concurrent calls are pipelined over the one pipe.
 type Client struct {
-	conn   *jsonrpc2.Conn
 	nextID atomic.Uint64
 
-	mu   sync.Mutex
-	logs map[uint64]func(rpc.LogParams) // by run request id
+	// Writing: one message per lock, flushed at once.
+	wmu     sync.Mutex
+	w       *bufio.Writer
+	wc      io.WriteCloser
+	wclosed bool
+	ndjson  bool
 
-	cmd    *exec.Cmd
-	closed atomic.Bool
+	// Reading: whoever holds the token (taken from readTok, capacity 1)
+	// owns fr and is the only one reading.
+	readTok chan struct{}
+	fr      *frameReader
+	rc      io.Closer // our end of the sidecar's stdout, if Start made it
+
+	mu      sync.Mutex
+	pending map[uint64]*call
+	dead    error // set once the stream has ended; wraps ErrClosed
+
+	closing   atomic.Bool // Close has begun: new calls get ErrClosed
+	closeOnce sync.Once
+	closeErr  error
+
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd.Wait returned (Start only)
+	exitErr error         // cmd.Wait's result, readable after exited
+}
+
+// call is one request waiting for its response.
+type call struct {
+	id    uint64
+	onLog func(seq int, line string)
+	done  chan struct{} // closed once result or err is set
+	// expired is closed when ctx has ended and the grace after the cancel
+	// has run out; nil (never ready) for contexts that cannot end.
+	expired chan struct{}
+
+	result json.RawMessage
+	err    error
 }
 
 // Options for Start.
@@ -44,7 +96,8 @@ type Options struct {
 	NDJSON bool      // use --framing=ndjson
 }
 
-// Start spawns `binary serve` and connects to it.
+// Start spawns `binary serve` and connects to it. ctx is not used to bound
+// the process (Close ends it); it is kept for compatibility.
 func Start(ctx context.Context, binary string, opts Options) (*Client, error) {
 	args := append([]string{"serve"}, opts.Args...)
 	if opts.NDJSON {
@@ -55,19 +108,35 @@ func Start(ctx context.Context, binary string, opts Options) (*Client, error) {
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	stdin, err := cmd.StdinPipe()
+	// Plain os.Pipes rather than StdinPipe/StdoutPipe: cmd.Wait closes the
+	// latter when the process exits, which would lose responses still in
+	// the pipe. With our own pipes a goroutine can wait for the exit status
+	// (to explain a dead sidecar) while callers drain stdout.
+	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	outR, outW, err := os.Pipe()
 	if err != nil {
+		inR.Close()
+		inW.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = cmd.Start()
+	inR.Close() // the child has its own copies now
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
-	c := New(ctx, stdout, stdin, opts.NDJSON)
-	c.cmd = cmd
+	c := New(ctx, outR, inW, opts.NDJSON)
+	c.cmd, c.rc, c.exited = cmd, outR, make(chan struct{})
+	go func() {
+		c.exitErr = cmd.Wait()
+		close(c.exited)
+	}()
 	return c, nil
 }
 
@@ -79,39 +148,19 @@ func (c *Client) Process() *os.Process {
 	return c.cmd.Process
 }
 
-type pipe struct {
-	io.Reader
-	io.WriteCloser
-}
-
-// New speaks to a sidecar over r (its stdout) and w (its stdin).
+// New speaks to a sidecar over r (its stdout) and w (its stdin). ctx is not
+// used; it is kept for compatibility.
 func New(ctx context.Context, r io.Reader, w io.WriteCloser, ndjson bool) *Client {
-	var codec jsonrpc2.ObjectCodec = jsonrpc2.VSCodeObjectCodec{}
-	if ndjson {
-		codec = jsonrpc2.PlainObjectCodec{}
+	c := &Client{
+		w:       bufio.NewWriterSize(w, ioBufSize),
+		wc:      w,
+		ndjson:  ndjson,
+		readTok: make(chan struct{}, 1),
+		fr:      newFrameReader(r, ndjson),
+		pending: map[uint64]*call{},
 	}
-	c := &Client{logs: map[uint64]func(rpc.LogParams){}}
-	c.conn = jsonrpc2.NewConn(ctx, jsonrpc2.NewBufferedStream(pipe{r, w}, codec), jsonrpc2.HandlerWithError(c.handle))
+	c.readTok <- struct{}{}
 	return c
-}
-
-// handle receives the server's notifications, in order, on the read loop:
-// a run's logs are therefore all delivered before its response.
-func (c *Client) handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
-	if req.Method != rpc.NotifyLog || req.Params == nil {
-		return nil, nil
-	}
-	var p rpc.LogParams
-	if err := json.Unmarshal(*req.Params, &p); err != nil || p.ID.IsString {
-		return nil, nil
-	}
-	c.mu.Lock()
-	fn := c.logs[p.ID.Num]
-	c.mu.Unlock()
-	if fn != nil {
-		fn(p)
-	}
-	return nil, nil
 }
 
 // Error is an error response from the sidecar.
@@ -132,72 +181,32 @@ func (e *Error) Kind() string {
 	return d.Kind
 }
 
-// ErrClosed is returned by calls on a closed client or a dead sidecar.
+// ErrClosed is returned by calls on a closed client or a dead sidecar. A
+// dead sidecar's error wraps it with the reason (test with errors.Is).
 var ErrClosed = errors.New("sandboxd: connection closed")
 
 // Call sends one request and waits for its response. If ctx ends first the
-// request is cancelled with $/cancelRequest and Call still waits (briefly)
+// request is cancelled with $/cancelRequest and Call still waits (up to 5 s)
 // for the server's answer, which is then returned.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	_, err := c.call(ctx, method, params, result, nil)
-	return err
-}
-
-func (c *Client) call(ctx context.Context, method string, params, result any, onLog func(rpc.LogParams)) (uint64, error) {
-	id := c.nextID.Add(1)
-	if onLog != nil {
-		c.mu.Lock()
-		c.logs[id] = onLog
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.logs, id)
-			c.mu.Unlock()
-		}()
-	}
-	w, err := c.conn.DispatchCall(context.Background(), method, params, jsonrpc2.PickID(jsonrpc2.ID{Num: id}))
-	if err != nil {
-		return id, ErrClosed
-	}
-	err = w.Wait(ctx, result)
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		_ = c.conn.Notify(context.Background(), rpc.MethodCancel, rpc.CancelParams{ID: jsonrpc2.ID{Num: id}})
-		grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = w.Wait(grace, result)
-	}
-	return id, convert(err)
-}
-
-func convert(err error) error {
-	var je *jsonrpc2.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &je):
-		e := &Error{Code: je.Code, Message: je.Message}
-		if je.Data != nil {
-			e.Data = *je.Data
-		}
-		return e
-	case errors.Is(err, jsonrpc2.ErrClosed):
+	if c.closing.Load() {
 		return ErrClosed
 	}
-	return err
+	return c.call(ctx, method, params, result, nil, cancelGrace)
 }
 
 // RunParams are the params of a run; see docs/protocol.md.
 type RunParams = rpc.RunParams
 
 // Run calls `run`. onLog, if set, receives the run's log lines in order
-// before Run returns.
+// before Run returns. It is called on whichever calling goroutine is
+// reading at the time, so it must be quick and must not call the Client.
 func (c *Client) Run(ctx context.Context, p RunParams, onLog func(seq int, line string)) (*rpc.RunResult, error) {
-	var res rpc.RunResult
-	var fn func(rpc.LogParams)
-	if onLog != nil {
-		fn = func(lp rpc.LogParams) { onLog(lp.Seq, lp.Line) }
+	if c.closing.Load() {
+		return nil, ErrClosed
 	}
-	if _, err := c.call(ctx, rpc.MethodRun, p, &res, fn); err != nil {
+	var res rpc.RunResult
+	if err := c.call(ctx, rpc.MethodRun, p, &res, onLog, cancelGrace); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -221,33 +230,370 @@ func (c *Client) Stats(ctx context.Context) (*rpc.StatsResult, error) {
 	return &res, nil
 }
 
-// Close performs the shutdown/exit handshake and, for a spawned sidecar,
-// waits for it to exit (killing it after 5 s). Idempotent.
-func (c *Client) Close() error {
-	if c.closed.Swap(true) {
-		return nil
+// Str returns a pointer to s, for ModuleSpec fields.
+func Str(s string) *string { return &s }
+
+// outMsg is a request or notification as written.
+type outMsg struct {
+	JSONRPC string  `json:"jsonrpc"`
+	ID      *uint64 `json:"id,omitempty"`
+	Method  string  `json:"method"`
+	Params  any     `json:"params,omitempty"`
+}
+
+// inMsg is any message from the server. Raw fields are copies, so they
+// outlive the frame buffer.
+type inMsg struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// call sends one request and waits for its answer. With grace 0 a context
+// that ends makes it return at once, without $/cancelRequest (Close uses
+// this for shutdown).
+func (c *Client) call(ctx context.Context, method string, params, result any, onLog func(int, string), grace time.Duration) error {
+	id := c.nextID.Add(1)
+	body, err := json.Marshal(outMsg{JSONRPC: "2.0", ID: &id, Method: method, Params: params})
+	if err != nil {
+		return fmt.Errorf("sandboxd: encoding %s params: %w", method, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	shutdownErr := c.Call(ctx, rpc.MethodShutdown, nil, nil)
-	_ = c.conn.Notify(ctx, rpc.MethodExit, nil)
-	c.conn.Close()
-	if c.cmd == nil {
-		return shutdownErr
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if shutdownErr != nil {
-			return shutdownErr
-		}
+	cl := &call{id: id, onLog: onLog, done: make(chan struct{})}
+	// Register before sending: the response may be read by another caller
+	// the moment the request is out.
+	c.mu.Lock()
+	if c.dead != nil {
+		err := c.dead
+		c.mu.Unlock()
 		return err
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		return errors.New("sandboxd: sidecar did not exit; killed")
+	}
+	c.pending[id] = cl
+	c.mu.Unlock()
+	if err := c.write(body); err != nil {
+		c.forget(cl)
+		return err
+	}
+	if err := c.wait(ctx, cl, grace); err != nil {
+		return err
+	}
+	if cl.err != nil {
+		return cl.err
+	}
+	if result != nil && len(cl.result) > 0 {
+		if err := json.Unmarshal(cl.result, result); err != nil {
+			return fmt.Errorf("sandboxd: decoding %s result: %w", method, err)
+		}
+	}
+	return nil
+}
+
+// forget removes cl from the pending calls. It reports false if cl was
+// already taken out by a dispatcher, whose close of cl.done is then imminent.
+func (c *Client) forget(cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[cl.id] != cl {
+		return false
+	}
+	delete(c.pending, cl.id)
+	return true
+}
+
+// wait blocks until cl is answered, reading the stream itself whenever the
+// reader token is free. It returns non-nil only if it gave up (ctx ended
+// and the grace ran out); otherwise cl.result/cl.err hold the answer.
+func (c *Client) wait(ctx context.Context, cl *call, grace time.Duration) error {
+	if ctx.Done() != nil {
+		// The cancel is sent from its own goroutine so that a caller blocked
+		// reading the stream cancels too; the server always answers a
+		// cancelled run, which ends the wait. If it does not within the
+		// grace, cl.expired is closed and a blocked reader is woken.
+		cl.expired = make(chan struct{})
+		var mu sync.Mutex
+		var t *time.Timer
+		returned := false
+		expire := func() {
+			close(cl.expired)
+			c.poke()
+		}
+		stop := context.AfterFunc(ctx, func() {
+			if grace <= 0 {
+				expire()
+				return
+			}
+			c.notify(rpc.MethodCancel, cancelParams{ID: cl.id})
+			mu.Lock()
+			if !returned {
+				t = time.AfterFunc(grace, expire)
+			}
+			mu.Unlock()
+		})
+		defer func() {
+			stop()
+			mu.Lock()
+			returned = true
+			if t != nil {
+				t.Stop() // no stray wake-up of a later reader
+			}
+			mu.Unlock()
+		}()
+	}
+	for {
+		select {
+		case <-cl.done:
+			return nil
+		case <-c.readTok:
+			c.readFor(cl)
+			c.readTok <- struct{}{} // never blocks: we held the only token
+			select {
+			case <-cl.done:
+				return nil
+			default: // readFor stopped because the grace ran out
+			}
+		case <-cl.expired:
+		}
+		if c.forget(cl) {
+			return ctx.Err()
+		}
+		<-cl.done // delivered meanwhile: take the answer after all
+		return nil
 	}
 }
 
-// Str returns a pointer to s, for ModuleSpec fields.
-func Str(s string) *string { return &s }
+// readFor reads and dispatches frames, holding the reader token, until cl
+// is answered, the stream ends, or cl's grace after a cancel runs out.
+func (c *Client) readFor(cl *call) {
+	for {
+		select {
+		case <-cl.done:
+			return
+		case <-cl.expired:
+			return
+		default:
+		}
+		body, err := c.fr.next()
+		if errors.Is(err, errPoked) {
+			continue // woken to look at cl.expired (maybe another call's)
+		}
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.dispatch(body)
+	}
+}
+
+// poke wakes the goroutine blocked reading the stream, if the stream
+// supports read deadlines (pipes from Start do), so that it can notice its
+// grace ran out. Without deadlines a reader stuck on a silent sidecar waits
+// for the next frame or the end of the stream.
+func (c *Client) poke() {
+	if c.fr.dl != nil {
+		_ = c.fr.dl.SetReadDeadline(time.Now())
+	}
+}
+
+// dispatch routes one message from the server.
+func (c *Client) dispatch(body []byte) {
+	var m inMsg
+	if err := json.Unmarshal(body, &m); err != nil {
+		return // not JSON: nothing can be attributed to a call
+	}
+	if m.Method != "" {
+		if m.Method == rpc.NotifyLog {
+			c.dispatchLog(m.Params)
+		}
+		return // other notifications and server requests: none are defined
+	}
+	id, err := strconv.ParseUint(string(m.ID), 10, 64)
+	if err != nil {
+		return // id null (a refused message) or not ours
+	}
+	c.mu.Lock()
+	cl := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if cl == nil {
+		return // a call that gave up after its grace
+	}
+	if m.Error != nil {
+		e := &Error{Code: m.Error.Code, Message: m.Error.Message, Data: m.Error.Data}
+		if string(e.Data) == "null" {
+			e.Data = nil
+		}
+		cl.err = e
+	} else {
+		cl.result = m.Result
+	}
+	close(cl.done)
+}
+
+func (c *Client) dispatchLog(params json.RawMessage) {
+	var p struct {
+		ID   json.RawMessage `json:"id"`
+		Seq  int             `json:"seq"`
+		Line string          `json:"line"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	id, err := strconv.ParseUint(string(p.ID), 10, 64)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	cl := c.pending[id]
+	c.mu.Unlock()
+	if cl != nil && cl.onLog != nil {
+		// Called without c.mu: onLog may take its time. It cannot race with
+		// cl's own return, which needs this run's response, read later by
+		// this or a following token holder.
+		cl.onLog(p.Seq, p.Line)
+	}
+}
+
+// fail ends the stream: every pending call, and every later one, gets
+// ErrClosed wrapped with the reason.
+func (c *Client) fail(readErr error) {
+	var err error
+	switch reason := c.exitReason(); {
+	case errors.Is(readErr, errFrame):
+		err = fmt.Errorf("%w: %v", ErrClosed, readErr)
+	case reason != "":
+		err = fmt.Errorf("%w: %s", ErrClosed, reason)
+	case readErr == io.EOF:
+		err = ErrClosed
+	default:
+		err = fmt.Errorf("%w: %v", ErrClosed, readErr)
+	}
+	c.mu.Lock()
+	if c.dead == nil {
+		c.dead = err
+	}
+	err = c.dead
+	calls := c.pending
+	c.pending = map[uint64]*call{}
+	c.mu.Unlock()
+	for _, cl := range calls {
+		cl.err = err
+		close(cl.done)
+	}
+}
+
+// exitReason describes how a spawned sidecar ended, waiting up to a second
+// for its exit status (the end of its stdout usually comes just before it;
+// a loaded machine can take a while to reap). "" if unknown.
+func (c *Client) exitReason() string {
+	if c.exited == nil {
+		return ""
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(time.Second):
+		return ""
+	}
+	if c.exitErr == nil {
+		return "sidecar exited with status 0"
+	}
+	return "sidecar " + c.exitErr.Error()
+}
+
+type cancelParams struct {
+	ID uint64 `json:"id"`
+}
+
+// notify sends a notification; errors are dropped (a dead stream shows up
+// on the read side).
+func (c *Client) notify(method string, params any) {
+	body, err := json.Marshal(outMsg{JSONRPC: "2.0", Method: method, Params: params})
+	if err == nil {
+		_ = c.write(body)
+	}
+}
+
+// write sends one framed message and flushes it.
+func (c *Client) write(body []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.wclosed {
+		return ErrClosed
+	}
+	writeFrame(c.w, body, c.ndjson)
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return nil
+}
+
+// Close performs the shutdown/exit handshake, closes the sidecar's stdin
+// and, for a spawned sidecar, waits for it to exit (killing it after 5 s).
+// Idempotent: later calls return the first one's result.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Client) close() error {
+	c.closing.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// shutdown waits for in-flight runs, so their answers are read first.
+	shutdownErr := c.call(ctx, rpc.MethodShutdown, nil, nil, nil, 0)
+	if !errors.Is(shutdownErr, ErrClosed) {
+		// Not after the stream died: a peer that stopped reading would
+		// block the write forever on an unbuffered pipe.
+		c.notify(rpc.MethodExit, nil)
+	}
+	c.wmu.Lock()
+	c.wclosed = true
+	_ = c.w.Flush()
+	_ = c.wc.Close()
+	c.wmu.Unlock()
+	if c.cmd == nil {
+		return shutdownErr
+	}
+	var err error
+	select {
+	case <-c.exited:
+		err = c.exitErr
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		err = errors.New("sandboxd: sidecar did not exit; killed")
+	}
+	// The process is gone: drain what it wrote (answers to calls that
+	// raced with Close) up to the end of its stdout, which fails whatever
+	// is still pending, then close our end. A reader already at it sees
+	// the same end and gives the token back. The deadline bounds the drain
+	// should a grandchild hold the pipe open.
+	if c.fr.dl != nil {
+		_ = c.fr.dl.SetReadDeadline(time.Now().Add(time.Second))
+	}
+	select {
+	case <-c.readTok:
+		for {
+			body, err := c.fr.next()
+			if errors.Is(err, errPoked) {
+				err = io.EOF // out of patience, not a broken stream
+			}
+			if err != nil {
+				c.fail(err)
+				break
+			}
+			c.dispatch(body)
+		}
+		_ = c.rc.Close()
+		c.readTok <- struct{}{}
+	case <-time.After(2 * time.Second):
+	}
+	if shutdownErr != nil {
+		return shutdownErr
+	}
+	return err
+}
