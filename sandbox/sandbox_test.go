@@ -310,3 +310,28 @@ func TestLogMaximalLines(t *testing.T) {
 		t.Errorf("lines %d (result %d), bytes %d of %d, truncated %v", lines, res.LogLines, total, l.LogBytes, res.LogTruncated)
 	}
 }
+
+// TestInvalidModulesStayInvalid: compile validates the original bytes only
+// when it must (see Engine.compile); these must all still be refused with
+// wasmtime's message about the original.
+func TestInvalidModulesStayInvalid(t *testing.T) {
+	e := engine(t)
+	for name, wat := range map[string]string{
+		"start with a parameter": `(module (func $s (param i32)) (start $s))`,
+		"start with a result":    `(module (func $s (result i32) (i32.const 1)) (start $s))`,
+		"type error in a body":   `(module (func (export "run") (result i32) (f32.const 1)))`,
+		"grow without memory":    `(module (func (export "run") (result i32) (memory.grow (i32.const 1))))`,
+		"grow of a float":        `(module (memory 1) (func (export "run") (result i32) (memory.grow (f32.const 1))))`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := e.Compile(context.Background(), sandbox.Source{WAT: wat})
+			var se *sandbox.Error
+			if !errors.As(err, &se) || se.Kind != sandbox.KindInvalidModule {
+				t.Fatalf("err = %v, want invalid_module", err)
+			}
+			if strings.Contains(se.Message, "__sandboxd") {
+				t.Errorf("message speaks of the instrumentation: %q", se.Message)
+			}
+		})
+	}
+}
