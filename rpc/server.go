@@ -117,9 +117,10 @@ type Server struct {
 	work     *sync.Cond      // signalled when the queue or the running set changes
 	queue    *list.List      // *job, FIFO
 	jobs     map[string]*job // queued and running, by id key
-	running  int
-	closing  bool // input ended or exit: no new work, workers stop
-	shutdown bool // shutdown requested: no new work, in-flight work finishes
+	running  int             // jobs taken by a worker and not yet answered
+	replying int             // responses being handed to the outbox
+	closing  bool            // input ended or exit: no new work, workers stop
+	shutdown bool            // shutdown requested: no new work, in-flight work finishes
 	exitErr  error
 	stats    counters
 
@@ -427,12 +428,8 @@ func (s *Server) worker() {
 		if j == nil {
 			return
 		}
-		s.execute(j)
+		s.execute(j) // responds, which also ends the job's accounting
 		j.cancel()
-		s.mu.Lock()
-		s.running-- // after the reply is queued, so shutdown's reply comes after it
-		s.work.Broadcast()
-		s.mu.Unlock()
 	}
 }
 
@@ -551,15 +548,23 @@ func CompileResultOf(mod *sandbox.Module, info sandbox.CompileInfo) *CompileResu
 // soon as it reads the response.
 func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 	j.replied = true
-	s.mu.Lock()
-	delete(s.jobs, j.key)
-	s.mu.Unlock()
 	body, err := responseBody(j.id, result, rerr)
 	if err != nil {
 		s.log.Error("encoding a response", "error", err)
 		body, _ = responseBody(j.id, nil, protocolError(CodeInternalError, "internal error: %v", err))
 	}
+	// Stats and the id are up to date before the parent can read the
+	// response; shutdown's reply waits until this one is on its way.
+	s.mu.Lock()
+	delete(s.jobs, j.key)
+	s.running--
+	s.replying++
+	s.mu.Unlock()
 	s.out.sendDirect(body)
+	s.mu.Lock()
+	s.replying--
+	s.work.Broadcast()
+	s.mu.Unlock()
 }
 
 // responseBody encodes a response in one pass. (jsonrpc2's own encoder
@@ -625,7 +630,7 @@ func (s *Server) beginShutdown(conn *jsonrpc2.Conn, id jsonrpc2.ID) {
 	go func() {
 		defer s.helpers.Done()
 		s.mu.Lock()
-		for s.running > 0 || s.queue.Len() > 0 {
+		for s.running > 0 || s.replying > 0 || s.queue.Len() > 0 {
 			s.work.Wait()
 		}
 		s.mu.Unlock()

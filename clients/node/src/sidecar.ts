@@ -297,6 +297,7 @@ export class Sidecar {
   private lastRequestId: number | string | undefined;
   private state: State = "open";
   private stderrTailBuf: Buffer = Buffer.alloc(0);
+  private stderrClosed!: Promise<void>;
   private exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   private readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private stdoutClosed = false;
@@ -324,6 +325,9 @@ export class Sidecar {
       // Spawn failures are handled in spawn(); later ones (e.g. kill failing) only matter if the process is gone.
       this.fatal ??= new SidecarError(`sandboxd process error: ${err.message}`, { reason: "exited", cause: err });
     });
+    // 'exit' can fire before the last stderr bytes are read: teardown waits
+    // for the stream to close (briefly) so the error carries them.
+    this.stderrClosed = new Promise((resolve) => child.stderr!.once("close", () => resolve()));
     child.stderr!.on("data", (chunk: Buffer) => {
       const merged = Buffer.concat([this.stderrTailBuf, chunk]);
       this.stderrTailBuf = merged.length > STDERR_TAIL_BYTES ? merged.subarray(merged.length - STDERR_TAIL_BYTES) : merged;
@@ -749,6 +753,7 @@ export class Sidecar {
       await new Promise<void>((r) => setImmediate(r));
       stable = this.reader.received === this.dispatched ? stable + 1 : 0;
     }
+    await Promise.race([this.stderrClosed, new Promise<void>((r) => setTimeout(r, 200).unref())]);
     const wasClosing = this.state === "closing";
     this.state = "dead";
     // stdout is gone but the process lingers: it can never answer, end it
