@@ -638,8 +638,8 @@ func TestSidecarStdinEOF(t *testing.T) {
 	if err := s.stdin.Close(); err != nil {
 		t.Fatal(err)
 	}
-	code, took, killed := s.wait(10 * time.Second)
-	took = time.Since(start)
+	code, _, killed := s.wait(10 * time.Second)
+	took := time.Since(start)
 	t.Logf("stdin EOF to exit: %v", took.Round(time.Millisecond))
 	if killed {
 		t.Fatalf("the sidecar outlived its stdin by 10 s")

@@ -344,26 +344,24 @@ func (c *Client) wait(ctx context.Context, cl *call, grace time.Duration) error 
 			mu.Unlock()
 		}()
 	}
-	for {
+	select {
+	case <-cl.done:
+		return nil
+	case <-c.readTok:
+		c.readFor(cl)
+		c.readTok <- struct{}{} // never blocks: we held the only token
 		select {
 		case <-cl.done:
 			return nil
-		case <-c.readTok:
-			c.readFor(cl)
-			c.readTok <- struct{}{} // never blocks: we held the only token
-			select {
-			case <-cl.done:
-				return nil
-			default: // readFor stopped because the grace ran out
-			}
-		case <-cl.expired:
+		default: // readFor stopped because the grace ran out
 		}
-		if c.forget(cl) {
-			return ctx.Err()
-		}
-		<-cl.done // delivered meanwhile: take the answer after all
-		return nil
+	case <-cl.expired:
 	}
+	if c.forget(cl) {
+		return ctx.Err()
+	}
+	<-cl.done // delivered meanwhile: take the answer after all
+	return nil
 }
 
 // readFor reads and dispatches frames, holding the reader token, until cl

@@ -351,7 +351,6 @@ type silentServer struct {
 	c       *Client
 	reqs    chan map[string]any
 	answers *os.File
-	ndjson  bool
 }
 
 func newSilentServer(t *testing.T) *silentServer {
