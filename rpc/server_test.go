@@ -144,16 +144,7 @@ func (e *fakeEngine) Run(ctx context.Context, req sandbox.Request) (*sandbox.Res
 // --- a raw client over pipes ---
 
 type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   *struct {
-		Code    int64           `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
+	rpc.Message
 	hasID bool
 }
 

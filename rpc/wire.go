@@ -208,6 +208,26 @@ const (
 	CodeCancelled      = -32800
 )
 
+// Message is any message as it appears on the wire, decoded only at the
+// top level: what a client reading the sidecar's output receives (a
+// response has an id and a result or an error; a notification has a
+// method and params).
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *WireError      `json:"error,omitempty"`
+}
+
+// WireError is the error object of a response.
+type WireError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
 // ErrorResponse is the whole error response as the CLI's --json prints it.
 type ErrorResponse struct {
 	Error *jsonrpc2.Error `json:"error"`

@@ -230,16 +230,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 
 // message is any message the sidecar writes, kept with its raw bytes.
 type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   *struct {
-		Code    int64           `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
+	rpc.Message
 	hasID bool
 	raw   []byte
 	at    time.Time // when the reader parsed it

@@ -241,20 +241,6 @@ type outMsg struct {
 	Params  any     `json:"params,omitempty"`
 }
 
-// inMsg is any message from the server. Raw fields are copies, so they
-// outlive the frame buffer.
-type inMsg struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int64           `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
-}
-
 // call sends one request and waits for its answer. With grace 0 a context
 // that ends makes it return at once, without $/cancelRequest (Close uses
 // this for shutdown).
@@ -399,7 +385,7 @@ func (c *Client) poke() {
 
 // dispatch routes one message from the server.
 func (c *Client) dispatch(body []byte) {
-	var m inMsg
+	var m rpc.Message // its raw fields are copies: they outlive the frame buffer
 	if err := json.Unmarshal(body, &m); err != nil {
 		return // not JSON: nothing can be attributed to a call
 	}
