@@ -91,10 +91,14 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	logger.Debug("serving", "framing", *framing, "maxConcurrency", *maxConc)
 	if f, ok := stdin.(*os.File); ok {
-		stdin = pollable(f)
+		var restore func()
+		stdin, restore = pollable(f)
+		defer restore()
 	}
 	if f, ok := stdout.(*os.File); ok {
-		stdout = pollable(f)
+		var restore func()
+		stdout, restore = pollable(f)
+		defer restore()
 	}
 	err = srv.Serve(ctx, stdin, stdout)
 	var fe *rpc.FramingError
@@ -117,18 +121,18 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // writing it then parks instead of holding an OS thread in a blocking
 // system call, and the goroutine it hands work to can run on the same
 // thread at once: this halves the sidecar's round trip. Terminals and
-// files are left alone (their file description may be shared with the
-// user's shell, and O_NONBLOCK would leak to it).
-func pollable(f *os.File) *os.File {
+// files are left alone. O_NONBLOCK belongs to the file description, which
+// another process may share, so restore puts blocking mode back at exit.
+func pollable(f *os.File) (_ *os.File, restore func()) {
 	fi, err := f.Stat()
 	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
-		return f
+		return f, func() {}
 	}
 	fd := int(f.Fd()) // Fd puts f in blocking mode; we take the descriptor over below
 	if err := syscall.SetNonblock(fd, true); err != nil {
-		return f
+		return f, func() {}
 	}
-	return os.NewFile(uintptr(fd), f.Name())
+	return os.NewFile(uintptr(fd), f.Name()), func() { _ = syscall.SetNonblock(fd, false) }
 }
 
 // wasmtimeVersion reports the linked wasmtime-go module version.
