@@ -31,7 +31,9 @@ test-python: build
 test-node: build
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 
+# The benchmark table (see bench/README.md); builds the Node client it measures.
 bench: build
+	cd clients/node && npm ci --no-audit --no-fund && npm run build
 	$(GO) run ./bench
 
 # Each fuzz target for FUZZTIME (default 10m), one after another.
