@@ -143,6 +143,9 @@ func (o *cliOutput) success(mod *sandbox.Module, res *sandbox.Result) int {
 	for i, v := range res.Values {
 		texts[i] = v.String()
 	}
+	if len(texts) == 0 {
+		texts = []string{"()"} // the export returns nothing
+	}
 	fmt.Fprintf(o.stdout, "result: %s\n", strings.Join(texts, ", "))
 	fmt.Fprintf(o.stderr, "fuel consumed: %d\npeak memory: %d bytes\n", res.FuelConsumed, res.PeakMemoryBytes)
 	if res.LogTruncated {
