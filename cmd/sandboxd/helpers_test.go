@@ -525,9 +525,9 @@ func trunc(b []byte) string {
 	return string(b)
 }
 
-// take returns the next message, waiting at most d (nil at EOF/timeout).
-func (s *rawSidecar) take(d time.Duration) *message {
-	s.t.Helper()
+// waitUntil locks s.mu and waits, at most d, until done reports true or
+// the output ends. It returns with s.mu held, and whether done held.
+func (s *rawSidecar) waitUntil(d time.Duration, done func() bool) bool {
 	s.startReading()
 	deadline := time.Now().Add(d)
 	timer := time.AfterFunc(d, func() {
@@ -537,11 +537,21 @@ func (s *rawSidecar) take(d time.Duration) *message {
 	})
 	defer timer.Stop()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.next >= len(s.msgs) && s.readErr == nil && time.Now().Before(deadline) {
+	for !done() {
+		if s.readErr != nil || !time.Now().Before(deadline) {
+			return false
+		}
 		s.cond.Wait()
 	}
-	if s.next >= len(s.msgs) {
+	return true
+}
+
+// take returns the next message, waiting at most d (nil at EOF/timeout).
+func (s *rawSidecar) take(d time.Duration) *message {
+	s.t.Helper()
+	ok := s.waitUntil(d, func() bool { return s.next < len(s.msgs) })
+	defer s.mu.Unlock()
+	if !ok {
 		return nil
 	}
 	m := s.msgs[s.next]
@@ -565,31 +575,25 @@ func (s *rawSidecar) mustTake(d time.Duration) *message {
 // any. The second result is every message read up to then, in order.
 func (s *rawSidecar) response(id string, d time.Duration) (*message, []*message) {
 	s.t.Helper()
-	s.startReading()
-	deadline := time.Now().Add(d)
-	timer := time.AfterFunc(d, func() {
-		s.mu.Lock()
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	})
-	defer timer.Stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.claimed == nil {
-		s.claimed = map[*message]bool{}
-	}
-	for {
+	var found *message
+	ok := s.waitUntil(d, func() bool {
+		if s.claimed == nil {
+			s.claimed = map[*message]bool{}
+		}
 		for _, m := range s.msgs {
 			if m.isResponse() && m.idKey() == id && !s.claimed[m] {
 				s.claimed[m] = true
-				return m, append([]*message(nil), s.msgs...)
+				found = m
+				return true
 			}
 		}
-		if s.readErr != nil || !time.Now().Before(deadline) {
-			s.t.Fatalf("no response with id %s within %v (%d messages read; end of output: %v)", id, d, len(s.msgs), s.readErr)
-		}
-		s.cond.Wait()
+		return false
+	})
+	defer s.mu.Unlock()
+	if !ok {
+		s.t.Fatalf("no response with id %s within %v (%d messages read; end of output: %v)", id, d, len(s.msgs), s.readErr)
 	}
+	return found, append([]*message(nil), s.msgs...)
 }
 
 // all returns every message read so far (the ones take already returned too).
