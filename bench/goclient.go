@@ -115,19 +115,30 @@ func throughput(workers int, d time.Duration, call func() error) (float64, error
 	return float64(done.Load()) / time.Since(start).Seconds(), firstErr
 }
 
+// inProcessEngine is an engine with the benchmark guest compiled, for the
+// rows measured without a sidecar. The caller closes the engine.
+func inProcessEngine(env *Env) (*sandbox.Engine, *sandbox.Module, error) {
+	eng, err := sandbox.NewEngine(sandbox.Config{})
+	if err != nil {
+		return nil, nil, err
+	}
+	m, _, err := eng.Compile(context.Background(), sandbox.Source{Path: env.wat("well_behaved.wat")})
+	if err != nil {
+		eng.Close()
+		return nil, nil, err
+	}
+	return eng, m, nil
+}
+
 // inProcessLimit is the ceiling for pipelined throughput: the same module
 // and call through sandbox.Engine.Run (fresh store, instantiate, call,
 // fences armed) on GOMAXPROCS goroutines, with no IPC and no JSON.
 func inProcessLimit(env *Env, d time.Duration) (float64, error) {
-	eng, err := sandbox.NewEngine(sandbox.Config{})
+	eng, m, err := inProcessEngine(env)
 	if err != nil {
 		return 0, err
 	}
 	defer eng.Close()
-	m, _, err := eng.Compile(context.Background(), sandbox.Source{Path: env.wat("well_behaved.wat")})
-	if err != nil {
-		return 0, err
-	}
 	req := sandbox.Request{Module: m, Function: "add", Args: []sandbox.Value{sandbox.ValueI32(1), sandbox.ValueI32(2)}, Limits: limits.Defaults()}
 	call := func() error { _, err := eng.Run(context.Background(), req); return err }
 	for range 1000 { // warm-up: first-touch allocations, thread creation

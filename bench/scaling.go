@@ -16,15 +16,11 @@ const fibN = 50
 // calibrateFibLoop finds reps so fib_loop(fibN, reps) runs ~target in the
 // engine, so the scaling rows measure guests, not IPC, on any machine.
 func calibrateFibLoop(env *Env, target time.Duration) (int, error) {
-	eng, err := sandbox.NewEngine(sandbox.Config{})
+	eng, m, err := inProcessEngine(env)
 	if err != nil {
 		return 0, err
 	}
 	defer eng.Close()
-	m, _, err := eng.Compile(context.Background(), sandbox.Source{Path: env.wat("well_behaved.wat")})
-	if err != nil {
-		return 0, err
-	}
 	timeOf := func(reps int) (time.Duration, error) {
 		s, err := repeat(7, func() (time.Duration, error) {
 			res, err := eng.Run(context.Background(), sandbox.Request{Module: m, Function: "fib_loop",
@@ -112,15 +108,11 @@ func scalingSection(env *Env) []Row {
 // cannot run two guests at full speed (shared or throttled cores).
 func inProcessScalingRow(env *Env, reps int, d time.Duration) Row {
 	const name = "in-process engine c2/c1 (same guest, no IPC)"
-	eng, err := sandbox.NewEngine(sandbox.Config{})
+	eng, m, err := inProcessEngine(env)
 	if err != nil {
 		return naRow("8 scaling", name, err.Error())
 	}
 	defer eng.Close()
-	m, _, err := eng.Compile(context.Background(), sandbox.Source{Path: env.wat("well_behaved.wat")})
-	if err != nil {
-		return naRow("8 scaling", name, err.Error())
-	}
 	req := sandbox.Request{Module: m, Function: "fib_loop", Limits: limits.Defaults(),
 		Args: []sandbox.Value{sandbox.ValueI32(fibN), sandbox.ValueI32(int32(reps))}}
 	call := func() error { _, err := eng.Run(context.Background(), req); return err }
