@@ -22,6 +22,9 @@ const (
 	KindExport              Kind = "export"
 	KindTrap                Kind = "trap"
 	KindCancelled           Kind = "cancelled"
+	// KindCompileLimitExceeded: compiling the module passed the compile
+	// time or memory limit (data.resource says which, data.limit the value).
+	KindCompileLimitExceeded Kind = "compile_limit_exceeded"
 )
 
 // Error makes a Kind usable as an errors.Is target.
@@ -50,6 +53,8 @@ var Kinds = []KindInfo{
 	{KindExport, 7, 7, "the export is missing or its signature does not fit"},
 	{KindTrap, 8, 8, "the guest trapped"},
 	{KindCancelled, 9, -32800, "the caller cancelled the run"},
+	// 10 is reserved for plugin_error (Extism plugin ABI).
+	{KindCompileLimitExceeded, 11, 11, "compiling the module passed the compile time or memory limit"},
 }
 
 // Info returns the table row of k; unknown kinds get the host row.

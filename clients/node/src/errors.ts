@@ -176,6 +176,20 @@ export class Cancelled extends SandboxError {
   }
 }
 
+/** Kind `compile_limit_exceeded`: compiling the module passed the compile time or memory limit. */
+export class CompileLimitExceeded extends SandboxError {
+  /** Which limit: `compile_time` or `compile_memory`. */
+  readonly resource: string | undefined;
+  /** The limit that was passed (milliseconds or bytes). */
+  readonly limit: number | undefined;
+  constructor(message: string, init: SandboxErrorInit = {}) {
+    super("compile_limit_exceeded", message, init);
+    const d = asData(init.data);
+    this.resource = str(d, "resource");
+    this.limit = num(d, "limit");
+  }
+}
+
 /** Why a {@link SidecarError} happened. */
 export type SidecarErrorReason =
   /** The binary was not found or could not be started. */
@@ -240,6 +254,7 @@ export const ERROR_KINDS: Readonly<Record<string, { readonly errorClass: Sandbox
     export: { errorClass: ExportError, rpcCode: 7 },
     trap: { errorClass: Trap, rpcCode: 8 },
     cancelled: { errorClass: Cancelled, rpcCode: -32800 },
+    compile_limit_exceeded: { errorClass: CompileLimitExceeded, rpcCode: 11 },
   });
 
 /** JSON-RPC code of a cancelled request (LSP's RequestCancelled). */

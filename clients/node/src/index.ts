@@ -38,6 +38,7 @@ export {
   ExportError,
   Trap,
   Cancelled,
+  CompileLimitExceeded,
   SidecarError,
   ERROR_KINDS,
   CANCELLED_CODE,

@@ -5,6 +5,7 @@ import { describe, it } from "node:test";
 
 import {
   Cancelled,
+  CompileLimitExceeded,
   DisallowedImport,
   ERROR_KINDS,
   ExportError,
@@ -38,6 +39,7 @@ const expectedClass: Record<string, unknown> = {
   export: ExportError,
   trap: Trap,
   cancelled: Cancelled,
+  compile_limit_exceeded: CompileLimitExceeded,
 };
 
 describe("error-kinds.json", () => {

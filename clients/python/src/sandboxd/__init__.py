@@ -17,7 +17,7 @@ from ._client import Sidecar
 from ._types import Limits, Module, RunResult
 from ._values import F32, F64, I32, I64, WasmValue
 from .errors import (
-    Cancelled, DisallowedImport, ExportError, FuelExhausted, HostError, InvalidModule,
+    Cancelled, CompileLimitExceeded, DisallowedImport, ExportError, FuelExhausted, HostError, InvalidModule,
     MemoryLimitExceeded, SandboxError, SidecarError, Timeout, Trap,
 )
 
@@ -27,5 +27,6 @@ __all__ = [
     "Sidecar", "AsyncSidecar", "Limits", "Module", "RunResult",
     "I32", "I64", "F32", "F64", "WasmValue",
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
-    "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "SidecarError",
+    "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "CompileLimitExceeded",
+    "SidecarError",
 ]

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Type
 __all__ = [
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled",
-    "SidecarError", "KIND_CLASSES", "error_from_rpc",
+    "CompileLimitExceeded", "SidecarError", "KIND_CLASSES", "error_from_rpc",
 ]
 
 
@@ -152,6 +152,18 @@ class Cancelled(SandboxError, kind="cancelled", exit_code=9, rpc_code=-32800):
     """The run was cancelled (by ``$/cancelRequest`` or sidecar shutdown)."""
 
 
+class CompileLimitExceeded(SandboxError, kind="compile_limit_exceeded", exit_code=11):
+    """Compiling the module passed the compile time or memory limit.
+
+    ``resource`` says which (``"compile_time"`` or ``"compile_memory"``);
+    ``limit`` is the limit that was passed (milliseconds or bytes).
+    """
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.resource: Optional[str] = data.get("resource")
+        self.limit: Optional[int] = data.get("limit")
+
+
 class SidecarError(SandboxError, kind="sidecar"):
     """The sidecar itself failed: it is missing, crashed, was closed, broke
     the protocol, or refused a request (-326xx codes, -32000 busy).
@@ -171,7 +183,7 @@ class SidecarError(SandboxError, kind="sidecar"):
 KIND_CLASSES: Dict[str, Type[SandboxError]] = {
     cls.kind: cls
     for cls in (HostError, FuelExhausted, Timeout, MemoryLimitExceeded, DisallowedImport,
-                InvalidModule, ExportError, Trap, Cancelled)
+                InvalidModule, ExportError, Trap, Cancelled, CompileLimitExceeded)
 }
 
 _CODE_CLASSES: Dict[int, Type[SandboxError]] = {
