@@ -241,6 +241,9 @@ func TestCompileInvalid(t *testing.T) {
 		{"truncated binary", sandbox.Source{Wasm: []byte("\x00asm\x01\x00\x00\x00\x01")}, sandbox.KindInvalidModule, ""},
 		{"bad version", sandbox.Source{Wasm: []byte("\x00asm\x02\x00\x00\x00")}, sandbox.KindInvalidModule, ""},
 		{"type error", sandbox.Source{WAT: `(module (func (result i32) i64.const 1))`}, sandbox.KindInvalidModule, "type mismatch"},
+		// The rewrite appends globals: an index past the module's own must
+		// be refused before it could name one of them.
+		{"global past the count", sandbox.Source{WAT: `(module (memory 1) (func (drop (memory.grow (i32.const 1))) (global.set 1 (i64.const 7))))`}, sandbox.KindInvalidModule, "unknown global"},
 		{"oversized wat", sandbox.Source{WAT: "(module)" + strings.Repeat(" ", 4096)}, sandbox.KindInvalidModule, "maximum is 4096"},
 		{"oversized wasm", sandbox.Source{Wasm: append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 5000)...)}, sandbox.KindInvalidModule, "maximum is 4096"},
 		{"oversized path", sandbox.Source{Path: bigFile}, sandbox.KindInvalidModule, "maximum is 4096"},

@@ -200,29 +200,22 @@ func (e *Engine) validate(wasm []byte) *Error {
 	return &Error{Kind: KindInvalidModule, Message: cleanMessage(err.Error())}
 }
 
-// compile instruments and compiles wasm. Compiling the instrumented bytes
-// validates them, and the rewrite keeps an invalid module invalid, with one
-// exception: it removes the start section, whose function must have type
-// [] -> []. So the original is validated up front only when it has a start
-// section, and otherwise only on failure, to report wasmtime's message
-// about the bytes the caller sent. (Validation is a full pass: 3 ms for a
-// 1 MiB module, a tenth of loading it from the persistent cache.)
+// compile validates, instruments and compiles wasm. The caller's bytes are
+// always validated first, with the engine's feature set: the rewriter
+// assumes a valid module, and an invalid one (a global index past the
+// module's own count, say) could otherwise name what the rewrite injects.
+// Validation is one pass, a few ms per MiB.
 func (e *Engine) compile(id string, wasm []byte) (*Module, error) {
-	instrumented, info, ierr := wasmbin.Instrument(wasm)
-	if ierr != nil || info.HasStart {
-		if err := e.validate(wasm); err != nil {
-			return nil, err
-		}
+	if err := e.validate(wasm); err != nil {
+		return nil, err
 	}
+	instrumented, info, ierr := wasmbin.Instrument(wasm)
 	if ierr != nil {
 		return nil, &Error{Kind: KindInvalidModule, Message: "unsupported module: " + ierr.Error(), err: ierr}
 	}
 	wt, err := wasmtime.NewModule(e.wt, instrumented)
 	if err != nil {
 		defer releaseWasmtimeError(err)
-		if verr := e.validate(wasm); verr != nil {
-			return nil, verr
-		}
 		return nil, &Error{Kind: KindInvalidModule, Message: cleanMessage(err.Error())}
 	}
 	m := &Module{ID: id, Size: len(wasm), wt: wt, info: info}
