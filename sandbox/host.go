@@ -25,6 +25,58 @@ const HostModule = "host"
 // UTF-8 boundary) and the run is marked as truncated.
 const MaxLogLineBytes = 16 << 10
 
+// LogLineOverhead is what every accepted log line costs against the run's
+// logBytes on top of the line's JSON-encoded size. It covers the `log`
+// notification around the line as the sidecar writes it: the
+// Content-Length header (25 bytes for any line), the envelope keys (64),
+// seq (at most 7 digits, since no run can keep more lines than
+// HardMaximums' logBytes / 128) and a request id of up to 32 encoded
+// bytes. Charging it makes a run's notifications on the wire at most
+// logBytes whatever the lines' count, length or content: without it,
+// empty lines would be free and a looping guest could flood the parent.
+const LogLineOverhead = 128
+
+// LogLineCost is what one log line costs against logBytes: its size as a
+// JSON string (quotes and escapes, exactly as encoding/json writes it)
+// plus LogLineOverhead.
+func LogLineCost(line string) uint64 {
+	return uint64(jsonStringLen(line)) + LogLineOverhead
+}
+
+// jsonStringLen is len(json.Marshal(s)) without encoding: encoding/json
+// escapes quote and backslash with one backslash, \b \f \n \r \t likewise,
+// other control characters, <, > and & (HTML-safe by default), U+2028,
+// U+2029 and each invalid UTF-8 byte as six-byte \uXXXX sequences.
+func jsonStringLen(s string) int {
+	n := 2 // the quotes
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
+				n += 2
+			case b < 0x20 || b == '<' || b == '>' || b == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
 // hostFunc is one function of the host ABI.
 type hostFunc struct {
 	name    string
@@ -147,6 +199,9 @@ func (r *run) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, 
 		r.hostTrap = fmt.Sprintf("host::log: bytes [%d, %d) lie outside the guest's memory of %d bytes", ptr, ptr+n, len(data))
 		return nil, wasmtime.NewTrap(r.hostTrap)
 	}
+	if r.log.full {
+		return nil, nil // dropped without copying: a looping guest costs the host almost nothing
+	}
 	if n > MaxLogLineBytes {
 		n = MaxLogLineBytes
 		r.log.truncated = true
@@ -189,24 +244,27 @@ func cutUTF8(s string, n int) string {
 }
 
 // logSink enforces the per-run log budget and forwards accepted lines.
+// Each line costs LogLineCost; the first line that does not fit is
+// dropped with every later one, so the log the parent sees is a prefix.
 type logSink struct {
 	budget    uint64
 	used      uint64
 	lines     int
-	truncated bool
+	truncated bool // some line was cut or dropped
+	full      bool // a line was dropped: drop every later one
 	forward   func(line string)
 }
 
 func (s *logSink) emit(line string) {
-	if s.truncated && s.used >= s.budget {
+	if s.full {
 		return
 	}
-	if s.used+uint64(len(line)) > s.budget {
-		s.truncated = true
-		s.used = s.budget // drop every later line too: the log stays a prefix
+	cost := LogLineCost(line)
+	if cost > s.budget-s.used {
+		s.truncated, s.full = true, true
 		return
 	}
-	s.used += uint64(len(line))
+	s.used += cost
 	s.lines++
 	if s.forward != nil {
 		s.forward(line)

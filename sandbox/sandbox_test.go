@@ -276,7 +276,7 @@ func TestValuesRoundTrip(t *testing.T) {
 
 // TestLogMaximalLines: a guest logging lines far over the per-line cap in a
 // tight loop gets each line cut to MaxLogLineBytes, the run's total capped
-// by logBytes, and the result marked truncated.
+// by logBytes at the lines' wire cost, and the result marked truncated.
 func TestLogMaximalLines(t *testing.T) {
 	e := engine(t)
 	// 4 pages of memory; log(0, 200000) 1000 times.
@@ -306,7 +306,10 @@ func TestLogMaximalLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.LogTruncated || total > int(l.LogBytes) || lines != res.LogLines || lines != int(l.LogBytes)/sandbox.MaxLogLineBytes {
+	// The memory is zeroed: each cut line is MaxLogLineBytes NULs, six
+	// bytes each in JSON.
+	lineCost := sandbox.LogLineCost(strings.Repeat("\x00", sandbox.MaxLogLineBytes))
+	if !res.LogTruncated || total > int(l.LogBytes) || lines != res.LogLines || lines != int(l.LogBytes/lineCost) {
 		t.Errorf("lines %d (result %d), bytes %d of %d, truncated %v", lines, res.LogLines, total, l.LogBytes, res.LogTruncated)
 	}
 }

