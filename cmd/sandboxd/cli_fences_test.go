@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -249,5 +251,110 @@ func TestDefaultLogBytesBoundsEmptyLines(t *testing.T) {
 	if len(logs) != 0 || !strings.Contains(string(resp.result), `"logLines":0,"logTruncated":true`) {
 		t.Errorf("--default-log-bytes 1: %d notifications, result %s %s; want none and logTruncated",
 			len(logs), resp.result, resp.err)
+	}
+}
+
+// hostileText is what a guest prints to take over a terminal: clear the
+// screen and retitle the window (ESC, BEL), end the line and forge a
+// result, return the carriage, a C1 CSI, a right-to-left override, a line
+// separator, DEL, and a backslash so the escaping must stay unambiguous.
+const hostileText = "\x1b[2J\x1b]0;owned\x07\nresult: I32(42)\r\u009b31m\u202e\u2028\x7f\\ é ok"
+
+// hostileEscaped is hostileText as the CLI must print it.
+const hostileEscaped = `\x1b[2J\x1b]0;owned\x07\nresult: I32(42)\r\u009b31m\u202e\u2028\x7f\\ é ok`
+
+// terminalSafe fails unless s holds no byte or rune a terminal acts on,
+// other than the newlines that end the CLI's own lines.
+func terminalSafe(t *testing.T, what, s string) {
+	t.Helper()
+	for i, r := range s {
+		if r != '\n' && (r == 0xfffd || r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0x2028 || r == 0x2029 ||
+			r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)) {
+			t.Errorf("%s: raw %U at byte %d: %q", what, r, i, s)
+			return
+		}
+	}
+}
+
+func writeWAT(t *testing.T, wat string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "guest.wat")
+	if err := os.WriteFile(path, []byte(wat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestCLIEscapesGuestText (issue 10 item 12): a guest's log line and a
+// module's import name reach the terminal escaped, in text and --json
+// mode, so they cannot drive the terminal or forge a "result:" line; the
+// JSON still decodes to the exact text.
+func TestCLIEscapesGuestText(t *testing.T) {
+	logger := writeWAT(t, fmt.Sprintf(`(module (import "host" "log" (func $log (param i32 i32)))
+	  (memory (export "memory") 1)
+	  (data (i32.const 0) "%s")
+	  (func (export "run") (call $log (i32.const 0) (i32.const %d))))`, watBytes([]byte(hostileText)), len(hostileText)))
+
+	r := runCLI(t, logger, "--allow-log")
+	wantCode(t, r, 0)
+	if want := "[guest log] " + hostileEscaped + "\nresult: ()\n"; r.stdout != want {
+		t.Errorf("stdout:\n%q\nwant\n%q", r.stdout, want)
+	}
+	terminalSafe(t, "text stdout", r.stdout)
+
+	r = runCLI(t, logger, "--allow-log", "--json")
+	wantCode(t, r, 0)
+	oneJSONObject(t, r.stdout)
+	if !strings.Contains(r.stderr, "[guest log] "+hostileEscaped+"\n") {
+		t.Errorf("--json stderr does not carry the escaped line: %q", r.stderr)
+	}
+	terminalSafe(t, "--json stderr", r.stderr)
+
+	// An import name is the module's text too, quoted by disallowed_import.
+	importer := writeWAT(t, fmt.Sprintf(`(module (import "host" "%s" (func)) (func (export "run")))`, watBytes([]byte(hostileText))))
+	r = runCLI(t, importer)
+	wantCode(t, r, 5)
+	if !strings.Contains(r.stderr, "host::"+hostileEscaped+" is not allowed") || r.stdout != "" {
+		t.Errorf("disallowed_import, text mode: %s", r)
+	}
+	terminalSafe(t, "text stderr", r.stderr)
+
+	r = runCLI(t, importer, "--json")
+	wantCode(t, r, 5)
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Data    struct {
+				Name string `json:"name"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(oneJSONObject(t, r.stdout), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Error.Data.Name != hostileText || !strings.Contains(e.Error.Message, hostileText) {
+		t.Errorf("--json must carry the exact name: data.name %q, message %q", e.Error.Data.Name, e.Error.Message)
+	}
+	terminalSafe(t, "--json stdout", r.stdout)
+}
+
+func TestEscapeText(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, é, 日本, 🙂":     "plain text, é, 日本, 🙂",
+		"tab\tcr\rlf\nnul\x00":     `tab\tcr\rlf\nnul\x00`,
+		"bad \xff\xfe utf-8":       `bad \xff\xfe utf-8`,
+		"\u0085\u061c\u200e\u200f": `\u0085\u061c\u200e\u200f`,
+		"\u202a\u202e\u2066\u2069": `\u202a\u202e\u2066\u2069`,
+		`C:\dir`:                   `C:\\dir`,
+	} {
+		if got := escapeText(in); got != want {
+			t.Errorf("escapeText(%q) = %q, want %q", in, got, want)
+		}
+	}
+	in := "{\"a\":\"x\u009b\u202e\x7f\u00e9\"}"
+	got := escapeJSON([]byte(in))
+	var a, b map[string]string
+	if json.Unmarshal([]byte(in), &a) != nil || json.Unmarshal(got, &b) != nil || a["a"] != b["a"] || string(got) != `{"a":"x\u009b\u202e\u007fé"}` {
+		t.Errorf("escapeJSON(%q) = %q", in, got)
 	}
 }

@@ -117,7 +117,8 @@ func cliLimitError(err error) string {
 }
 
 // cliOutput prints a run the way the CLI promises: log lines as they
-// arrive, values on stdout, usage on stderr; or one JSON object.
+// arrive, values on stdout, usage on stderr; or one JSON object. Guest
+// text is escaped for the terminal (see escapeText).
 type cliOutput struct {
 	stdout, stderr io.Writer
 	json           bool
@@ -128,7 +129,7 @@ func (o *cliOutput) log(_ int, line string) {
 	if o.json { // stdout carries exactly one JSON object
 		w = o.stderr
 	}
-	fmt.Fprintf(w, "[guest log] %s\n", line)
+	fmt.Fprintf(w, "[guest log] %s\n", escapeText(line))
 }
 
 func (o *cliOutput) success(mod *sandbox.Module, res *sandbox.Result) int {
@@ -159,7 +160,7 @@ func (o *cliOutput) failure(err error) int {
 	if o.json {
 		o.printJSON(rpc.ErrorResponse{Error: rpc.ErrorObject(err)})
 	} else {
-		fmt.Fprintf(o.stderr, "error: %v\n", err)
+		fmt.Fprintf(o.stderr, "error: %s\n", escapeText(err.Error())) // quotes guest names
 		var se *sandbox.Error
 		if errors.As(err, &se) && se.Usage != nil {
 			fmt.Fprintf(o.stderr, "fuel consumed: %d\npeak memory: %d bytes\n", se.Usage.FuelConsumed, se.Usage.PeakMemoryBytes)
@@ -174,5 +175,5 @@ func (o *cliOutput) printJSON(v any) {
 		fmt.Fprintf(o.stderr, "sandboxd run: %v\n", err)
 		return
 	}
-	fmt.Fprintf(o.stdout, "%s\n", b)
+	fmt.Fprintf(o.stdout, "%s\n", escapeJSON(b))
 }
