@@ -6,7 +6,7 @@ import { join, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { promisify } from "node:util";
 
-import { BUILD_HINT, Cancelled, FuelExhausted, Sidecar, SidecarError, findBinary } from "sandboxd";
+import { BUILD_HINT, Cancelled, ERROR_KINDS, FuelExhausted, Sidecar, SidecarError, findBinary } from "sandboxd";
 
 import { binaryPath, packageDir, rejection, requireBinary, sleep, spawnSidecar, waitFor, watPath } from "./helpers.js";
 
@@ -71,7 +71,7 @@ describe("stats", () => {
       assert.equal(s.runs["timeout"], 0);
       assert.deepEqual(
         Object.keys(s.runs).sort(),
-        ["ok", "host", "fuel_exhausted", "timeout", "memory_limit_exceeded", "disallowed_import", "invalid_module", "export", "trap", "cancelled"].sort(),
+        ["ok", ...Object.keys(ERROR_KINDS)].sort(),
       );
       assert.equal(s.inFlight, 0);
       assert.equal(s.queued, 0);
