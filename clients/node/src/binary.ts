@@ -1,11 +1,22 @@
-import { accessSync, constants, statSync } from "node:fs";
-import { delimiter, isAbsolute, join, resolve, sep } from "node:path";
+/**
+ * Finding the `sandboxd` binary: an explicit path, `$SANDBOXD_BIN`, `PATH`,
+ * then `bin/sandboxd` of the sandboxd checkout this package (or the current
+ * directory) is in.
+ *
+ * @module
+ */
+import { accessSync, constants, readFileSync, realpathSync, statSync } from "node:fs";
+import { delimiter, dirname, isAbsolute, join, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
 
 import { SidecarError } from "./errors.js";
 
 /** The hint every "binary not found" error carries. */
 export const BUILD_HINT =
-  "build it with `make build` in the sandboxd repository (needs Go and gcc), then pass { binary } or set SANDBOXD_BIN";
+  "build it with `make build` in the sandboxd repository (needs Go and gcc), then pass { binary }, set SANDBOXD_BIN, or put it on PATH (`make install`)";
+
+/** The module path in a sandboxd checkout's go.mod. */
+const GO_MODULE = "github.com/sandboxd/sandboxd";
 
 function isExecutableFile(p: string): boolean {
   try {
@@ -31,12 +42,56 @@ export function searchPath(name: string, envPath: string | undefined = process.e
   return undefined;
 }
 
+function declaresModule(goMod: string): boolean {
+  for (const line of goMod.split("\n")) {
+    const fields = line.trim().split(/\s+/);
+    if (fields[0] === "module") return fields[1] === GO_MODULE;
+  }
+  return false;
+}
+
+/**
+ * The sandboxd repository holding `start`: the nearest directory at or above
+ * it whose go.mod declares module github.com/sandboxd/sandboxd.
+ */
+export function findCheckout(start: string): string | undefined {
+  let here = resolve(start);
+  for (;;) {
+    try {
+      if (declaresModule(readFileSync(join(here, "go.mod"), "utf8"))) return here;
+    } catch {
+      // no go.mod here
+    }
+    const parent = dirname(here);
+    if (parent === here) return undefined;
+    here = parent;
+  }
+}
+
+/**
+ * Where to look for a checkout's `bin/sandboxd`: above this package's own
+ * files (`npm install <checkout>/clients/node` links the package, so its real
+ * path is inside the checkout), then above the current directory.
+ */
+export function checkoutRoots(): string[] {
+  let own = dirname(fileURLToPath(import.meta.url));
+  try {
+    own = realpathSync(own);
+  } catch {
+    // keep the path as given
+  }
+  return [own, process.cwd()];
+}
+
 /**
  * Finds the sidecar binary: `explicit` (a path, or a bare name searched on
- * PATH), else `$SANDBOXD_BIN`, else `sandboxd` on PATH. Throws a
- * {@link SidecarError} (reason `missing`) saying how to build it.
+ * PATH), else `$SANDBOXD_BIN`, else `sandboxd` on PATH, else `bin/sandboxd`
+ * of the sandboxd checkout that holds this package or the current directory
+ * (see {@link findCheckout}). A configured path that is not executable is an
+ * error, not a fall-through. Throws a {@link SidecarError} (reason
+ * `missing`) naming every place it looked and how to build the binary.
  */
-export function findBinary(explicit?: string): string {
+export function findBinary(explicit?: string, roots: string[] = checkoutRoots()): string {
   let wanted: string;
   let from: string;
   if (explicit !== undefined && explicit !== "") {
@@ -46,8 +101,7 @@ export function findBinary(explicit?: string): string {
     wanted = process.env["SANDBOXD_BIN"];
     from = "$SANDBOXD_BIN";
   } else {
-    wanted = "sandboxd";
-    from = "PATH";
+    return findDefault(roots);
   }
   const looksLikePath = isAbsolute(wanted) || wanted.includes("/") || wanted.includes(sep);
   if (looksLikePath) {
@@ -62,4 +116,25 @@ export function findBinary(explicit?: string): string {
   throw new SidecarError(`sandboxd binary not found: no executable ${JSON.stringify(wanted)} on PATH (from ${from}); ${BUILD_HINT}`, {
     reason: "missing",
   });
+}
+
+function findDefault(roots: string[]): string {
+  const onPath = searchPath("sandboxd");
+  if (onPath !== undefined) return onPath;
+  const checkouts: string[] = [];
+  for (const start of roots) {
+    const root = findCheckout(start);
+    if (root === undefined || checkouts.includes(root)) continue;
+    checkouts.push(root);
+    const candidate = join(root, "bin", "sandboxd");
+    if (isExecutableFile(candidate)) return candidate;
+  }
+  const where =
+    checkouts.length > 0
+      ? `the sandboxd checkout at ${checkouts.join(" or ")} has no bin/sandboxd`
+      : `neither this package nor the current directory is inside a sandboxd checkout (looked above ${roots.join(" and ")})`;
+  throw new SidecarError(
+    `sandboxd binary not found: $SANDBOXD_BIN is not set, there is no sandboxd on PATH, and ${where}; ${BUILD_HINT}`,
+    { reason: "missing" },
+  );
 }

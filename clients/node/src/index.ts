@@ -68,4 +68,4 @@ export {
   type TypedValueArg,
   type TypedBitsArg,
 } from "./values.js";
-export { findBinary, searchPath, BUILD_HINT } from "./binary.js";
+export { findBinary, findCheckout, checkoutRoots, searchPath, BUILD_HINT } from "./binary.js";

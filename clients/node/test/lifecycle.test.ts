@@ -2,11 +2,13 @@
 // a killed sidecar, a missing binary, and the quickstart example.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { promisify } from "node:util";
 
-import { BUILD_HINT, Cancelled, ERROR_KINDS, FuelExhausted, Sidecar, SidecarError, findBinary } from "sandboxd";
+import { BUILD_HINT, Cancelled, ERROR_KINDS, FuelExhausted, Sidecar, SidecarError, findBinary, findCheckout } from "sandboxd";
 
 import { binaryPath, packageDir, rejection, requireBinary, sleep, spawnSidecar, waitFor, watPath } from "./helpers.js";
 
@@ -179,29 +181,53 @@ describe("a missing binary", () => {
     assert.match(err.message, /\/nonexistent\/dir\/sandboxd/);
   });
 
-  it("nothing given: $SANDBOXD_BIN, then PATH", async () => {
+  it("nothing given: $SANDBOXD_BIN, then PATH, then the checkout's bin/", async () => {
     const saved = { bin: process.env["SANDBOXD_BIN"], path: process.env["PATH"] };
+    const tmp = mkdtempSync(join(tmpdir(), "sandboxd-lookup-"));
+    const fakeCheckout = (name: string, module: string, binary: boolean): string => {
+      const root = join(tmp, name);
+      mkdirSync(join(root, "bin"), { recursive: true });
+      mkdirSync(join(root, "clients", "node"), { recursive: true });
+      writeFileSync(join(root, "go.mod"), `// comment\nmodule ${module}\n\ngo 1.26\n`);
+      if (binary) writeFileSync(join(root, "bin", "sandboxd"), "#!/bin/sh\n", { mode: 0o755 });
+      return root;
+    };
     try {
       delete process.env["SANDBOXD_BIN"];
       process.env["PATH"] = "/nonexistent-a:/nonexistent-b";
-      const err = await rejection(Sidecar.spawn());
+      const err = await rejection(Promise.resolve().then(() => findBinary(undefined, [tmp, "/"])));
       assert.ok(err instanceof SidecarError && err.reason === "missing", String(err));
-      assert.match(err.message, /on PATH/);
-      assert.match(err.message, /make build/);
+      for (const part of ["$SANDBOXD_BIN is not set", "no sandboxd on PATH", "inside a sandboxd checkout", tmp, BUILD_HINT]) {
+        assert.ok(err.message.includes(part), `${JSON.stringify(part)} missing from: ${err.message}`);
+      }
+
+      // the checkout above the package, then above the cwd; other modules are not checkouts
+      const repo = fakeCheckout("repo", "github.com/sandboxd/sandboxd", true);
+      assert.equal(findBinary(undefined, [join(repo, "clients", "node"), "/"]), join(repo, "bin", "sandboxd"));
+      assert.equal(findBinary(undefined, ["/", join(repo, "clients")]), join(repo, "bin", "sandboxd"));
+      const other = fakeCheckout("other", "example.com/sandboxd", true);
+      assert.equal(findCheckout(join(other, "clients")), undefined);
+      assert.throws(() => findBinary(undefined, [join(other, "clients")]), SidecarError);
+      const unbuilt = fakeCheckout("unbuilt", "github.com/sandboxd/sandboxd", false);
+      assert.throws(() => findBinary(undefined, [unbuilt]), (e: Error) =>
+        e.message.includes(`the sandboxd checkout at ${unbuilt} has no bin/sandboxd`));
+      // this package is inside the real checkout
+      assert.equal(findCheckout(packageDir), resolve(packageDir, "../.."));
 
       process.env["SANDBOXD_BIN"] = "/nonexistent/sandboxd-from-env";
       const fromEnv = await rejection(Sidecar.spawn());
       assert.ok(fromEnv instanceof SidecarError && fromEnv.reason === "missing");
       assert.match(fromEnv.message, /sandboxd-from-env/);
 
-      // the binary found on PATH is used
+      // the binary found on PATH is used, before any checkout
       process.env["SANDBOXD_BIN"] = "";
       process.env["PATH"] = `/nonexistent-a:${join(requireBinary(), "..")}`;
-      assert.equal(findBinary(), resolve(binaryPath));
+      assert.equal(findBinary(undefined, [repo]), resolve(binaryPath));
     } finally {
       if (saved.bin === undefined) delete process.env["SANDBOXD_BIN"];
       else process.env["SANDBOXD_BIN"] = saved.bin;
       process.env["PATH"] = saved.path;
+      rmSync(tmp, { recursive: true, force: true });
     }
   });
 

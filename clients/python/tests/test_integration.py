@@ -471,7 +471,7 @@ class LifecycleTest(IntegrationTest):
         with self.assertRaises(sandboxd.SidecarError) as cm:
             sandboxd.Sidecar(binary="/nonexistent")
         self.assertIn("build it with `make build` in the sandboxd repository (needs Go and gcc), "
-                      "then pass binary=... or set SANDBOXD_BIN", str(cm.exception))
+                      "then pass binary=..., set SANDBOXD_BIN, or put it on PATH", str(cm.exception))
 
 
 if __name__ == "__main__":

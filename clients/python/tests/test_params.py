@@ -3,6 +3,7 @@
 import base64
 import datetime
 import os
+import tempfile
 import unittest
 from unittest import mock
 
@@ -99,7 +100,32 @@ class RunParamsTest(unittest.TestCase):
 
 class BinaryLookupTest(unittest.TestCase):
     HINT = ("build it with `make build` in the sandboxd repository (needs Go and gcc), "
-            "then pass binary=... or set SANDBOXD_BIN")
+            "then pass binary=..., set SANDBOXD_BIN, or put it on PATH (`make install`)")
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="sandboxd-lookup-")
+        self.addCleanup(self.tmp.cleanup)
+        self.env = {k: v for k, v in os.environ.items() if k != "SANDBOXD_BIN"}
+
+    def checkout(self, name, module="github.com/sandboxd/sandboxd", binary=True):
+        """A fake checkout: go.mod of ``module``, and bin/sandboxd if ``binary``."""
+        root = os.path.join(self.tmp.name, name)
+        os.makedirs(os.path.join(root, "bin"))
+        os.makedirs(os.path.join(root, "clients", "python", "src"))
+        with open(os.path.join(root, "go.mod"), "w") as f:
+            f.write("// comment\nmodule %s\n\ngo 1.26\n" % module)
+        if binary:
+            path = os.path.join(root, "bin", "sandboxd")
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(path, 0o755)
+        return root
+
+    def lookup(self, roots, which=None):
+        with mock.patch.dict(os.environ, self.env, clear=True), \
+                mock.patch("shutil.which", return_value=which), \
+                mock.patch.object(_process, "checkout_roots", return_value=roots):
+            return _process.find_binary(None)
 
     def test_missing_binary_has_build_hint(self):
         for cls in (sandboxd.Sidecar, sandboxd.AsyncSidecar):
@@ -109,20 +135,40 @@ class BinaryLookupTest(unittest.TestCase):
             self.assertIn("/nonexistent", str(cm.exception))
             self.assertEqual(cm.exception.kind, "sidecar")
 
-    def test_env_then_path(self):
+    def test_env_then_path_then_checkout(self):
         with mock.patch.dict(os.environ, {"SANDBOXD_BIN": "/nowhere/sandboxd"}):
             with self.assertRaisesRegex(sandboxd.SidecarError, r"\$SANDBOXD_BIN='/nowhere/sandboxd'"):
                 _process.find_binary(None)
-        env = {k: v for k, v in os.environ.items() if k != "SANDBOXD_BIN"}
-        with mock.patch.dict(os.environ, env, clear=True), \
-                mock.patch("shutil.which", return_value=None):
-            with self.assertRaises(sandboxd.SidecarError) as cm:
-                _process.find_binary(None)
-            self.assertIn("not found on PATH", str(cm.exception))
-            self.assertIn(self.HINT, str(cm.exception))
-        with mock.patch.dict(os.environ, env, clear=True), \
-                mock.patch("shutil.which", return_value="/usr/bin/sandboxd"):
-            self.assertEqual(_process.find_binary(None), "/usr/bin/sandboxd")
+        repo = self.checkout("repo")
+        # PATH wins over the checkout
+        self.assertEqual(self.lookup([os.path.join(repo, "clients", "python", "src")], "/usr/bin/sandboxd"),
+                         "/usr/bin/sandboxd")
+        # no PATH entry: the checkout above the package, then above the cwd
+        self.assertEqual(self.lookup([os.path.join(repo, "clients", "python", "src"), "/"]),
+                         os.path.join(repo, "bin", "sandboxd"))
+        self.assertEqual(self.lookup(["/", os.path.join(repo, "clients")]), os.path.join(repo, "bin", "sandboxd"))
+
+    def test_not_found_names_every_place(self):
+        with self.assertRaises(sandboxd.SidecarError) as cm:
+            self.lookup([self.tmp.name, "/"])
+        message = str(cm.exception)
+        for part in ("$SANDBOXD_BIN is not set", "no sandboxd on PATH", "inside a sandboxd checkout",
+                     self.tmp.name, self.HINT):
+            self.assertIn(part, message)
+
+    def test_checkout_without_binary_says_so(self):
+        repo = self.checkout("unbuilt", binary=False)
+        with self.assertRaises(sandboxd.SidecarError) as cm:
+            self.lookup([os.path.join(repo, "clients")])
+        self.assertIn("the sandboxd checkout at %s has no bin/sandboxd" % repo, str(cm.exception))
+
+    def test_other_go_modules_are_not_checkouts(self):
+        other = self.checkout("other", module="example.com/sandboxd")
+        self.assertIsNone(_process.find_checkout(os.path.join(other, "clients")))
+        with self.assertRaises(sandboxd.SidecarError):
+            self.lookup([os.path.join(other, "clients")])
+        repo = self.checkout("repo")
+        self.assertEqual(_process.find_checkout(os.path.join(repo, "clients", "python")), repo)
 
     def test_argv(self):
         self.assertEqual(_process.sidecar_argv("/b", ["--log-level", "debug"], 3),

@@ -16,34 +16,91 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from .errors import SidecarError
 
 BUILD_HINT = ("build it with `make build` in the sandboxd repository (needs Go and gcc), "
-              "then pass binary=... or set SANDBOXD_BIN")
+              "then pass binary=..., set SANDBOXD_BIN, or put it on PATH (`make install`)")
 
 #: How much of the sidecar's stderr is kept for error reports.
 STDERR_TAIL_BYTES = 4096
 
+#: The module path in a sandboxd checkout's go.mod.
+GO_MODULE = "github.com/sandboxd/sandboxd"
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def find_checkout(start: str) -> Optional[str]:
+    """The sandboxd repository holding ``start``: the nearest directory at or
+    above it whose go.mod declares module github.com/sandboxd/sandboxd."""
+    here = os.path.abspath(start)
+    while True:
+        try:
+            with open(os.path.join(here, "go.mod"), encoding="utf-8") as f:
+                for line in f:
+                    fields = line.split()
+                    if fields[:1] == ["module"]:
+                        if fields[1:2] == [GO_MODULE]:
+                            return here
+                        break
+        except OSError:
+            pass
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def checkout_roots() -> List[str]:
+    """Where to look for a checkout's bin/sandboxd: above this package's own
+    files (a client used from the repository or installed editable), then
+    above the current directory (a script run inside the repository)."""
+    return [os.path.dirname(os.path.abspath(__file__)), os.getcwd()]
+
 
 def find_binary(binary: Optional[str]) -> str:
     """Resolve the sidecar executable: ``binary``, else $SANDBOXD_BIN, else
-    ``sandboxd`` on PATH. A configured path that does not exist is an error
-    (not a silent fall-through to PATH, which would run some other build)."""
+    ``sandboxd`` on PATH, else ``bin/sandboxd`` of the sandboxd checkout
+    this package or the current directory is in (see :func:`find_checkout`).
+    A configured path that does not exist is an error (not a silent
+    fall-through, which would run some other build)."""
     if binary is not None:
         candidate, source = os.fspath(binary), "binary=%r" % (binary,)
     elif os.environ.get("SANDBOXD_BIN"):
         candidate = os.environ["SANDBOXD_BIN"]
         source = "$SANDBOXD_BIN=%r" % candidate
     else:
-        found = shutil.which("sandboxd")
-        if found is None:
-            raise SidecarError("the sandboxd binary was not found on PATH; " + BUILD_HINT)
-        return found
+        return _find_default()
     if os.sep in candidate or (os.altsep and os.altsep in candidate):
-        path: Optional[str] = candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+        path: Optional[str] = candidate if _executable(candidate) else None
     else:
         path = shutil.which(candidate)
     if path is None:
         raise SidecarError("the sandboxd binary was not found (%s is not an executable file); %s"
                            % (source, BUILD_HINT))
     return path
+
+
+def _find_default() -> str:
+    found = shutil.which("sandboxd")
+    if found is not None:
+        return found
+    roots = checkout_roots()
+    checkouts: List[str] = []
+    for start in roots:
+        root = find_checkout(start)
+        if root is None or root in checkouts:
+            continue
+        checkouts.append(root)
+        path = os.path.join(root, "bin", "sandboxd")
+        if _executable(path):
+            return path
+    if checkouts:
+        where = "the sandboxd checkout at %s has no bin/sandboxd" % " or ".join(checkouts)
+    else:
+        where = ("neither this package nor the current directory is inside a sandboxd checkout "
+                 "(looked above %s)" % " and ".join(roots))
+    raise SidecarError("the sandboxd binary was not found: $SANDBOXD_BIN is not set, there is no sandboxd "
+                       "on PATH, and %s; %s" % (where, BUILD_HINT))
 
 
 def sidecar_argv(binary: str, args: Sequence[str], max_concurrency: Optional[int]) -> List[str]:
