@@ -1,20 +1,14 @@
 // Quickstart: spawn the sidecar, run guests, handle a failure, shut down.
 //
 //   make build                      # in the repository root: bin/sandboxd
-//   cd clients/node && npm ci && npm run build
-//   SANDBOXD_BIN=../../bin/sandboxd node examples/quickstart.mjs
+//   cd clients/node && npm ci       # installs and builds the package
+//   node examples/quickstart.mjs
 //
-// Without SANDBOXD_BIN it looks for ../../bin/sandboxd next to this package,
-// then for `sandboxd` on PATH.
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-
+// The binary is $SANDBOXD_BIN, else sandboxd on PATH, else bin/sandboxd of
+// the checkout this package is in.
 import { FuelExhausted, SandboxError, Sidecar, i64 } from "../dist/index.js";
 
-const repoBinary = fileURLToPath(new URL("../../../bin/sandboxd", import.meta.url));
-const binary = process.env.SANDBOXD_BIN || (existsSync(repoBinary) ? repoBinary : undefined);
-
-const sb = await Sidecar.spawn({ binary });
+const sb = await Sidecar.spawn();
 try {
   console.log(`${sb.info.serverInfo.name} ${sb.info.serverInfo.version}, up to ${sb.info.maxConcurrency} runs at once`);
 

@@ -1,10 +1,11 @@
 """Quickstart: run a function and a logging guest in the sandboxd sidecar.
 
     make build                       # in the repository root: builds bin/sandboxd
-    SANDBOXD_BIN=$PWD/bin/sandboxd PYTHONPATH=clients/python/src \\
-        python3 clients/python/examples/quickstart.py
+    pip install ./clients/python     # or PYTHONPATH=clients/python/src
+    python3 clients/python/examples/quickstart.py
 
-The sidecar is found through $SANDBOXD_BIN, else `sandboxd` on PATH.
+The sidecar is $SANDBOXD_BIN, else `sandboxd` on PATH, else bin/sandboxd of
+the checkout the package or the current directory is in.
 """
 
 import sandboxd
