@@ -247,7 +247,7 @@ func TestCompileInvalid(t *testing.T) {
 		{"oversized wat", sandbox.Source{WAT: "(module)" + strings.Repeat(" ", 4096)}, sandbox.KindInvalidModule, "maximum is 4096"},
 		{"oversized wasm", sandbox.Source{Wasm: append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 5000)...)}, sandbox.KindInvalidModule, "maximum is 4096"},
 		{"oversized path", sandbox.Source{Path: bigFile}, sandbox.KindInvalidModule, "maximum is 4096"},
-		{"missing path", sandbox.Source{Path: filepath.Join(t.TempDir(), "nope.wasm")}, sandbox.KindHost, "cannot read"},
+		{"missing path", sandbox.Source{Path: filepath.Join(t.TempDir(), "nope.wasm")}, sandbox.KindHost, "cannot open"},
 		{"two sources", sandbox.Source{WAT: "(module)", ID: "sha256:00"}, sandbox.KindHost, "exactly one"},
 		{"no source", sandbox.Source{}, sandbox.KindHost, "exactly one"},
 	}
@@ -284,6 +284,7 @@ func TestEngineConfigValidation(t *testing.T) {
 		{CacheEntries: -1},
 		{CacheBytes: -1},
 		{MaxModuleBytes: -1},
+		{ModulePathDirs: []string{"/nonexistent-sandboxd-dir"}},
 	} {
 		if e, err := sandbox.NewEngine(cfg); err == nil {
 			e.Close()

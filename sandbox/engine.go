@@ -37,6 +37,10 @@ type Config struct {
 	// Compilation is not fenced by fuel or deadline, so size is its fence.
 	// Default 64 MiB.
 	MaxModuleBytes int
+	// ModulePathDirs, if not empty, restricts Source.Path to files inside
+	// these directories (symlinks resolved, on the opened file). Empty:
+	// any regular file the process can read, as for the CLI.
+	ModulePathDirs []string
 }
 
 // Documented defaults of Config.
@@ -77,10 +81,11 @@ func (c Config) withDefaults() (Config, error) {
 // compile cache and the epoch ticker. It is safe for concurrent use; every
 // Run gets its own store.
 type Engine struct {
-	cfg    Config
-	wt     *wasmtime.Engine
-	cache  *moduleCache
-	ticker *epochTicker
+	cfg      Config
+	pathDirs []string // ModulePathDirs, resolved
+	wt       *wasmtime.Engine
+	cache    *moduleCache
+	ticker   *epochTicker
 
 	closeOnce sync.Once
 }
@@ -92,6 +97,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	pathDirs, err := resolveDirs(cfg.ModulePathDirs)
+	if err != nil {
+		return nil, err
+	}
 	quietRustBacktraces()
 	wcfg, err := wasmtimeConfig(cfg)
 	if err != nil {
@@ -99,10 +108,11 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	wt := wasmtime.NewEngineWithConfig(wcfg)
 	e := &Engine{
-		cfg:    cfg,
-		wt:     wt,
-		cache:  newModuleCache(cfg.CacheEntries, cfg.CacheBytes),
-		ticker: newEpochTicker(wt, cfg.Tick),
+		cfg:      cfg,
+		pathDirs: pathDirs,
+		wt:       wt,
+		cache:    newModuleCache(cfg.CacheEntries, cfg.CacheBytes),
+		ticker:   newEpochTicker(wt, cfg.Tick),
 	}
 	return e, nil
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -156,20 +155,13 @@ func (e *Engine) loadBytes(src Source) ([]byte, error) {
 	case src.Wasm != nil:
 		raw = src.Wasm
 	case src.Path != "":
-		fi, err := os.Stat(src.Path)
-		if err != nil {
-			return nil, &Error{Kind: KindHost, Message: "cannot read module file: " + err.Error(), err: err}
-		}
-		if fi.Size() > int64(e.cfg.MaxModuleBytes) {
-			return nil, e.tooBig(fi.Size())
-		}
-		raw, err = os.ReadFile(src.Path)
-		if err != nil {
-			return nil, &Error{Kind: KindHost, Message: "cannot read module file: " + err.Error(), err: err}
+		var err error
+		if raw, err = readModuleFile(src.Path, e.cfg.MaxModuleBytes, e.pathDirs); err != nil {
+			return nil, err
 		}
 	}
 	if len(raw) > e.cfg.MaxModuleBytes {
-		return nil, e.tooBig(int64(len(raw)))
+		return nil, tooBig(int64(len(raw)), e.cfg.MaxModuleBytes)
 	}
 	if bytes.HasPrefix(raw, wasmMagic) {
 		return raw, nil
@@ -177,16 +169,19 @@ func (e *Engine) loadBytes(src Source) ([]byte, error) {
 	wasm, err := wasmtime.Wat2Wasm(string(raw))
 	if err != nil {
 		defer releaseWasmtimeError(err)
+		if src.Path != "" { // never quote a file's content: it may be anything
+			return nil, &Error{Kind: KindInvalidModule, Message: fmt.Sprintf("module file %q is neither a wasm binary nor valid WAT%s", src.Path, watLocation(err.Error()))}
+		}
 		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + cleanMessage(err.Error())}
 	}
 	if len(wasm) > e.cfg.MaxModuleBytes {
-		return nil, e.tooBig(int64(len(wasm)))
+		return nil, tooBig(int64(len(wasm)), e.cfg.MaxModuleBytes)
 	}
 	return wasm, nil
 }
 
-func (e *Engine) tooBig(n int64) *Error {
-	return newError(KindInvalidModule, "module is %d bytes; the maximum is %d", n, e.cfg.MaxModuleBytes)
+func tooBig(n int64, max int) *Error {
+	return newError(KindInvalidModule, "module is %d bytes; the maximum is %d", n, max)
 }
 
 // validate reports wasmtime's verdict on the original bytes as an

@@ -9,7 +9,11 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -113,6 +117,121 @@ func TestForgedGlobalIndexIsRefused(t *testing.T) {
 			if strings.Contains(strings.ToLower(msg), "backtrace") {
 				t.Errorf("message carries a backtrace: %q", msg)
 			}
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// module.path (issue 10 item 7)
+
+// TestModulePathReadsOnlyBoundedRegularFiles: a path that is a secret, a
+// device, a FIFO or a directory is refused promptly, without quoting any
+// file content, and the sidecar keeps serving. On the code before the
+// fix, /proc/self/environ came back in the error, /dev/zero grew the
+// sidecar without bound and the FIFO blocked a worker forever.
+func TestModulePathReadsOnlyBoundedRegularFiles(t *testing.T) {
+	const secret = "s3cr3t-token-do-not-echo"
+	t.Setenv("SANDBOXD_TEST_SECRET", secret)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secretFile := filepath.Join(dir, "secret.wat")
+	if err := os.WriteFile(secretFile, []byte("API_KEY="+secret+"\n(module)\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	passwd, _ := os.ReadFile("/etc/passwd")
+	firstLine, _, _ := strings.Cut(string(passwd), "\n")
+
+	s := startRaw(t, binPath)
+	s.startReading()
+	cases := []struct{ path, inMsg string }{
+		{"/proc/self/environ", "pseudo-file system"},
+		{"/dev/zero", "character device"},
+		{fifo, "FIFO"},
+		{dir, "directory"},
+		{secretFile, "neither a wasm binary nor valid WAT"},
+		{"/etc/passwd", "neither a wasm binary nor valid WAT"},
+		{filepath.Join(dir, "missing.wasm"), "no such file"},
+	}
+	for i, tc := range cases {
+		id := strconv.Itoa(i + 1)
+		s.request(id, "run", map[string]any{"module": map[string]any{"path": tc.path}})
+		m, _ := s.response(id, 60*time.Second)
+		_, msg, _ := errorOf(t, m)
+		if !strings.Contains(msg, tc.inMsg) || !strings.Contains(msg, tc.path) {
+			t.Errorf("%s: message %q, want it to name the path and say %q", tc.path, msg, tc.inMsg)
+		}
+		raw := string(m.raw)
+		if strings.Contains(raw, secret) || (firstLine != "" && strings.Contains(raw, firstLine)) {
+			t.Errorf("%s: the response quotes file content: %s", tc.path, raw)
+		}
+	}
+	s.request("100", "run", map[string]any{"module": map[string]any{"path": fixture("well_behaved.wat")}, "function": "add", "args": []int{2, 40}})
+	if m, _ := s.response("100", 60*time.Second); m == nil || m.Error != nil || !strings.Contains(string(m.Result), `"value":42`) {
+		t.Fatalf("the sidecar does not serve a good path afterwards: %v", m)
+	}
+	if rss, err := vmRSS(s.pid()); err == nil && rss > 1<<30 {
+		t.Errorf("sidecar RSS %s after the path attacks", mib(rss))
+	}
+}
+
+// TestAllowPathDir: with --allow-path-dir, only files inside the given
+// directories are read, whatever symlinks or ".." the path goes through;
+// a symlinked allowed directory works through its real location.
+func TestAllowPathDir(t *testing.T) {
+	root := t.TempDir()
+	allowed, outside := filepath.Join(root, "allowed"), filepath.Join(root, "outside")
+	for _, d := range []string{allowed, outside} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wat, err := os.ReadFile(fixture("well_behaved.wat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside, escaped := filepath.Join(allowed, "ok.wat"), filepath.Join(outside, "no.wat")
+	for _, p := range []string{inside, escaped} {
+		if err := os.WriteFile(p, wat, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(allowed, "link.wat")
+	if err := os.Symlink(escaped, link); err != nil {
+		t.Fatal(err)
+	}
+	dirLink := filepath.Join(root, "via-link")
+	if err := os.Symlink(allowed, dirLink); err != nil {
+		t.Fatal(err)
+	}
+	s := startRaw(t, binPath, "--allow-path-dir", dirLink)
+	s.startReading()
+	cases := []struct {
+		path string
+		ok   bool
+	}{
+		{inside, true},
+		{filepath.Join(dirLink, "ok.wat"), true},
+		{link, false},
+		{filepath.Join(allowed, "..", "outside", "no.wat"), false},
+		{escaped, false},
+		{"/etc/passwd", false},
+	}
+	for i, tc := range cases {
+		id := strconv.Itoa(i + 1)
+		s.request(id, "run", map[string]any{"module": map[string]any{"path": tc.path}, "function": "add", "args": []int{2, 40}})
+		m, _ := s.response(id, 60*time.Second)
+		if tc.ok {
+			if m == nil || m.Error != nil {
+				t.Errorf("%s inside the allowed directory: %v", tc.path, m)
+			}
+			continue
+		}
+		_, msg, _ := errorOf(t, m)
+		if !strings.Contains(msg, "--allow-path-dir") {
+			t.Errorf("%s: message %q, want a refusal naming --allow-path-dir", tc.path, msg)
 		}
 	}
 }

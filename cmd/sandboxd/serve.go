@@ -37,6 +37,8 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "summed wasm bytes of the modules kept in memory")
 	cacheDir := fs.String("cache-dir", "", "directory for wasmtime's persistent compilation cache (off when empty)")
 	maxModule := fs.Int("max-module-bytes", sandbox.DefaultMaxModuleBytes, "largest accepted module")
+	var pathDirs multiFlag
+	fs.Var(&pathDirs, "allow-path-dir", "read module.path files only inside this directory (repeatable; default: any regular file)")
 	tick := fs.Duration("tick", sandbox.DefaultTick, "epoch tick: the granularity of deadlines and cancellation")
 	logLevel := fs.String("log-level", "info", "stderr log level: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
@@ -68,7 +70,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	eng, err := sandbox.NewEngine(sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
-		CacheDir: *cacheDir, MaxModuleBytes: *maxModule})
+		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
