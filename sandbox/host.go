@@ -119,16 +119,36 @@ func checkImports(m *Module, caps Capabilities) *Error {
 		h, known := lookupHost(imp.Module, imp.Name)
 		switch {
 		case !known:
-			return deny("the host ABI has no such function (granted ones are host::log, host::random, host::now_ns)")
+			return deny("the host ABI has no such function (grantable: " + hostNames(nil) + "; " + grantedNames(caps) + ")")
 		case imp.Kind != "func":
 			return deny("it is a " + imp.Kind + "; the host exports only functions")
 		case !h.granted(caps):
-			return deny("the " + capabilityOf(h.name) + " capability was not granted for this run")
+			return deny("the " + capabilityOf(h.name) + " capability was not granted for this run (" + grantedNames(caps) + ")")
 		case imp.Type != h.signature():
 			return deny(fmt.Sprintf("wrong signature %s, expected %s", imp.Type, h.signature()))
 		}
 	}
 	return nil
+}
+
+// hostNames lists the host functions, as module::name, that keep passes
+// (all of them when keep is nil), or "none".
+func hostNames(keep func(hostFunc) bool) string {
+	var names []string
+	for _, h := range hostABI {
+		if keep == nil || keep(h) {
+			names = append(names, HostModule+"::"+h.name)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// grantedNames says what caps grant, for a refusal message.
+func grantedNames(caps Capabilities) string {
+	return "granted to this run: " + hostNames(func(h hostFunc) bool { return h.granted(caps) })
 }
 
 func lookupHost(module, name string) (hostFunc, bool) {

@@ -101,8 +101,10 @@ func TestCLIExitCodes(t *testing.T) {
 		{"fuel", []string{fixture("infinite_loop.wat"), "--fuel", "1000000"}, 2, "fuel_exhausted"},
 		{"timeout", []string{fixture("infinite_loop.wat"), "--fuel", "100000000000", "--timeout-ms", "100"}, 3, "timeout"},
 		{"memory", []string{fixture("memory_bomb.wat"), "--memory-mb", "4"}, 4, "memory_limit_exceeded"},
-		{"disallowed_import", []string{fixture("disallowed_import.wat")}, 5, "env::secret"},
-		{"log_not_granted", []string{fixture("logger.wat")}, 5, "host::log"},
+		{"disallowed_import", []string{fixture("disallowed_import.wat"), "--allow-clock"}, 5,
+			"import env::secret is not allowed: the host ABI has no such function (grantable: host::log, host::random, host::now_ns; granted to this run: host::now_ns)"},
+		{"log_not_granted", []string{fixture("logger.wat"), "--seed", "1"}, 5,
+			"import host::log is not allowed: the log capability was not granted for this run (granted to this run: host::random)"},
 		{"invalid_module", []string{invalid}, 6, "invalid_module"},
 		{"export", []string{fixture("well_behaved.wat"), "--invoke", "nope"}, 7, "nope"},
 		{"trap", []string{fixture("traps.wat"), "--invoke", "div_by_zero"}, 8, "trap"},
@@ -116,6 +118,10 @@ func TestCLIExitCodes(t *testing.T) {
 			}
 			if r.stdout != "" {
 				t.Errorf("a failed run printed to stdout: %q", r.stdout)
+			}
+			// Fuel is written back only at calls and returns: an abrupt stop says so.
+			if abrupt := c.name == "timeout" || c.name == "trap"; abrupt != strings.Contains(r.stderr, fuelNote) {
+				t.Errorf("fuel note present %v, want %v: %q", !abrupt, abrupt, r.stderr)
 			}
 			if c.name == "timeout" {
 				t.Logf("timeout run (--timeout-ms 100) took %v in all (process start included)", r.took.Round(time.Millisecond))
@@ -449,5 +455,48 @@ func TestCLIUsageErrors(t *testing.T) {
 				t.Errorf("usage error printed to stdout: %q", r.stdout)
 			}
 		})
+	}
+}
+
+// sandboxd [COMMAND] --help prints its usage to stdout and exits 0;
+// --version is the version command.
+func TestCLIHelpAndVersion(t *testing.T) {
+	sandboxd := func(args ...string) cliResult {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binPath, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: exitCode(err)}
+	}
+	for _, c := range []struct {
+		args []string
+		want string // in stdout
+	}{
+		{[]string{"--help"}, "sandboxd serve [flags]"},
+		{[]string{"-h"}, "sandboxd serve [flags]"},
+		{[]string{"help"}, "sandboxd serve [flags]"},
+		{[]string{"serve", "--help"}, "-max-concurrency"},
+		{[]string{"serve", "-h"}, "-max-concurrency"},
+		{[]string{"run", "--help"}, "Usage: sandboxd run FILE"},
+		{[]string{"run", fixture("well_behaved.wat"), "-help"}, "Exit codes:"},
+	} {
+		r := sandboxd(c.args...)
+		if r.code != 0 || !strings.Contains(r.stdout, c.want) || r.stderr != "" {
+			t.Errorf("sandboxd %s: want exit 0 and %q on stdout, got %s", strings.Join(c.args, " "), c.want, r)
+		}
+	}
+	want := "sandboxd " + version + " (wasmtime-go v39.0.1)\n"
+	for _, arg := range []string{"version", "--version", "-version"} {
+		if r := sandboxd(arg); r.code != 0 || r.stdout != want || r.stderr != "" {
+			t.Errorf("sandboxd %s: want exit 0 and %q, got %s", arg, want, r)
+		}
+	}
+	for _, args := range [][]string{{"serve", "--bogus"}, {"run", "--bogus"}, {"bogus"}, {}} {
+		if r := sandboxd(args...); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "sandboxd") {
+			t.Errorf("sandboxd %s: want exit 1 with usage on stderr only, got %s", strings.Join(args, " "), r)
+		}
 	}
 }

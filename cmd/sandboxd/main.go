@@ -3,12 +3,14 @@
 //
 //	sandboxd serve [flags]        the JSON-RPC sidecar on stdin/stdout
 //	sandboxd run FILE [flags]     one run, for shell users
-//	sandboxd version
+//	sandboxd version              (or --version)
 //
 // See README.md and docs/protocol.md.
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,7 +24,7 @@ const usage = `sandboxd runs untrusted WebAssembly under fuel, deadline and memo
 Usage:
   sandboxd serve [flags]                 serve JSON-RPC on stdin/stdout (see docs/protocol.md)
   sandboxd run FILE [flags]              run one export of a .wasm or .wat file
-  sandboxd version                       print the version
+  sandboxd version                       print the version (also --version)
 
 Run "sandboxd serve -h" or "sandboxd run -h" for their flags.
 `
@@ -50,4 +52,34 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "sandboxd: unknown command %q\n\n%s", args[0], usage)
 	return 1
+}
+
+// parseCommandLine parses a command's flags (before or after positional
+// arguments). -h or --help prints the command's usage to stdout and ends
+// the command with status 0; a bad flag prints the problem and the usage
+// to stderr and ends it with status 1. ok is false when the command must
+// end with status.
+func parseCommandLine(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (positional []string, status int, ok bool) {
+	usage := fs.Usage
+	if usage == nil {
+		usage = func() {
+			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+	}
+	fs.Usage = func() {} // printed below, on the stream that fits
+	fs.SetOutput(stderr)
+	positional, err := parseInterspersed(fs, args)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(stderr)
+		return nil, 0, false
+	case err != nil:
+		fs.Usage()
+		return nil, exitUsage, false
+	}
+	return positional, 0, true
 }

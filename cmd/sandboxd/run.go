@@ -24,9 +24,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: sandboxd run FILE [--invoke NAME] [--arg V]... [flags]\n\nFILE is a .wasm or .wat file. Flags:")
+		fmt.Fprintln(fs.Output(), "Usage: sandboxd run FILE [--invoke NAME] [--arg V]... [flags]\n\nFILE is a .wasm or .wat file. Flags:")
 		fs.PrintDefaults()
-		fmt.Fprintln(stderr, "\nExit codes: 0 ok, 1 host/usage error, 2 fuel_exhausted, 3 timeout, 4 memory_limit_exceeded,\n5 disallowed_import, 6 invalid_module, 7 export, 8 trap, 9 cancelled (SIGINT).")
+		fmt.Fprintln(fs.Output(), "\nExit codes: 0 ok, 1 host/usage error, 2 fuel_exhausted, 3 timeout, 4 memory_limit_exceeded,\n5 disallowed_import, 6 invalid_module, 7 export, 8 trap, 9 cancelled (SIGINT),\n11 compile_limit_exceeded.")
 	}
 	def := limits.Defaults()
 	invoke := fs.String("invoke", "run", "the export to call")
@@ -42,9 +42,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	seed := fs.String("seed", "", "grant host::random, seeded with this unsigned integer")
 	allowClock := fs.Bool("allow-clock", false, "grant host::now_ns")
 	asJSON := fs.Bool("json", false, "print one JSON object: the sidecar's run result, or {\"error\": ...}")
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitUsage
+	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
+	if !ok {
+		return status
 	}
 	if len(positional) != 1 {
 		fmt.Fprintln(stderr, "sandboxd run: give exactly one FILE (.wasm or .wat)")
@@ -155,6 +155,12 @@ func (o *cliOutput) success(mod *sandbox.Module, res *sandbox.Result) int {
 	return 0
 }
 
+// fuelNote explains the fuel figure of a run stopped abruptly: wasmtime
+// writes the fuel counter back to the store only at calls and returns, so
+// a guest stopped inside call-free code (a spin loop) reports less than it
+// burned, even 0.
+const fuelNote = " (counted up to the guest's last call or return; a guest stopped inside call-free code burned more)"
+
 func (o *cliOutput) failure(err error) int {
 	kind := sandbox.KindOf(err)
 	if o.json {
@@ -163,7 +169,11 @@ func (o *cliOutput) failure(err error) int {
 		fmt.Fprintf(o.stderr, "error: %s\n", escapeText(err.Error())) // quotes guest names
 		var se *sandbox.Error
 		if errors.As(err, &se) && se.Usage != nil {
-			fmt.Fprintf(o.stderr, "fuel consumed: %d\npeak memory: %d bytes\n", se.Usage.FuelConsumed, se.Usage.PeakMemoryBytes)
+			note := ""
+			if kind == sandbox.KindTimeout || kind == sandbox.KindCancelled || kind == sandbox.KindTrap {
+				note = fuelNote
+			}
+			fmt.Fprintf(o.stderr, "fuel consumed: %d%s\npeak memory: %d bytes\n", se.Usage.FuelConsumed, note, se.Usage.PeakMemoryBytes)
 		}
 	}
 	return kind.Info().ExitCode

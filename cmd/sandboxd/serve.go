@@ -44,8 +44,8 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
 	defaults := limitFlags(fs, "default-", limits.Defaults(), "default")
 	maximums := limitFlags(fs, "max-", limits.DefaultMaximums(), "maximum")
-	if rest, err := parseInterspersed(fs, args); err != nil {
-		return exitServeNoShutdown
+	if rest, status, ok := parseCommandLine(fs, args, stdout, stderr); !ok {
+		return status // 0 for --help
 	} else if len(rest) > 0 {
 		fmt.Fprintf(stderr, "sandboxd serve: unexpected argument %q\n", rest[0])
 		return exitServeNoShutdown
