@@ -193,7 +193,7 @@ func (g *helperGen) helpers(keys []helperKey, firstType uint32) helperSections {
 // indexType is the type of sizes and grow deltas of the memory or table a
 // helper serves: i64 for memory64 / table64, else i32.
 func (g *helperGen) indexType(k helperKey) byte {
-	if (k.table && g.m.tables[k.index].Table64) || (!k.table && g.m.memories[k.index].Memory64) {
+	if (k.op == opGrowTable && g.m.tables[k.a].Table64) || (k.op == opGrowMemory && g.m.memories[k.a].Memory64) {
 		return valI64
 	}
 	return valI32
@@ -203,9 +203,12 @@ func (g *helperGen) indexType(k helperKey) byte {
 // effect of the instruction it replaces: memory.grow is [idx] -> [idx],
 // table.grow is [ref idx] -> [idx].
 func (g *helperGen) signature(k helperKey) []byte {
+	if k.op.isBulk() {
+		return g.bulkShape(k).signature()
+	}
 	it := g.indexType(k)
-	if k.table {
-		return []byte{0x60, 2, g.m.tables[k.index].ElemType, it, 1, it}
+	if k.op == opGrowTable {
+		return []byte{0x60, 2, g.m.tables[k.a].ElemType, it, 1, it}
 	}
 	return []byte{0x60, 1, it, 1, it}
 }
@@ -215,18 +218,22 @@ func (g *helperGen) signature(k helperKey) []byte {
 // exceeds the cap global, and otherwise perform the original grow, whose
 // own failure (e.g. the declared maximum) is deliberately not recorded.
 func (g *helperGen) body(k helperKey) []byte {
+	if k.op.isBulk() {
+		return g.bulkBody(k)
+	}
+	table := k.op == opGrowTable
 	it := g.indexType(k)
 	// Locals: params, then one i64 scratch local holding the request.
 	b := []byte{1, 1, valI64}
 	var delta, scratch uint64 = 0, 1
-	if k.table {
+	if table {
 		delta, scratch = 1, 2
 	}
 	b = append(b, opLocalGet, byte(delta))
 	b = extendU(b, it)
-	if k.table {
+	if table {
 		b = append(b, prefixFC, fcTableSize)
-		b = appendULEB(b, uint64(k.index))
+		b = appendULEB(b, uint64(k.a))
 		b = extendU(b, it)
 		b = append(b, opI64Add)
 	} else {
@@ -244,7 +251,7 @@ func (g *helperGen) body(k helperKey) []byte {
 			opIf, blockTypeEmpty, opI64Const, 0x7f, opLocalSet, byte(scratch), opEnd)
 	}
 	capGlobal, deniedGlobal := g.firstGlobal+globalMemCap, g.firstGlobal+globalMemDenied
-	if k.table {
+	if table {
 		capGlobal, deniedGlobal = g.firstGlobal+globalTableCap, g.firstGlobal+globalTableDenied
 	}
 	// if request > cap { if denied < request { denied = request }; return -1 }
@@ -263,12 +270,12 @@ func (g *helperGen) body(k helperKey) []byte {
 	}
 	b = append(b, opReturn, opEnd)
 	// The original grow.
-	if k.table {
+	if table {
 		b = append(b, opLocalGet, 0, opLocalGet, 1, prefixFC, fcTableGrow)
 	} else {
 		b = append(b, opLocalGet, 0, opMemoryGrow)
 	}
-	b = appendULEB(b, uint64(k.index))
+	b = appendULEB(b, uint64(k.a))
 	return append(b, opEnd)
 }
 

@@ -53,8 +53,8 @@ func TestMalformedInputs(t *testing.T) {
 	}{
 		{"empty", nil, "bad magic"},
 		{"component", []byte{0, 'a', 's', 'm', 0x0d, 0, 1, 0}, "version"},
-		{"grow of undefined memory", moduleWithBody(0x41, 0, opMemoryGrow, 1, 0x1a, opEnd), "undefined memory 1"},
-		{"table.grow without table", moduleWithBody(0xd0, 0x70, 0x41, 0, prefixFC, fcTableGrow, 0, 0x1a, opEnd), "undefined table 0"},
+		{"grow of undefined memory", moduleWithBody(0x41, 0, opMemoryGrow, 1, 0x1a, opEnd), "memory index 1 out of range"},
+		{"table.grow without table", moduleWithBody(0xd0, 0x70, 0x41, 0, prefixFC, fcTableGrow, 0, 0x1a, opEnd), "table index 0 out of range"},
 		{"missing end", moduleWithBody(0x01), "end of data"},
 		{"bytes after end", moduleWithBody(opEnd, 0x01), "after the final end"},
 		{"unbalanced end", moduleWithBody(opEnd, opEnd), "after the final end"},

@@ -16,8 +16,14 @@ const (
 	prefixFD     = 0xfd
 	prefixFE     = 0xfe
 
-	fcTableGrow = 15
-	fcTableSize = 16
+	fcMemoryInit = 8
+	fcMemoryCopy = 10
+	fcMemoryFill = 11
+	fcTableInit  = 12
+	fcTableCopy  = 14
+	fcTableGrow  = 15
+	fcTableSize  = 16
+	fcTableFill  = 17
 )
 
 // Value types the decoder accepts. Anything else (typed function
@@ -57,13 +63,19 @@ const (
 	kindEnd
 	kindMemoryGrow
 	kindTableGrow
+	kindMemoryInit // index: data segment, index2: memory
+	kindMemoryCopy // index: destination memory, index2: source memory
+	kindMemoryFill // index: memory
+	kindTableInit  // index: element segment, index2: table
+	kindTableCopy  // index: destination table, index2: source table
+	kindTableFill  // index: table
 )
 
-// instr is one decoded instruction; index is the memory or table index of a
-// grow instruction.
+// instr is one decoded instruction; index (and index2) are the immediates
+// of a grow or bulk instruction, in encoding order.
 type instr struct {
-	kind  instrKind
-	index uint32
+	kind          instrKind
+	index, index2 uint32
 }
 
 // UnsupportedOpcodeError reports an opcode outside the feature set the
@@ -81,9 +93,40 @@ func (e *UnsupportedOpcodeError) Error() string {
 }
 
 // decoder walks instructions of one function body or constant expression.
+// Every index an instruction names is checked against space, so no
+// instruction can reach a function, global, type, memory or table that the
+// rewriter injects after the module's own (the injected ones sit right past
+// the module's counts). A nil space checks nothing (tests that only count
+// instructions).
 type decoder struct {
 	r     *reader
 	where string
+	space *indexSpace
+}
+
+// index reads an index immediate of the given kind and checks it.
+func (d *decoder) index(k idxKind) error {
+	_, err := d.indexOf(k)
+	return err
+}
+
+func (d *decoder) indexOf(k idxKind) (uint32, error) {
+	at := d.r.offset()
+	v, err := d.r.u32()
+	if err != nil {
+		return 0, err
+	}
+	return v, d.space.check(k, uint64(v), at)
+}
+
+// pair reads two index immediates of a bulk instruction.
+func (d *decoder) pair(kind instrKind, k1, k2 idxKind) (instr, error) {
+	a, err := d.indexOf(k1)
+	if err != nil {
+		return instr{}, err
+	}
+	b, err := d.indexOf(k2)
+	return instr{kind: kind, index: a, index2: b}, err
 }
 
 func (d *decoder) unsupported(opcode string, at int) error {
@@ -108,28 +151,34 @@ func (d *decoder) next() (instr, error) {
 	case op == opEnd:
 		return instr{kind: kindEnd}, nil
 	case op == 0x08: // throw tagidx
-		_, err = r.u32()
+		err = d.index(idxTag)
 	case op == 0x0a: // throw_ref
 	case op == 0x0c, op == 0x0d: // br, br_if labelidx
 		_, err = r.u32()
 	case op == 0x0e: // br_table vec(labelidx) labelidx
 		err = d.brTable()
 	case op == opCall, op == 0x12: // call, return_call funcidx
-		_, err = r.u32()
+		err = d.index(idxFunc)
 	case op == 0x11, op == 0x13: // call_indirect, return_call_indirect typeidx tableidx
-		err = d.u32s(2)
+		if err = d.index(idxType); err == nil {
+			err = d.index(idxTable)
+		}
 	case op == 0x1c: // typed select vec(valtype)
 		err = d.valTypes()
 	case op == opTryTable:
 		return instr{kind: kindBlockStart}, d.tryTable()
-	case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get/set
+	case op >= 0x20 && op <= 0x22: // local.get, local.set, local.tee
 		_, err = r.u32()
+	case op == opGlobalGet, op == opGlobalSet:
+		err = d.index(idxGlobal)
+	case op == 0x25, op == 0x26: // table.get, table.set
+		err = d.index(idxTable)
 	case op >= 0x28 && op <= 0x3e: // loads and stores
 		err = d.memarg()
 	case op == opMemorySize:
-		_, err = r.u32()
+		err = d.index(idxMemory)
 	case op == opMemoryGrow:
-		idx, err := r.u32()
+		idx, err := d.indexOf(idxMemory)
 		return instr{kind: kindMemoryGrow, index: idx}, err
 	case op == 0x41:
 		_, err = r.sleb(32)
@@ -143,7 +192,7 @@ func (d *decoder) next() (instr, error) {
 		err = d.refType()
 	case op == 0xd1: // ref.is_null
 	case op == 0xd2: // ref.func funcidx
-		_, err = r.u32()
+		err = d.index(idxFunc)
 	case op == prefixFC:
 		return d.prefixFC(at)
 	case op == prefixFD:
@@ -186,7 +235,7 @@ func (d *decoder) blockType() error {
 	if v < 0 {
 		return fmt.Errorf("offset %d: invalid block type 0x%02x", at, b)
 	}
-	return nil
+	return d.space.check(idxType, uint64(v), at)
 }
 
 func (d *decoder) brTable() error {
@@ -245,7 +294,9 @@ func (d *decoder) tryTable() error {
 		}
 		switch kind {
 		case 0x00, 0x01: // catch, catch_ref: tagidx labelidx
-			err = d.u32s(2)
+			if err = d.index(idxTag); err == nil {
+				_, err = d.r.u32()
+			}
 		case 0x02, 0x03: // catch_all, catch_all_ref: labelidx
 			_, err = d.r.u32()
 		default:
@@ -266,11 +317,15 @@ func (d *decoder) memarg() error {
 	if err != nil {
 		return err
 	}
+	mem := uint32(0)
 	if align&0x40 != 0 {
-		if _, err := d.r.u32(); err != nil {
+		if mem, err = d.r.u32(); err != nil {
 			return err
 		}
 		align &^= 0x40
+	}
+	if err := d.space.check(idxMemory, uint64(mem), at); err != nil {
+		return err
 	}
 	if align >= 0x40 {
 		return fmt.Errorf("offset %d: invalid memarg alignment %d", at, align)
@@ -288,25 +343,29 @@ func (d *decoder) prefixFC(at int) (instr, error) {
 	}
 	switch {
 	case sub <= 7: // i32.trunc_sat_f32_s ... i64.trunc_sat_f64_u
-	case sub == 8: // memory.init dataidx memidx
-		err = d.u32s(2)
+	case sub == fcMemoryInit: // memory.init dataidx memidx
+		return d.pair(kindMemoryInit, idxData, idxMemory)
 	case sub == 9: // data.drop dataidx
-		_, err = r.u32()
-	case sub == 10: // memory.copy memidx memidx
-		err = d.u32s(2)
-	case sub == 11: // memory.fill memidx
-		_, err = r.u32()
-	case sub == 12: // table.init elemidx tableidx
-		err = d.u32s(2)
+		err = d.index(idxData)
+	case sub == fcMemoryCopy: // memory.copy memidx memidx
+		return d.pair(kindMemoryCopy, idxMemory, idxMemory)
+	case sub == fcMemoryFill: // memory.fill memidx
+		idx, err := d.indexOf(idxMemory)
+		return instr{kind: kindMemoryFill, index: idx}, err
+	case sub == fcTableInit: // table.init elemidx tableidx
+		return d.pair(kindTableInit, idxElem, idxTable)
 	case sub == 13: // elem.drop elemidx
-		_, err = r.u32()
-	case sub == 14: // table.copy tableidx tableidx
-		err = d.u32s(2)
+		err = d.index(idxElem)
+	case sub == fcTableCopy: // table.copy tableidx tableidx
+		return d.pair(kindTableCopy, idxTable, idxTable)
 	case sub == fcTableGrow:
-		idx, err := r.u32()
+		idx, err := d.indexOf(idxTable)
 		return instr{kind: kindTableGrow, index: idx}, err
-	case sub == fcTableSize, sub == 17: // table.size, table.fill tableidx
-		_, err = r.u32()
+	case sub == fcTableSize:
+		err = d.index(idxTable)
+	case sub == fcTableFill:
+		idx, err := d.indexOf(idxTable)
+		return instr{kind: kindTableFill, index: idx}, err
 	default:
 		return instr{}, d.unsupported(fmt.Sprintf("0xfc %d", sub), at)
 	}

@@ -83,6 +83,11 @@ type module struct {
 	memories    []MemoryInfo // all memories, imported first
 	tables      []TableInfo  // all tables, imported first
 	exportNames map[string]bool
+
+	// space counts the module's own index spaces as the sections are
+	// parsed, so each section is checked against what precedes it.
+	space        indexSpace
+	hasDataCount bool
 }
 
 // parseModule checks the header, splits the module into sections in
@@ -155,9 +160,20 @@ func (m *module) parseSection(s *section) error {
 	r := newReader(s.payload, s.offset)
 	var err error
 	switch s.id {
-	case secCustom, secElement, secData, secDataCount, secTag:
+	case secCustom:
 		// Copied through untouched; nothing in them needs rewriting.
 		return nil
+	case secTag:
+		err = m.parseTags(r)
+	case secElement:
+		err = m.parseElements(r)
+	case secDataCount:
+		var n uint32
+		if n, err = r.u32(); err == nil {
+			m.space[idxData], m.hasDataCount = uint64(n), true
+		}
+	case secData:
+		err = m.parseData(r)
 	case secCode:
 		m.code = s
 		return nil
@@ -208,6 +224,7 @@ func (m *module) parseTypes(r *reader) error {
 		}
 	}
 	m.types = vecSection{count: n, items: r.buf[start:]}
+	m.space[idxType] = uint64(n)
 	return nil
 }
 
@@ -257,24 +274,29 @@ func (m *module) parseImport(r *reader) error {
 	switch kind {
 	case kindFunc:
 		m.info.ImportedFuncs++
-		_, err = r.u32()
+		err = (&decoder{r: r, space: &m.space}).index(idxType)
+		m.space[idxFunc]++
 	case kindTable:
 		var t TableInfo
 		if t, err = readTableType(r); err == nil {
 			m.info.ImportedTables++
 			m.tables = append(m.tables, t)
+			m.space[idxTable]++
 		}
 	case kindMemory:
 		var mem MemoryInfo
 		if mem, err = readMemoryType(r); err == nil {
 			m.info.ImportedMemories++
 			m.memories = append(m.memories, mem)
+			m.space[idxMemory]++
 		}
 	case kindGlobal:
 		m.info.ImportedGlobals++
 		err = readGlobalType(r)
+		m.space[idxGlobal]++
 	case kindTag:
-		err = readTagType(r)
+		err = m.readTagType(r)
+		m.space[idxTag]++
 	default:
 		return fmt.Errorf("offset %d: unknown import kind 0x%02x", at, kind)
 	}
@@ -287,10 +309,14 @@ func (m *module) parseFunctions(r *reader) error {
 		return err
 	}
 	start := r.pos
-	if err := (&decoder{r: r}).u32s(int(n)); err != nil {
-		return err
+	d := &decoder{r: r, space: &m.space}
+	for range n {
+		if err := d.index(idxType); err != nil {
+			return err
+		}
 	}
 	m.funcs = vecSection{count: n, items: r.buf[start:]}
+	m.space[idxFunc] += uint64(n)
 	return nil
 }
 
@@ -306,6 +332,7 @@ func (m *module) parseTables(r *reader) error {
 		}
 		m.info.Tables = append(m.info.Tables, t)
 		m.tables = append(m.tables, t)
+		m.space[idxTable]++
 	}
 	return nil
 }
@@ -322,6 +349,7 @@ func (m *module) parseMemories(r *reader) error {
 		}
 		m.info.Memories = append(m.info.Memories, mem)
 		m.memories = append(m.memories, mem)
+		m.space[idxMemory]++
 	}
 	return nil
 }
@@ -336,16 +364,149 @@ func (m *module) parseGlobals(r *reader) error {
 		if err := readGlobalType(r); err != nil {
 			return fmt.Errorf("global %d: %w", i, err)
 		}
-		d := &decoder{r: r, where: fmt.Sprintf("global %d initializer", uint64(m.info.ImportedGlobals)+uint64(i))}
-		if err := d.constExpr(); err != nil {
-			var unsupported *UnsupportedOpcodeError
-			if errors.As(err, &unsupported) {
-				return err
-			}
-			return fmt.Errorf("%s: %w", d.where, err)
+		// An initializer may read only the globals before it.
+		if err := m.constExpr(r, fmt.Sprintf("global %d initializer", m.space[idxGlobal])); err != nil {
+			return err
 		}
+		m.space[idxGlobal]++
 	}
 	m.globals = vecSection{count: n, items: r.buf[start:]}
+	return nil
+}
+
+// constExpr decodes one constant expression, checking its indices.
+func (m *module) constExpr(r *reader, where string) error {
+	d := &decoder{r: r, where: where, space: &m.space}
+	if err := d.constExpr(); err != nil {
+		var unsupported *UnsupportedOpcodeError
+		if errors.As(err, &unsupported) {
+			return err
+		}
+		return fmt.Errorf("%s: %w", d.where, err)
+	}
+	return nil
+}
+
+func (m *module) parseTags(r *reader) error {
+	n, err := r.count("tag", 2)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		if err := m.readTagType(r); err != nil {
+			return fmt.Errorf("tag %d: %w", i, err)
+		}
+		m.space[idxTag]++
+	}
+	return nil
+}
+
+// parseElements checks the table, function and global indices of every
+// element segment (all eight encodings) and counts the segments.
+func (m *module) parseElements(r *reader) error {
+	n, err := r.count("element segment", 1)
+	if err != nil {
+		return err
+	}
+	d := &decoder{r: r, space: &m.space}
+	for i := range n {
+		where := fmt.Sprintf("element segment %d", i)
+		at := r.offset()
+		flags, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if flags > 7 {
+			return fmt.Errorf("offset %d: %s: invalid flags %d", at, where, flags)
+		}
+		active := flags&0x01 == 0
+		if flags&0x02 != 0 && active { // explicit table index
+			if err := d.index(idxTable); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+		} else if active {
+			if err := m.space.check(idxTable, 0, at); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+		}
+		if active {
+			if err := m.constExpr(r, where+" offset"); err != nil {
+				return err
+			}
+		}
+		exprs := flags&0x04 != 0
+		if flags&0x03 != 0 { // elemkind or reftype
+			at := r.offset()
+			b, err := r.readByte()
+			if err != nil {
+				return err
+			}
+			if (exprs && !isRefType(b)) || (!exprs && b != 0x00) {
+				return fmt.Errorf("offset %d: %s: unsupported element type 0x%02x", at, where, b)
+			}
+		}
+		count, err := r.count("element", 1)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		for range count {
+			if exprs {
+				err = m.constExpr(r, where)
+			} else {
+				err = d.index(idxFunc)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+		}
+	}
+	m.space[idxElem] = uint64(n)
+	return nil
+}
+
+// parseData checks the memory index and offset of every data segment.
+func (m *module) parseData(r *reader) error {
+	n, err := r.count("data segment", 1)
+	if err != nil {
+		return err
+	}
+	if m.hasDataCount && uint64(n) != m.space[idxData] {
+		return fmt.Errorf("%d data segments, but the data count section says %d", n, m.space[idxData])
+	}
+	m.space[idxData] = uint64(n)
+	d := &decoder{r: r, space: &m.space}
+	for i := range n {
+		where := fmt.Sprintf("data segment %d", i)
+		at := r.offset()
+		flags, err := r.u32()
+		if err != nil {
+			return err
+		}
+		switch flags {
+		case 0:
+			err = m.space.check(idxMemory, 0, at)
+		case 1:
+		case 2:
+			err = d.index(idxMemory)
+		default:
+			return fmt.Errorf("offset %d: %s: invalid flags %d", at, where, flags)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if flags != 1 {
+			if err := m.constExpr(r, where+" offset"); err != nil {
+				return err
+			}
+		}
+		size, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if err := r.skip(uint64(size)); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	return nil
 }
 
@@ -368,8 +529,9 @@ func (m *module) parseExports(r *reader) error {
 		if kind > kindTag {
 			return fmt.Errorf("offset %d: export %q: unknown kind 0x%02x", at, name, kind)
 		}
-		if _, err := r.u32(); err != nil {
-			return err
+		space := [...]idxKind{kindFunc: idxFunc, kindTable: idxTable, kindMemory: idxMemory, kindGlobal: idxGlobal, kindTag: idxTag}
+		if err := (&decoder{r: r, space: &m.space}).index(space[kind]); err != nil {
+			return fmt.Errorf("export %q: %w", name, err)
 		}
 		m.exportNames[name] = true
 	}
@@ -460,7 +622,7 @@ func readGlobalType(r *reader) error {
 	return nil
 }
 
-func readTagType(r *reader) error {
+func (m *module) readTagType(r *reader) error {
 	at := r.offset()
 	attr, err := r.readByte()
 	if err != nil {
@@ -469,6 +631,5 @@ func readTagType(r *reader) error {
 	if attr != 0 {
 		return fmt.Errorf("offset %d: invalid tag attribute 0x%02x", at, attr)
 	}
-	_, err = r.u32()
-	return err
+	return (&decoder{r: r, space: &m.space}).index(idxType)
 }

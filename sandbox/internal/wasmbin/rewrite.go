@@ -5,11 +5,32 @@ import (
 	"fmt"
 )
 
-// helperKey identifies one injected grow helper: one per memory or table
-// index that the module actually grows.
+// helperOp is what an injected helper does.
+type helperOp int
+
+const (
+	opGrowMemory helperOp = iota
+	opGrowTable
+	opFillMemory // bulk operations from here on (see isBulk)
+	opCopyMemory
+	opInitMemory
+	opFillTable
+	opCopyTable
+	opInitTable
+)
+
+// helperOps maps the instructions the rewriter replaces to their helpers.
+var helperOps = map[instrKind]helperOp{
+	kindMemoryGrow: opGrowMemory, kindTableGrow: opGrowTable,
+	kindMemoryFill: opFillMemory, kindMemoryCopy: opCopyMemory, kindMemoryInit: opInitMemory,
+	kindTableFill: opFillTable, kindTableCopy: opCopyTable, kindTableInit: opInitTable,
+}
+
+// helperKey identifies one injected helper: one per operation and
+// immediates (memory, table, segment) that the module actually uses.
 type helperKey struct {
-	table bool
-	index uint32
+	op   helperOp
+	a, b uint32 // the instruction's immediates, in encoding order
 }
 
 // rewriter replaces grow instructions in function bodies with calls to
@@ -31,21 +52,16 @@ func newRewriter(m *module) *rewriter {
 }
 
 // helper returns the function index of the helper for k, allocating it on
-// first use.
-func (rw *rewriter) helper(k helperKey, where string, at int) (uint32, error) {
+// first use. The decoder has checked k's immediates against the module's
+// index spaces.
+func (rw *rewriter) helper(k helperKey) uint32 {
 	if idx, ok := rw.funcIndex[k]; ok {
-		return idx, nil
-	}
-	if k.table && int64(k.index) >= int64(len(rw.m.tables)) {
-		return 0, fmt.Errorf("wasmbin: %s: table.grow of undefined table %d at offset %d", where, k.index, at)
-	}
-	if !k.table && int64(k.index) >= int64(len(rw.m.memories)) {
-		return 0, fmt.Errorf("wasmbin: %s: memory.grow of undefined memory %d at offset %d", where, k.index, at)
+		return idx
 	}
 	idx := rw.firstFunc + uint32(len(rw.helpers))
 	rw.helpers = append(rw.helpers, k)
 	rw.funcIndex[k] = idx
-	return idx, nil
+	return idx
 }
 
 // rewriteCode returns the code section's rewritten bodies (without the
@@ -92,7 +108,7 @@ func (rw *rewriter) rewriteBody(body []byte, base int, where string) ([]byte, er
 	if err := skipLocals(r); err != nil {
 		return nil, fmt.Errorf("wasmbin: %s locals: %w", where, err)
 	}
-	d := &decoder{r: r, where: where}
+	d := &decoder{r: r, where: where, space: &rw.m.space}
 	var out []byte // nil until the first rewrite
 	copied := 0
 	depth := 0
@@ -111,11 +127,9 @@ walk:
 				break walk // end of the function's expression
 			}
 			depth--
-		case kindMemoryGrow, kindTableGrow:
-			idx, err := rw.helper(helperKey{table: in.kind == kindTableGrow, index: in.index}, where, base+at)
-			if err != nil {
-				return nil, err
-			}
+		case kindMemoryGrow, kindTableGrow, kindMemoryFill, kindMemoryCopy, kindMemoryInit,
+			kindTableFill, kindTableCopy, kindTableInit:
+			idx := rw.helper(helperKey{op: helperOps[in.kind], a: in.index, b: in.index2})
 			out = append(out, body[copied:at]...)
 			out = append(out, opCall)
 			out = appendULEB(out, uint64(idx))

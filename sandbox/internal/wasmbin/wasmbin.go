@@ -123,10 +123,11 @@ func Instrument(wasm []byte) (out []byte, info *Info, err error) {
 	}
 	info = m.info.clone()
 	for _, h := range rw.helpers {
-		if h.table {
-			info.GrowsTable = true
-		} else {
+		switch h.op {
+		case opGrowMemory:
 			info.GrowsMemory = true
+		case opGrowTable:
+			info.GrowsTable = true
 		}
 	}
 	return m.assemble(rw, code), info, nil
