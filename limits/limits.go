@@ -1,6 +1,7 @@
 // Package limits defines the resource fences of one sandboxed run as a
 // validated value: the fuel budget, the wall-clock deadline, the memory and
-// table caps, the instance and memory counts, and the guest log budget.
+// table caps, the instance and memory counts, the guest log budget and the
+// WASI output budget.
 //
 // A Limits value is plain data. The sandbox package enforces it; the rpc and
 // cmd packages build it from user input and call Validate, which names the
@@ -32,6 +33,10 @@ type Limits struct {
 	Memories uint64
 	// LogBytes caps the total bytes of guest log lines kept for the run.
 	LogBytes uint64
+	// OutputBytes caps each of a WASI guest's stdout and stderr: bytes past
+	// it are dropped (the guest's writes still succeed) and the result says
+	// the output was truncated.
+	OutputBytes uint64
 }
 
 // Documented defaults. Every default is also within DefaultMaximums.
@@ -43,6 +48,7 @@ const (
 	DefaultInstances     = 1
 	DefaultMemories      = 1
 	DefaultLogBytes      = 1 << 20
+	DefaultOutputBytes   = 1 << 20
 )
 
 // WasmPageSize is the size of one wasm linear-memory page.
@@ -58,6 +64,7 @@ func Defaults() Limits {
 		Instances:     DefaultInstances,
 		Memories:      DefaultMemories,
 		LogBytes:      DefaultLogBytes,
+		OutputBytes:   DefaultOutputBytes,
 	}
 }
 
@@ -74,6 +81,7 @@ func DefaultMaximums() Limits {
 		Instances:     16,
 		Memories:      16,
 		LogBytes:      64 << 20,
+		OutputBytes:   64 << 20,
 	}
 }
 
@@ -89,6 +97,7 @@ func HardMaximums() Limits {
 		Instances:     10_000,
 		Memories:      100,
 		LogBytes:      1 << 30,
+		OutputBytes:   1 << 30,
 	}
 }
 
@@ -123,6 +132,7 @@ var Fields = []Field{
 	{"instances", func(l Limits) uint64 { return l.Instances }, func(l *Limits, v uint64) { l.Instances = v }},
 	{"memories", func(l Limits) uint64 { return l.Memories }, func(l *Limits, v uint64) { l.Memories = v }},
 	{"logBytes", func(l Limits) uint64 { return l.LogBytes }, func(l *Limits, v uint64) { l.LogBytes = v }},
+	{"outputBytes", func(l Limits) uint64 { return l.OutputBytes }, func(l *Limits, v uint64) { l.OutputBytes = v }},
 }
 
 // Validate checks every field is positive and at most the matching maximum.

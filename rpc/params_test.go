@@ -194,7 +194,7 @@ func TestDecodeRunValid(t *testing.T) {
 			t.Errorf("function %q args %q", spec.function, spec.args)
 		}
 		want := limits.Limits{Fuel: 1000, Timeout: 250 * time.Millisecond, MemoryBytes: 65536,
-			TableElements: 5, Instances: 2, Memories: 3, LogBytes: 100}
+			TableElements: 5, Instances: 2, Memories: 3, LogBytes: 100, OutputBytes: limits.DefaultOutputBytes}
 		if spec.limits != want {
 			t.Errorf("limits = %+v, want %+v", spec.limits, want)
 		}
