@@ -16,6 +16,12 @@ package sandbox
 // because wasmtime-go's headers live in its module directory; libwasmtime.a
 // is linked by wasmtime-go's own cgo flags. capi_test.go fails loudly if the
 // pinned wasmtime-go or its Store layout changes.
+//
+// The WASI block (marked below) exists for the same reason: wasmtime-go's
+// WasiConfig offers stdio only as host files or inheritance, while the C API
+// can take stdin as bytes and call a function for every write to stdout and
+// stderr, synchronously on the guest's thread, which is what streaming and
+// the output budget need.
 
 /*
 #include <stdint.h>
@@ -75,11 +81,57 @@ static void sbx_fence_install(wasmtime_store_t *store, sbx_fence *f) {
 static void sbx_fence_cancel(sbx_fence *f) {
 	__atomic_store_n(&f->stop, SBX_CANCELLED, __ATOMIC_RELEASE);
 }
+
+static int64_t sbx_fence_remaining_ns(sbx_fence *f) {
+	return f->deadline_ns - sbx_now_ns();
+}
+
+// ---- WASI (wasi.h, wasm.h) ----
+
+typedef struct wasi_config_t wasi_config_t;
+typedef struct wasm_byte_vec_t {
+	size_t size;
+	char *data;
+} wasm_byte_vec_t;
+
+extern void wasm_byte_vec_new(wasm_byte_vec_t *out, size_t, const char[]);
+extern void wasi_config_set_stdin_bytes(wasi_config_t *config, wasm_byte_vec_t *binary);
+extern void wasi_config_set_stdout_custom(
+    wasi_config_t *config,
+    ptrdiff_t (*callback)(void *, const unsigned char *, size_t), void *data,
+    void (*finalizer)(void *));
+extern void wasi_config_set_stderr_custom(
+    wasi_config_t *config,
+    ptrdiff_t (*callback)(void *, const unsigned char *, size_t), void *data,
+    void (*finalizer)(void *));
+
+// Implemented in Go (sbxWasiWrite below).
+extern ptrdiff_t sbxWasiWrite(uintptr_t sink, int stream, unsigned char *buf, size_t len);
+
+static ptrdiff_t sbx_stdout(void *sink, const unsigned char *buf, size_t len) {
+	return sbxWasiWrite((uintptr_t)sink, 1, (unsigned char *)buf, len);
+}
+
+static ptrdiff_t sbx_stderr(void *sink, const unsigned char *buf, size_t len) {
+	return sbxWasiWrite((uintptr_t)sink, 2, (unsigned char *)buf, len);
+}
+
+// sbx_wasi_stdio makes stdin the n bytes at p (copied) and sends every write
+// to stdout and stderr to the Go sink behind the handle.
+static void sbx_wasi_stdio(wasi_config_t *c, const char *p, size_t n, uintptr_t sink) {
+	static const char none = 0;
+	wasm_byte_vec_t in;
+	wasm_byte_vec_new(&in, n, n ? p : &none);
+	wasi_config_set_stdin_bytes(c, &in); // takes ownership of in's bytes
+	wasi_config_set_stdout_custom(c, sbx_stdout, (void *)sink, NULL);
+	wasi_config_set_stderr_custom(c, sbx_stderr, (void *)sink, NULL);
+}
 */
 import "C"
 
 import (
 	"errors"
+	"runtime/cgo"
 	"time"
 	"unsafe"
 
@@ -119,6 +171,17 @@ func (f *fence) cancel() { C.sbx_fence_cancel(f.c) }
 // the guest returned control to the host (the store's thread wrote it).
 func (f *fence) reason() stopReason { return stopReason(f.c.reason) }
 
+// remaining is the time left until the fence's deadline (negative once it
+// has passed), on the clock the epoch callback reads.
+func (f *fence) remaining() time.Duration {
+	return time.Duration(C.sbx_fence_remaining_ns(f.c))
+}
+
+// stopBy records that a host function stopped the guest for r, so that the
+// run is classified as if the epoch callback had stopped it. Only from the
+// store's own thread (a host function of the run).
+func (f *fence) stopBy(r stopReason) { f.c.reason = C.int32_t(r) }
+
 // free releases the fence. Call after the store has been closed.
 func (f *fence) free() {
 	if f.c != nil {
@@ -131,4 +194,37 @@ func (f *fence) free() {
 // the first field of Store. capi_test.go checks that layout by reflection.
 func storePtr(store *wasmtime.Store) *C.wasmtime_store_t {
 	return *(**C.wasmtime_store_t)(unsafe.Pointer(store))
+}
+
+// ---- WASI ----
+
+// wasiSink receives a guest's writes to stdout (stream 1) and stderr
+// (stream 2). write runs on the guest's thread, inside the guest's fd_write;
+// p is only valid during the call.
+type wasiSink interface {
+	write(stream int, p []byte)
+}
+
+// setWasiStdio gives cfg stdin (copied) and routes stdout and stderr to the
+// sink behind h, a cgo.Handle of a wasiSink that must stay valid until the
+// store the config is attached to has been closed.
+func setWasiStdio(cfg *wasmtime.WasiConfig, stdin []byte, h cgo.Handle) {
+	var p *C.char
+	if len(stdin) > 0 {
+		p = (*C.char)(unsafe.Pointer(&stdin[0]))
+	}
+	C.sbx_wasi_stdio(wasiConfigPtr(cfg), p, C.size_t(len(stdin)), C.uintptr_t(h))
+}
+
+//export sbxWasiWrite
+func sbxWasiWrite(sink C.uintptr_t, stream C.int, buf *C.uchar, n C.size_t) C.ptrdiff_t {
+	s := cgo.Handle(sink).Value().(wasiSink)
+	s.write(int(stream), unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n)))
+	return C.ptrdiff_t(n) // bytes past the output budget are dropped, not refused
+}
+
+// wasiConfigPtr reads the *wasi_config_t that wasmtime-go keeps unexported
+// as the first field of WasiConfig. capi_test.go checks that layout.
+func wasiConfigPtr(cfg *wasmtime.WasiConfig) *C.wasi_config_t {
+	return *(**C.wasi_config_t)(unsafe.Pointer(cfg))
 }

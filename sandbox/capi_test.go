@@ -7,6 +7,7 @@ package sandbox
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,7 +164,7 @@ func cPrototype(t *testing.T, src, fn string, typedefs map[string]string) string
 	var out []string
 	for k, tok := range toks {
 		switch tok {
-		case "WASM_API_EXTERN", "extern":
+		case "WASM_API_EXTERN", "WASI_API_EXTERN", "extern":
 			continue
 		}
 		if def, ok := typedefs[tok]; ok {
@@ -355,5 +356,113 @@ func TestFenceStopsStore(t *testing.T) {
 				t.Errorf("stopped after %v, before the %v deadline", took, tc.timeout)
 			}
 		})
+	}
+}
+
+// ---- WASI block of capi.go ----
+
+// TestWasiDeclarationsMatchHeaders: the WASI functions capi.go declares by
+// hand match wasi.h, and the wasm_byte_vec_t it builds stdin in matches
+// wasm.h's macro-generated declaration.
+func TestWasiDeclarationsMatchHeaders(t *testing.T) {
+	inc := wasmtimeIncludeDir(t)
+	wasiH := readFile(t, filepath.Join(inc, "wasi.h"))
+	wasmH := readFile(t, filepath.Join(inc, "wasm.h"))
+	capi := cgoPreamble(t, readFile(t, "capi.go"))
+	for _, fn := range []string{"wasi_config_set_stdin_bytes", "wasi_config_set_stdout_custom", "wasi_config_set_stderr_custom"} {
+		want := cPrototype(t, wasiH, fn, nil)
+		got := cPrototype(t, capi, fn, nil)
+		t.Logf("%s: %s", fn, want)
+		if got != want {
+			t.Errorf("capi.go declares\n\t%s\nbut wasi.h declares\n\t%s", got, want)
+		}
+	}
+	// wasm.h generates the byte vector with WASM_DECLARE_VEC(byte, ): a
+	// {size_t size; wasm_byte_t *data;} struct and
+	// wasm_byte_vec_new(out, size_t, const wasm_byte_t[]), wasm_byte_t
+	// being char.
+	for _, re := range []string{
+		`typedef\s+char\s+byte_t\s*;`,
+		`typedef\s+byte_t\s+wasm_byte_t\s*;`,
+		`WASM_DECLARE_VEC\(byte,\s*\)`,
+		`typedef struct wasm_##name##_vec_t \{\s*\\\s*size_t size;\s*\\\s*wasm_##name##_t ptr_or_none\* data;\s*\\\s*\} wasm_##name##_vec_t;`,
+		`WASM_API_EXTERN void wasm_##name##_vec_new\(\s*\\\s*own wasm_##name##_vec_t\* out,\s*\\\s*size_t, own wasm_##name##_t ptr_or_none const\[\]\);`,
+	} {
+		if !regexp.MustCompile(re).MatchString(wasmH) {
+			t.Errorf("wasm.h no longer matches %s: re-check wasm_byte_vec_t in capi.go", re)
+		}
+	}
+	for _, decl := range []string{
+		"typedef struct wasm_byte_vec_t {\n\tsize_t size;\n\tchar *data;\n} wasm_byte_vec_t;",
+		"extern void wasm_byte_vec_new(wasm_byte_vec_t *out, size_t, const char[]);",
+	} {
+		if !strings.Contains(capi, decl) {
+			t.Errorf("capi.go no longer declares %q: re-check this test", decl)
+		}
+	}
+}
+
+// TestWasiConfigLayout: wasiConfigPtr reads the first word of a
+// wasmtime.WasiConfig as the *wasi_config_t.
+func TestWasiConfigLayout(t *testing.T) {
+	st := reflect.TypeFor[wasmtime.WasiConfig]()
+	if st.NumField() == 0 {
+		t.Fatal("wasmtime.WasiConfig has no fields")
+	}
+	f := st.Field(0)
+	if f.Name != "_ptr" || f.Offset != 0 || f.Type.Kind() != reflect.Pointer {
+		t.Fatalf("wasmtime.WasiConfig's first field is %s (%s) at offset %d, want pointer _ptr at 0: wasiConfigPtr in capi.go is wrong", f.Name, f.Type, f.Offset)
+	}
+	if name := f.Type.Elem().Name(); !strings.Contains(name, "wasi_config") {
+		t.Fatalf("wasmtime.WasiConfig._ptr points to %q, want a wasi_config type", name)
+	}
+	cfg := wasmtime.NewWasiConfig()
+	defer cfg.Close()
+	if wasiConfigPtr(cfg) == nil {
+		t.Fatal("wasiConfigPtr returned nil for a live config")
+	}
+}
+
+// TestWasiFuncsLinkAgainstWasmtime: every function of wasiFuncs is one
+// wasmtime's preview1 defines, with exactly that signature (a module
+// importing it instantiates), and a wrong signature does not link.
+func TestWasiFuncsLinkAgainstWasmtime(t *testing.T) {
+	eng := wasmtime.NewEngine()
+	linker := wasmtime.NewLinker(eng)
+	defer linker.Close()
+	if err := linker.DefineWasi(); err != nil {
+		t.Fatal(err)
+	}
+	wat := func(name, sig string) string {
+		params, results, _ := strings.Cut(strings.TrimPrefix(sig, "("), ") -> (")
+		results = strings.TrimSuffix(results, ")")
+		p := strings.ReplaceAll(params, ",", "")
+		r := strings.ReplaceAll(results, ",", "")
+		return fmt.Sprintf(`(module (import %q %q (func (param %s) (result %s))))`, WASIModule, name, p, r)
+	}
+	for _, name := range WASIFunctions() {
+		for _, sig := range []string{wasiFuncs[name], "(i32, i32, i32, i32, i32, i32, i32, i32, i32, i32) -> (i64)"} {
+			wasm, err := wasmtime.Wat2Wasm(wat(name, sig))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			mod, err := wasmtime.NewModule(eng, wasm)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			store := wasmtime.NewStore(eng)
+			store.SetWasi(wasmtime.NewWasiConfig())
+			_, err = linker.Instantiate(store, mod)
+			store.Close()
+			if sig == wasiFuncs[name] && err != nil {
+				t.Errorf("%s %s does not link against wasmtime's preview1: %v", name, sig, firstLine(err.Error()))
+			}
+			if sig != wasiFuncs[name] && err == nil {
+				t.Errorf("%s links with the wrong signature %s", name, sig)
+			}
+		}
+	}
+	if n := len(wasiFuncs); n != 46 {
+		t.Errorf("%d preview1 functions, want the 46 of wasi_snapshot_preview1", n)
 	}
 }

@@ -41,6 +41,9 @@ type Config struct {
 	// these directories (symlinks resolved, on the opened file). Empty:
 	// any regular file the process can read, as for the CLI.
 	ModulePathDirs []string
+	// WASIDirs are the host directories a WASI run may preopen, each with
+	// everything under it (serve --allow-dir). None by default.
+	WASIDirs []string
 }
 
 // Documented defaults of Config.

@@ -99,6 +99,7 @@ type Error struct {
 	TrapCode     string   // trap: stable code, see TrapCodes
 	Frames       []Frame  // trap: wasm frames, innermost first, at most MaxFrames
 	Function     string   // export: the export concerned
+	Output       *Output  // a WASI run's output until it stopped
 
 	// Usage is set once the run had a store: fuel consumed and peak memory
 	// accompany every failure after instantiation began.

@@ -16,6 +16,7 @@ type Capabilities struct {
 	Random bool   // host::random() -> i64, splitmix64 seeded with Seed
 	Seed   uint64 // seed of host::random
 	Clock  bool   // host::now_ns() -> i64, monotonic ns since the run began
+	WASI   *WASI  // WASI preview1 (wasi.go); nil: not granted
 }
 
 // HostModule is the import module name of every host function.

@@ -25,6 +25,10 @@ type Request struct {
 	// thread, before Run returns. It must not block (queue, don't write):
 	// the guest is paused while it runs.
 	Log func(line string)
+	// Output receives a WASI guest's writes to stdout and stderr as they
+	// happen (within limits.OutputBytes per stream), like Log. data is
+	// read-only and stays valid.
+	Output func(stream string, data []byte)
 }
 
 // Result is what a successful run returns.
@@ -34,6 +38,9 @@ type Result struct {
 	Elapsed      time.Duration // instantiation + start + call
 	LogLines     int           // lines delivered to Request.Log
 	LogTruncated bool          // some lines were cut or dropped by the log caps
+	// ExitCode is a WASI guest's proc_exit status (0 when it returned).
+	ExitCode int
+	Output   *Output // a WASI run's stdout and stderr; nil otherwise
 }
 
 // run is the state of one Run: its store, its fence and what the host
@@ -48,6 +55,8 @@ type run struct {
 	random   splitmix64
 	log      logSink
 	hostTrap string // set when a host function trapped the guest, with why
+
+	wasi *wasiRun // nil unless the run was granted WASI (wasi.go)
 }
 
 // Run executes req. It returns a *Result, or an *Error whose Kind says why
@@ -70,9 +79,10 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, cancelledError()
 	}
 	m := req.Module
-	if err := checkImports(m, req.Capabilities); err != nil {
+	if err := checkRunImports(m, req.Capabilities); err != nil {
 		return nil, err
 	}
+	req.Function = entryPoint(m, req.Function)
 	if err := checkSignature(m, req.Function, req.Args); err != nil {
 		return nil, err
 	}
@@ -83,13 +93,27 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	r := &run{req: req, module: m, random: splitmix64{req.Capabilities.Seed}}
 	r.log = logSink{budget: req.Limits.LogBytes, forward: req.Log}
 	defer r.close()
+	instances := int64(req.Limits.Instances)
+	if req.Capabilities.WASI != nil {
+		w, err := e.prepareWASI(ctx, &req)
+		if err != nil {
+			return nil, err
+		}
+		r.wasi = w
+		instances++ // the poll_oneoff helper (wasi.go)
+	}
 
 	r.store = wasmtime.NewStore(e.wt)
 	if err := r.store.SetFuel(req.Limits.Fuel); err != nil {
 		return nil, &Error{Kind: KindHost, Message: "setting fuel: " + cleanMessage(err.Error()), err: err}
 	}
 	l := req.Limits
-	r.store.Limiter(int64(l.MemoryBytes), int64(l.TableElements), int64(l.Instances), -1, int64(l.Memories))
+	r.store.Limiter(int64(l.MemoryBytes), int64(l.TableElements), instances, -1, int64(l.Memories))
+	if r.wasi != nil {
+		if err := r.wasi.attach(r.store); err != nil {
+			return nil, err
+		}
+	}
 	r.store.SetEpochDeadline(1)
 	f, err := installFence(r.store, req.Limits.Timeout)
 	if err != nil {
@@ -112,18 +136,27 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	values, err := r.execute()
 	elapsed := time.Since(r.started)
 	usage := r.usage()
-	if err != nil {
+	exitCode, exited := wasiExitStatus(err)
+	if err != nil && !exited {
 		se := r.classify(err)
 		se.Usage = &usage
+		se.Output = r.wasi.output()
 		releaseWasmtimeError(err)
 		return nil, se
 	}
-	return &Result{Values: values, Usage: usage, Elapsed: elapsed, LogLines: r.log.lines, LogTruncated: r.log.truncated}, nil
+	return &Result{Values: values, Usage: usage, Elapsed: elapsed, LogLines: r.log.lines, LogTruncated: r.log.truncated,
+		ExitCode: exitCode, Output: r.wasi.output()}, nil
 }
 
 // execute instantiates, runs the start function and calls the export.
 func (r *run) execute() ([]Value, error) {
-	inst, err := wasmtime.NewInstance(r.store, r.module.wt, r.hostImports())
+	var inst *wasmtime.Instance
+	var err error
+	if r.wasi != nil {
+		inst, err = r.instantiateWASI()
+	} else {
+		inst, err = wasmtime.NewInstance(r.store, r.module.wt, r.hostImports())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +235,7 @@ func (r *run) close() {
 	if r.fence != nil {
 		r.fence.free()
 	}
+	r.wasi.close()
 	runtime.KeepAlive(r.store)
 }
 

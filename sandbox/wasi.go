@@ -1,0 +1,630 @@
+package sandbox
+
+// WASI preview1 guests. The implementation is wasmtime's own (it passes
+// the official test suite), configured so that the guest sees exactly what
+// the run grants: its arguments and environment, stdin as bytes, stdout and
+// stderr streamed to the caller through capi.go, in-memory read-only files
+// and operator-allowed directories, and nothing else. Two functions are
+// ours: poll_oneoff, because wasmtime's sleeps without looking at the
+// run's deadline or cancellation, and random_get when the run is seeded.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime/cgo"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+)
+
+// WASI grants WASI preview1 to a run. Every field is optional; the zero
+// value is a program with no arguments, an empty environment, empty stdin
+// and no files.
+type WASI struct {
+	// Argv0 is argv[0]. Default: the module's id ("sha256:…").
+	Argv0 string
+	// Args are the arguments after argv[0].
+	Args []string
+	// Env is the whole environment: nothing is inherited from the host.
+	Env map[string]string
+	// Stdin is what the guest reads on fd 0, then end of file.
+	Stdin []byte
+	// Files are read-only files at absolute guest paths, held in a private
+	// directory tree preopened read-only at "/" for the run. No other file
+	// exists in that tree.
+	Files map[string][]byte
+	// Dirs are real directories preopened at guest paths. Each must be at
+	// or under one of Config.WASIDirs.
+	Dirs []Dir
+}
+
+// Dir is a host directory preopened for a WASI guest.
+type Dir struct {
+	Host     string // on this machine; at or under one of Config.WASIDirs
+	Guest    string // the path the guest opens it by, e.g. "/data"
+	Writable bool   // false: the guest may read and list, not change anything
+}
+
+// Output is what a WASI guest wrote to stdout and stderr, each at most
+// limits.OutputBytes (Truncated says whether anything was dropped).
+type Output struct {
+	Stdout    []byte
+	Stderr    []byte
+	Truncated bool
+}
+
+// The stream names of Request.Output.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
+// GrantError is a WASI grant the engine refuses before any store exists: a
+// malformed argument, environment entry or path, or a directory outside the
+// operator's allowed ones. Field names the offending field with its wire
+// path (e.g. "capabilities.wasi.dirs[0].host"). The sidecar answers it as
+// invalid params (-32602).
+type GrantError struct {
+	Field   string
+	Problem string
+}
+
+func (e *GrantError) Error() string { return e.Field + ": " + e.Problem }
+
+// wasiRun is the WASI state of one run.
+type wasiRun struct {
+	ctx    context.Context
+	grant  *WASI
+	argv   []string
+	envK   []string
+	envV   []string
+	root   string // private tree holding the files, removed at close; "" without files
+	dirs   []Dir  // resolved host paths
+	seeded bool   // random_get follows the run's seed
+
+	out      outputSink
+	handle   cgo.Handle
+	monoBase time.Time      // wasmtime's monotonic zero, give or take microseconds
+	helper   *wasmtime.Func // wasmtime's own poll_oneoff, for fd subscriptions
+}
+
+const grantPrefix = "capabilities.wasi"
+
+// prepareWASI validates the grant and lays out its files. No store exists
+// yet. The caller closes the result.
+func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error) {
+	g := req.Capabilities.WASI
+	w := &wasiRun{ctx: ctx, grant: g, seeded: req.Capabilities.Random}
+	w.out = outputSink{budget: req.Limits.OutputBytes, forward: req.Output}
+	argv0 := g.Argv0
+	if argv0 == "" {
+		argv0 = req.Module.ID
+	}
+	w.argv = append([]string{argv0}, g.Args...)
+	for i, a := range w.argv {
+		field := fmt.Sprintf("%s.args[%d]", grantPrefix, i-1)
+		if i == 0 {
+			field = grantPrefix + ".argv0"
+		}
+		if err := cString(field, a); err != nil {
+			return nil, err
+		}
+	}
+	keys := make([]string, 0, len(g.Env))
+	for k := range g.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field := grantPrefix + ".env." + k
+		if k == "" || strings.Contains(k, "=") {
+			return nil, &GrantError{grantPrefix + ".env", fmt.Sprintf("name %q must be non-empty and contain no '='", k)}
+		}
+		if err := cString(field, k); err != nil {
+			return nil, err
+		}
+		if err := cString(field, g.Env[k]); err != nil {
+			return nil, err
+		}
+		w.envK, w.envV = append(w.envK, k), append(w.envV, g.Env[k])
+	}
+	guests := map[string]string{} // guest preopen path → the field that claims it
+	for i, d := range g.Dirs {
+		field := fmt.Sprintf("%s.dirs[%d]", grantPrefix, i)
+		if err := cString(field+".guest", d.Guest); err != nil {
+			return nil, err
+		}
+		if d.Guest == "" {
+			return nil, &GrantError{field + ".guest", "must not be empty"}
+		}
+		if other, dup := guests[d.Guest]; dup {
+			return nil, &GrantError{field + ".guest", fmt.Sprintf("%q is already preopened by %s", d.Guest, other)}
+		}
+		guests[d.Guest] = field
+		host, err := e.allowedDir(d.Host)
+		if err != nil {
+			return nil, &GrantError{field + ".host", err.Error()}
+		}
+		w.dirs = append(w.dirs, Dir{Host: host, Guest: d.Guest, Writable: d.Writable})
+	}
+	if len(g.Files) > 0 {
+		if other, dup := guests["/"]; dup {
+			return nil, &GrantError{grantPrefix + ".files", "files live in a read-only tree preopened at \"/\", which " + other + " also claims"}
+		}
+		if err := w.layOutFiles(g.Files, guests); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// cString refuses what cannot cross the C API: a NUL or invalid UTF-8.
+func cString(field, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return &GrantError{field, "must not contain a NUL byte"}
+	}
+	if !utf8.ValidString(s) {
+		return &GrantError{field, "must be valid UTF-8"}
+	}
+	return nil
+}
+
+// allowedDir resolves host (symlinks included) and returns it if it is a
+// directory at or under one of the operator's allowed directories.
+func (e *Engine) allowedDir(host string) (string, error) {
+	if host == "" {
+		return "", errors.New("must not be empty")
+	}
+	if err := cString("", host); err != nil {
+		return "", errors.New(strings.TrimPrefix(err.Error(), ": "))
+	}
+	if len(e.cfg.WASIDirs) == 0 {
+		return "", fmt.Errorf("%s: no directory may be preopened (the operator allowed none: serve --allow-dir PATH)", host)
+	}
+	abs, err := filepath.Abs(host)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", host, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("%s: not an existing directory", host)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s: not a directory", host)
+	}
+	for _, allowed := range e.cfg.WASIDirs {
+		a, err := filepath.Abs(allowed)
+		if err != nil {
+			continue
+		}
+		if a, err = filepath.EvalSymlinks(a); err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(a, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not at or under a directory the operator allowed (serve --allow-dir)", host)
+}
+
+// layOutFiles writes the in-memory files into a private directory tree.
+func (w *wasiRun) layOutFiles(files map[string][]byte, guests map[string]string) error {
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for i, p := range paths {
+		field := fmt.Sprintf("%s.files[%s]", grantPrefix, strconv.Quote(p))
+		if err := cString(field, p); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "/" {
+			return &GrantError{field, "must be an absolute, clean file path like \"/data/in.json\""}
+		}
+		if i+1 < len(paths) && strings.HasPrefix(paths[i+1], p+"/") {
+			return &GrantError{field, fmt.Sprintf("is a file, so %q cannot be under it", paths[i+1])}
+		}
+		for g, other := range guests {
+			if g != "/" && (p == g || strings.HasPrefix(p, strings.TrimSuffix(g, "/")+"/")) {
+				return &GrantError{field, "lies under " + other + " (guest " + strconv.Quote(g) + "), which would hide it"}
+			}
+		}
+	}
+	root, err := os.MkdirTemp("", "sandboxd-wasi-files-")
+	if err != nil {
+		return &Error{Kind: KindHost, Message: "creating the files tree: " + err.Error(), err: err}
+	}
+	w.root = root
+	for _, p := range paths {
+		host := filepath.Join(root, filepath.FromSlash(p[1:]))
+		if err := os.MkdirAll(filepath.Dir(host), 0o700); err != nil {
+			return &Error{Kind: KindHost, Message: "creating the files tree: " + err.Error(), err: err}
+		}
+		if err := os.WriteFile(host, files[p], 0o400); err != nil {
+			return &Error{Kind: KindHost, Message: "creating the files tree: " + err.Error(), err: err}
+		}
+	}
+	return nil
+}
+
+// attach configures store's WASI context.
+func (w *wasiRun) attach(store *wasmtime.Store) error {
+	cfg := wasmtime.NewWasiConfig()
+	defer cfg.Close() // a no-op once SetWasi consumed it
+	cfg.SetArgv(w.argv)
+	cfg.SetEnv(w.envK, w.envV)
+	w.handle = cgo.NewHandle(wasiSink(&w.out))
+	setWasiStdio(cfg, w.grant.Stdin, w.handle)
+	if w.root != "" {
+		if err := cfg.PreopenDir(w.root, "/", wasmtime.DIR_READ, wasmtime.FILE_READ); err != nil {
+			return &Error{Kind: KindHost, Message: "preopening the files tree failed"}
+		}
+	}
+	for _, d := range w.dirs {
+		dp, fp := wasmtime.DIR_READ, wasmtime.FILE_READ
+		if d.Writable {
+			dp, fp = dp|wasmtime.DIR_WRITE, fp|wasmtime.FILE_WRITE
+		}
+		if err := cfg.PreopenDir(d.Host, d.Guest, dp, fp); err != nil {
+			return &Error{Kind: KindHost, Message: fmt.Sprintf("preopening %s at %q failed", d.Host, d.Guest)}
+		}
+	}
+	store.SetWasi(cfg)
+	// wasmtime's monotonic clock starts when SetWasi builds the context;
+	// reading ours just after puts our zero a few µs later, so an absolute
+	// monotonic sleep ends at or just after the guest's target.
+	w.monoBase = time.Now()
+	return nil
+}
+
+// close frees what the run held. Call after the store has been closed.
+func (w *wasiRun) close() {
+	if w == nil {
+		return
+	}
+	if w.handle != 0 {
+		w.handle.Delete()
+		w.handle = 0
+	}
+	if w.root != "" {
+		os.RemoveAll(w.root)
+		w.root = ""
+	}
+}
+
+// instantiate links the module with wasmtime's WASI, our poll_oneoff (and
+// seeded random_get) shadowing wasmtime's, and the granted host functions.
+func (r *run) instantiateWASI() (*wasmtime.Instance, error) {
+	w := r.wasi
+	linker := wasmtime.NewLinker(r.store.Engine)
+	defer linker.Close()
+	if err := linker.DefineWasi(); err != nil {
+		return nil, err
+	}
+	linker.AllowShadowing(true)
+	i32 := wasmtime.NewValType(wasmtime.KindI32)
+	poll := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32, i32, i32}, []*wasmtime.ValType{i32})
+	if err := linker.FuncNew(WASIModule, "poll_oneoff", poll, func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+		return r.pollOneoff(c, args)
+	}); err != nil {
+		return nil, err
+	}
+	if w.seeded {
+		rnd := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32}, []*wasmtime.ValType{i32})
+		if err := linker.FuncNew(WASIModule, "random_get", rnd, r.randomGet); err != nil {
+			return nil, err
+		}
+	}
+	var host []Import
+	for _, imp := range r.module.Imports {
+		if imp.Module != WASIModule {
+			host = append(host, imp)
+		}
+	}
+	if len(host) > 0 {
+		view := *r.module
+		view.Imports = host
+		saved := r.module
+		r.module = &view
+		externs := r.hostImports()
+		r.module = saved
+		for i, imp := range host {
+			if err := linker.Define(r.store, imp.Module, imp.Name, externs[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return linker.Instantiate(r.store, r.module.wt)
+}
+
+// exitStatus reports whether err is the guest's proc_exit, and its status.
+func wasiExitStatus(err error) (int, bool) {
+	var werr *wasmtime.Error
+	if errors.As(err, &werr) {
+		if code, ok := werr.ExitStatus(); ok {
+			werr.Close()
+			return int(code), true
+		}
+	}
+	return 0, false
+}
+
+// output returns what the guest wrote, or nil for a run without WASI.
+func (w *wasiRun) output() *Output {
+	if w == nil {
+		return nil
+	}
+	return &Output{Stdout: w.out.stdout, Stderr: w.out.stderr, Truncated: w.out.truncated}
+}
+
+// outputSink keeps a prefix of each stream within the budget and forwards
+// every kept piece as it is written.
+type outputSink struct {
+	budget         uint64
+	stdout, stderr []byte
+	truncated      bool
+	forward        func(stream string, data []byte)
+}
+
+func (s *outputSink) write(stream int, p []byte) {
+	buf, name := &s.stdout, StreamStdout
+	if stream == 2 {
+		buf, name = &s.stderr, StreamStderr
+	}
+	room := s.budget - uint64(len(*buf))
+	if uint64(len(p)) > room {
+		p = p[:room]
+		s.truncated = true
+	}
+	if len(p) == 0 {
+		return
+	}
+	start := len(*buf)
+	*buf = append(*buf, p...)
+	if s.forward != nil {
+		// The kept bytes never change once written: hand out a view of
+		// them that the receiver cannot append into.
+		s.forward(name, (*buf)[start:len(*buf):len(*buf)])
+	}
+}
+
+// preview1 constants used by our functions.
+const (
+	errnoSuccess = 0
+	errnoFault   = 21
+	errnoInval   = 28
+
+	subscriptionSize = 48
+	eventSize        = 32
+	eventClock       = 0
+	clockRealtime    = 0
+	clockMonotonic   = 1
+	subAbstime       = 1
+)
+
+func errno(n int32) ([]wasmtime.Val, *wasmtime.Trap) {
+	return []wasmtime.Val{wasmtime.ValI32(n)}, nil
+}
+
+// guestMemory is the caller's exported "memory", as WASI requires.
+func guestMemory(c *wasmtime.Caller) []byte {
+	ext := c.GetExport("memory")
+	if ext == nil || ext.Memory() == nil {
+		return nil
+	}
+	return ext.Memory().UnsafeData(c)
+}
+
+func inBounds(mem []byte, ptr, n uint64) bool { return ptr+n <= uint64(len(mem)) }
+
+// pollOneoff is preview1's poll_oneoff. When every subscription is a
+// realtime or monotonic clock it sleeps here, until the earliest one is
+// due, the run's deadline passes or the run is cancelled, whichever comes
+// first; in the last two cases the guest is stopped as the epoch fence
+// would stop it. Subscriptions on file descriptors go to wasmtime's own
+// poll_oneoff: every descriptor a run can have (stdin bytes, the output
+// streams, files and directories) is always ready, so it never waits.
+func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	in, out := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
+	n, neventsPtr := uint64(uint32(args[2].I32())), uint64(uint32(args[3].I32()))
+	mem := guestMemory(c)
+	if n == 0 {
+		return errno(errnoInval)
+	}
+	if !inBounds(mem, in, n*subscriptionSize) || !inBounds(mem, out, n*eventSize) || !inBounds(mem, neventsPtr, 4) {
+		return errno(errnoFault)
+	}
+	type clockSub struct {
+		userdata uint64
+		due      time.Time
+	}
+	subs := make([]clockSub, 0, n)
+	now := time.Now()
+	for i := uint64(0); i < n; i++ {
+		s := mem[in+i*subscriptionSize:][:subscriptionSize]
+		id := binary.LittleEndian.Uint32(s[16:])
+		if s[8] != eventClock || (id != clockRealtime && id != clockMonotonic) {
+			return r.delegatePoll(c, args)
+		}
+		timeout := binary.LittleEndian.Uint64(s[24:])
+		flags := binary.LittleEndian.Uint16(s[40:])
+		var due time.Time
+		switch {
+		case flags&subAbstime == 0:
+			due = addNanos(now, timeout)
+		case id == clockRealtime:
+			due = now.Add(time.Unix(0, int64(min(timeout, math.MaxInt64))).Sub(now))
+		default:
+			due = addNanos(r.wasi.monoBase, timeout)
+		}
+		subs = append(subs, clockSub{binary.LittleEndian.Uint64(s), due})
+	}
+	earliest := subs[0].due
+	for _, s := range subs[1:] {
+		if s.due.Before(earliest) {
+			earliest = s.due
+		}
+	}
+	if stop := r.sleepUntil(earliest); stop != stopNone {
+		r.fence.stopBy(stop)
+		if stop == stopCancelled {
+			return nil, wasmtime.NewTrap("sandboxd: run cancelled")
+		}
+		return nil, wasmtime.NewTrap("sandboxd: deadline exceeded")
+	}
+	mem = guestMemory(c) // the same memory: the guest could not run meanwhile
+	now = time.Now()
+	var events uint32
+	for _, s := range subs {
+		if s.due.After(now) && !s.due.Equal(earliest) {
+			continue
+		}
+		ev := mem[out+uint64(events)*eventSize:][:eventSize]
+		clear(ev)
+		binary.LittleEndian.PutUint64(ev, s.userdata)
+		ev[10] = eventClock
+		events++
+	}
+	binary.LittleEndian.PutUint32(mem[neventsPtr:], events)
+	return errno(errnoSuccess)
+}
+
+// addNanos is t + ns, saturating far in the future.
+func addNanos(t time.Time, ns uint64) time.Time {
+	if ns > math.MaxInt64 {
+		ns = math.MaxInt64
+	}
+	return t.Add(time.Duration(ns))
+}
+
+// sleepUntil waits until due, the run's deadline or its cancellation, and
+// says which stopped it (stopNone: due came first).
+func (r *run) sleepUntil(due time.Time) stopReason {
+	wait := time.Until(due)
+	if wait <= 0 {
+		return stopNone
+	}
+	left := r.fence.remaining()
+	stop := stopNone
+	if left <= wait {
+		wait, stop = left, stopTimedOut
+	}
+	if wait <= 0 {
+		return stop
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		// The timer fired at or after the fence's deadline when that was
+		// the nearer, so the epoch callback agrees it has passed.
+		return stop
+	case <-r.wasi.ctx.Done():
+		return stopCancelled
+	}
+}
+
+// delegatePoll calls wasmtime's own poll_oneoff. A host function cannot
+// call it directly (WASI functions find the guest's memory through their
+// caller), so a two-line helper module that imports the guest's memory and
+// re-exports it as "memory" calls it on the host's behalf. It is
+// instantiated once per run, on first use, in the run's store (hence the
+// one extra instance a WASI run may have).
+func (r *run) delegatePoll(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	w := r.wasi
+	if w.helper == nil {
+		ext := c.GetExport("memory")
+		if ext == nil || ext.Memory() == nil {
+			return nil, wasmtime.NewTrap("poll_oneoff needs the guest to export its memory as \"memory\"")
+		}
+		fn, err := r.pollHelper(c, ext.Memory())
+		if err != nil {
+			return nil, wasmtime.NewTrap("sandboxd: poll_oneoff helper: " + cleanMessage(err.Error()))
+		}
+		w.helper = fn
+	}
+	res, err := w.helper.Call(c, args[0].I32(), args[1].I32(), args[2].I32(), args[3].I32())
+	if err != nil {
+		var trap *wasmtime.Trap
+		if errors.As(err, &trap) {
+			return nil, trap
+		}
+		return nil, wasmtime.NewTrap(cleanMessage(err.Error()))
+	}
+	return []wasmtime.Val{wasmtime.ValI32(res.(int32))}, nil
+}
+
+const pollHelperWAT = `(module
+  (import "sandboxd" "memory" (memory 0))
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (export "memory" (memory 0))
+  (func (export "poll_oneoff") (param i32 i32 i32 i32) (result i32)
+    (call $poll (local.get 0) (local.get 1) (local.get 2) (local.get 3))))`
+
+var pollHelperWasm = sync.OnceValues(func() ([]byte, error) { return wasmtime.Wat2Wasm(pollHelperWAT) })
+
+func (r *run) pollHelper(c *wasmtime.Caller, mem *wasmtime.Memory) (*wasmtime.Func, error) {
+	wasm, err := pollHelperWasm()
+	if err != nil {
+		return nil, err
+	}
+	mod, err := wasmtime.NewModule(r.store.Engine, wasm)
+	if err != nil {
+		return nil, err
+	}
+	linker := wasmtime.NewLinker(r.store.Engine)
+	defer linker.Close()
+	if err := linker.DefineWasi(); err != nil {
+		return nil, err
+	}
+	if err := linker.Define(c, "sandboxd", "memory", mem); err != nil {
+		return nil, err
+	}
+	inst, err := linker.Instantiate(c, mod)
+	if err != nil {
+		return nil, err
+	}
+	return inst.GetFunc(c, "poll_oneoff"), nil
+}
+
+// randomGet is preview1's random_get for a seeded run: the bytes of the
+// run's splitmix64 stream (the one host::random draws from), little-endian.
+func (r *run) randomGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	buf, n := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
+	mem := guestMemory(c)
+	if !inBounds(mem, buf, n) {
+		return errno(errnoFault)
+	}
+	dst := mem[buf : buf+n]
+	var word [8]byte
+	for len(dst) > 0 {
+		binary.LittleEndian.PutUint64(word[:], r.random.next())
+		dst = dst[copy(dst, word[:]):]
+	}
+	return errno(errnoSuccess)
+}
+
+// entryPoint is the export a request calls: the one named, else a WASI
+// command's _start, else "run".
+func entryPoint(m *Module, fn string) string {
+	if fn != "" {
+		return fn
+	}
+	if e, ok := m.Export("_start"); ok && e.Kind == "func" {
+		return "_start"
+	}
+	return "run"
+}

@@ -1,0 +1,212 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// wasiHello writes "hello\n" to stdout and exits with status $code (or
+// returns from _start when $code is 0).
+const wasiHello = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (import "wasi_snapshot_preview1" "args_sizes_get" (func $args_sizes_get (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "hello\n")
+  (func (export "_start")
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 6))
+    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+    (drop (call $fd_write (i32.const 2) (i32.const 0) (i32.const 1) (i32.const 8)))
+    (if (i32.ne (i32.const CODE) (i32.const 0)) (then (call $proc_exit (i32.const CODE))))))`
+
+// wasiSleeper writes "ready\n", then sleeps NS nanoseconds in poll_oneoff
+// (one relative monotonic clock subscription), then writes "woke\n".
+const wasiSleeper = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "ready\n")
+  (data (i32.const 32) "woke\n")
+  (func $say (param i32 i32)
+    (i32.store (i32.const 0) (local.get 0))
+    (i32.store (i32.const 4) (local.get 1))
+    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
+  (func (export "_start")
+    (call $say (i32.const 16) (i32.const 6))
+    ;; subscription at 100: userdata 7, tag clock, id monotonic, timeout NS, flags 0
+    (i64.store (i32.const 100) (i64.const 7))
+    (i32.store8 (i32.const 108) (i32.const 0))
+    (i32.store (i32.const 116) (i32.const 1))
+    (i64.store (i32.const 124) (i64.const NS))
+    (i64.store (i32.const 132) (i64.const 0))
+    (i32.store16 (i32.const 140) (i32.const 0))
+    (drop (call $poll (i32.const 100) (i32.const 200) (i32.const 1) (i32.const 240)))
+    (call $say (i32.const 32) (i32.const 5))))`
+
+func compileWAT(t testing.TB, wat string) *sandbox.Module {
+	t.Helper()
+	m, _, err := engine(t).Compile(context.Background(), sandbox.Source{WAT: wat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func wasiRequest(m *sandbox.Module, w *sandbox.WASI) sandbox.Request {
+	return sandbox.Request{Module: m, Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{WASI: w}}
+}
+
+func TestWASIRefusedWithoutGrant(t *testing.T) {
+	wat := strings.ReplaceAll(wasiHello, "CODE", "0")
+	m := compileWAT(t, wat)
+	_, err := engine(t).Run(context.Background(), sandbox.Request{Module: m, Limits: limits.Defaults()})
+	se := wantKind(t, err, sandbox.KindDisallowedImport)
+	for _, fn := range []string{"fd_write", "proc_exit", "args_sizes_get"} {
+		if !strings.Contains(se.Message, fn) {
+			t.Errorf("message %q does not name %s", se.Message, fn)
+		}
+	}
+	if se.Module != sandbox.WASIModule {
+		t.Errorf("module = %q", se.Module)
+	}
+
+	// The same refusal from the bytes alone, before anything is compiled.
+	e := newEngine(t, sandbox.Config{})
+	err = e.CheckWASIGrant(sandbox.Source{WAT: wat}, sandbox.Capabilities{})
+	var pre *sandbox.Error
+	if !errors.As(err, &pre) || pre.Kind != sandbox.KindDisallowedImport || pre.Message != se.Message {
+		t.Fatalf("CheckWASIGrant = %v, want %v", err, se)
+	}
+	if st := e.CacheStats(); st.Misses != 0 || st.Entries != 0 {
+		t.Errorf("CheckWASIGrant compiled something: %+v", st)
+	}
+	if err := e.CheckWASIGrant(sandbox.Source{WAT: wat}, sandbox.Capabilities{WASI: &sandbox.WASI{}}); err != nil {
+		t.Errorf("with the grant: %v", err)
+	}
+	if err := e.CheckWASIGrant(sandbox.Source{WAT: `(module)`}, sandbox.Capabilities{}); err != nil {
+		t.Errorf("no WASI imports: %v", err)
+	}
+}
+
+func TestWASIHelloAndExitCode(t *testing.T) {
+	for _, code := range []string{"0", "3"} {
+		t.Run("exit "+code, func(t *testing.T) {
+			m := compileWAT(t, strings.ReplaceAll(wasiHello, "CODE", code))
+			var mu sync.Mutex
+			var streamed []string
+			req := wasiRequest(m, &sandbox.WASI{})
+			req.Output = func(stream string, data []byte) {
+				mu.Lock()
+				streamed = append(streamed, stream+":"+string(data))
+				mu.Unlock()
+			}
+			res, err := engine(t).Run(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[string]int{"0": 0, "3": 3}[code]; res.ExitCode != want {
+				t.Errorf("exit code %d, want %d", res.ExitCode, want)
+			}
+			if res.Output == nil || string(res.Output.Stdout) != "hello\n" || string(res.Output.Stderr) != "hello\n" || res.Output.Truncated {
+				t.Errorf("output %+v", res.Output)
+			}
+			if got := strings.Join(streamed, "|"); got != "stdout:hello\n|stderr:hello\n" {
+				t.Errorf("streamed %q", got)
+			}
+		})
+	}
+}
+
+func TestWASIOutputBudget(t *testing.T) {
+	m := compileWAT(t, strings.ReplaceAll(wasiHello, "CODE", "0"))
+	req := wasiRequest(m, &sandbox.WASI{})
+	req.Limits.OutputBytes = 4
+	res, err := engine(t).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output.Stdout) != "hell" || string(res.Output.Stderr) != "hell" || !res.Output.Truncated {
+		t.Errorf("output %+v", res.Output)
+	}
+}
+
+// A guest asleep in poll_oneoff stops at its deadline, with the output so
+// far; wasmtime's own poll_oneoff would sleep the whole 30 s.
+func TestWASISleepPastDeadline(t *testing.T) {
+	m := compileWAT(t, strings.ReplaceAll(wasiSleeper, "NS", "30000000000"))
+	req := wasiRequest(m, &sandbox.WASI{})
+	req.Limits.Timeout = 200 * time.Millisecond
+	start := time.Now()
+	_, err := engine(t).Run(context.Background(), req)
+	took := time.Since(start)
+	se := wantKind(t, err, sandbox.KindTimeout)
+	t.Logf("stopped after %v (deadline 200ms)", took)
+	if took > 10*time.Second {
+		t.Errorf("took %v: the sleep was not interrupted", took)
+	}
+	if se.Output == nil || string(se.Output.Stdout) != "ready\n" {
+		t.Errorf("output so far %+v", se.Output)
+	}
+}
+
+// A short sleep completes and the guest carries on.
+func TestWASISleepCompletes(t *testing.T) {
+	m := compileWAT(t, strings.ReplaceAll(wasiSleeper, "NS", "20000000"))
+	start := time.Now()
+	res, err := engine(t).Run(context.Background(), wasiRequest(m, &sandbox.WASI{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 20*time.Millisecond {
+		t.Errorf("a 20 ms sleep returned after %v", took)
+	}
+	if string(res.Output.Stdout) != "ready\nwoke\n" {
+		t.Errorf("stdout %q", res.Output.Stdout)
+	}
+}
+
+// Output streams while the guest runs: the test sees "ready" while the
+// guest is still asleep, then cancels it.
+func TestWASICancelWhileSleeping(t *testing.T) {
+	m := compileWAT(t, strings.ReplaceAll(wasiSleeper, "NS", "30000000000"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := wasiRequest(m, &sandbox.WASI{})
+	req.Limits.Timeout = time.Minute
+	ready := make(chan struct{})
+	req.Output = func(stream string, data []byte) {
+		if string(data) == "ready\n" {
+			close(ready)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := engine(t).Run(ctx, req)
+		done <- err
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("run ended before streaming anything: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no output streamed")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		se := wantKind(t, err, sandbox.KindCancelled)
+		if se.Output == nil || string(se.Output.Stdout) != "ready\n" {
+			t.Errorf("output so far %+v", se.Output)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled guest kept sleeping")
+	}
+}
