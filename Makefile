@@ -4,13 +4,20 @@ GO      ?= go
 BIN     := bin/sandboxd
 export SANDBOXD_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build demo test test-go test-python test-node bench fuzz clean
+.PHONY: all build install demo test test-go test-python test-node bench fuzz clean
 
 all: build
 
 # The sidecar/CLI binary.
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/sandboxd
+
+# Install the binary as $(DESTDIR)$(PREFIX)/bin/sandboxd (PREFIX=$$HOME/.local
+# for a user install; DESTDIR for packaging).
+PREFIX  ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/sandboxd
 
 # The main job: build, then real runs through the CLI and the sidecar.
 demo: build

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -499,4 +500,75 @@ func TestCLIHelpAndVersion(t *testing.T) {
 			t.Errorf("sandboxd %s: want exit 1 with usage on stderr only, got %s", strings.Join(args, " "), r)
 		}
 	}
+}
+
+// TestCLIReadmeExamples runs the README's CLI block (the console block
+// after <!-- cli-examples -->) from the repository root and compares what
+// each command prints on stdout and stderr, and its exit status where the
+// block echoes it. Only elapsedMicros and queuedMicros, which vary, are
+// not compared.
+func TestCLIReadmeExamples(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- cli-examples -->\n```console\n")
+	if block, _, ok = strings.Cut(block, "\n```\n"); !ok {
+		t.Fatal("README.md has no console block after <!-- cli-examples -->")
+	}
+	type example struct {
+		command                  string
+		stdout, stderr, exitCode string
+	}
+	var examples []*example
+	for _, line := range strings.Split(block, "\n") {
+		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
+			examples = append(examples, &example{command: cmd})
+			continue
+		}
+		if len(examples) == 0 {
+			t.Fatalf("README CLI block starts with %q, not a command", line)
+		}
+		e := examples[len(examples)-1]
+		if text, ok := strings.CutSuffix(line, "(stderr)"); ok {
+			e.stderr += strings.TrimRight(text, " ") + "\n"
+		} else if strings.HasSuffix(e.command, "; echo $?") && e.exitCode == "" && isDecimal(line) {
+			e.exitCode = line
+		} else {
+			e.stdout += line + "\n"
+		}
+	}
+	varying := regexp.MustCompile(`"(elapsedMicros|queuedMicros)":[0-9]+`)
+	normalize := func(s string) string { return varying.ReplaceAllString(s, `"$1":…`) }
+	for _, e := range examples {
+		cmdline, echo := strings.CutSuffix(e.command, "; echo $?")
+		args := strings.Fields(cmdline)
+		if len(args) < 2 || args[0] != "bin/sandboxd" {
+			t.Fatalf("README example %q does not run bin/sandboxd", e.command)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, binPath, args[1:]...)
+		cmd.Dir = filepath.Join("..", "..")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		code := exitCode(cmd.Run())
+		cancel()
+		if normalize(stdout.String()) != normalize(e.stdout) || stderr.String() != e.stderr {
+			t.Errorf("README example %q prints\nstdout:\n%s\nstderr:\n%s\nbut the README shows\nstdout:\n%s\nstderr:\n%s",
+				e.command, stdout.String(), stderr.String(), e.stdout, e.stderr)
+		}
+		if echo && strconv.Itoa(code) != e.exitCode {
+			t.Errorf("README example %q exits %d, the README shows %q", e.command, code, e.exitCode)
+		} else if !echo && code != 0 {
+			t.Errorf("README example %q exits %d; echo $? in the README if that is meant", e.command, code)
+		}
+	}
+	if len(examples) < 4 {
+		t.Errorf("found %d README CLI examples, want at least 4", len(examples))
+	}
+}
+
+func isDecimal(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
 }
