@@ -23,7 +23,8 @@ type Limits struct {
 	// Timeout is the wall-clock budget from the start of instantiation
 	// (start function included) to the end of the call.
 	Timeout time.Duration
-	// MemoryBytes caps the sum of all linear memories of the run.
+	// MemoryBytes caps the sum of all linear memories and table storage
+	// (8 bytes per funcref, 4 per externref element) of the run.
 	MemoryBytes uint64
 	// TableElements caps the elements of each table.
 	TableElements uint64

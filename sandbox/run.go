@@ -162,8 +162,8 @@ func (r *run) execute() ([]Value, error) {
 	}
 	r.instance = inst
 	info := r.module.info
-	if info.GrowsMemory { // each export lookup costs: skip caps no code can reach
-		r.setGlobal(wasmbin.ExportMemCapPages, int64(r.req.Limits.MemoryBytes/limits.WasmPageSize))
+	if info.GrowsMemory || info.GrowsTable { // each export lookup costs: skip caps no code can reach
+		r.setGlobal(wasmbin.ExportMemCapBytes, int64(r.req.Limits.MemoryBytes))
 	}
 	if info.GrowsTable {
 		r.setGlobal(wasmbin.ExportTableCap, int64(r.req.Limits.TableElements))
@@ -206,8 +206,10 @@ func (r *run) getGlobalIf(used bool, name string) uint64 {
 	return 0
 }
 
-// usage reads fuel consumed and the peak of all linear memories. Memories
-// never shrink, so their current total is their peak.
+// usage reads fuel consumed and the peak of memory: the bytes of all
+// linear memories plus the storage of all tables (ElemBytes per element),
+// the same total the cap bounds. Neither ever shrinks, so the current total
+// is the peak.
 func (r *run) usage() Usage {
 	var u Usage
 	if left, err := r.store.GetFuel(); err == nil {
@@ -223,6 +225,13 @@ func (r *run) usage() Usage {
 			break
 		}
 		u.PeakMemoryBytes += uint64(ext.Memory().DataSize(r.store))
+	}
+	for i := 0; i < info.ImportedTables+len(info.Tables); i++ {
+		ext := r.instance.GetExport(r.store, wasmbin.TableExportName(i))
+		if ext == nil || ext.Table() == nil {
+			break
+		}
+		u.PeakMemoryBytes += ext.Table().Size(r.store) * r.module.tableElemBytes(i)
 	}
 	return u
 }
@@ -255,10 +264,10 @@ func (r *run) classify(err error) *Error {
 		return cancelledError()
 	}
 	info := r.module.info
-	if pages := r.getGlobalIf(info.GrowsMemory, wasmbin.ExportMemDeniedPages); pages > 0 {
+	if bytes := r.getGlobalIf(info.GrowsMemory || info.GrowsTable, wasmbin.ExportMemDeniedBytes); bytes > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes,
-			Requested: pages * limits.WasmPageSize,
-			Message:   fmt.Sprintf("memory growth to %d bytes denied: the cap is %d bytes", pages*limits.WasmPageSize, l.MemoryBytes)}
+			Requested: bytes,
+			Message:   fmt.Sprintf("memory growth to %d bytes denied: the cap is %d bytes (linear memory and tables together)", bytes, l.MemoryBytes)}
 	}
 	if elems := r.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied); elems > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceTable, Limit: l.TableElements,
@@ -426,13 +435,24 @@ func checkStaticCaps(info *wasmbin.Info, l limits.Limits) *Error {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemories, Limit: l.Memories, Requested: n,
 			Message: fmt.Sprintf("module defines %d memories; the limit is %d (raise limits.memories)", n, l.Memories)}
 	}
-	var pages uint64
+	// Memories and tables share the cap, initial sizes included, so 100
+	// tables of 10M funcref elements (8 GB in wasmtime) are refused here.
+	// Table minimums are u32 (table64 is off) and there are fewer tables
+	// than module bytes, so the sum cannot overflow.
+	var memBytes, tableBytes uint64
 	for _, mem := range info.Memories {
-		pages += mem.MinPages
+		memBytes += mem.MinPages * limits.WasmPageSize
 	}
-	if pages*limits.WasmPageSize > l.MemoryBytes {
-		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes, Requested: pages * limits.WasmPageSize,
-			Message: fmt.Sprintf("initial memory of %d bytes exceeds the cap of %d bytes", pages*limits.WasmPageSize, l.MemoryBytes)}
+	for _, t := range info.Tables {
+		tableBytes += t.Min * t.ElemBytes()
+	}
+	if total := memBytes + tableBytes; total > l.MemoryBytes {
+		what := "initial memory"
+		if tableBytes > 0 {
+			what = fmt.Sprintf("initial memory and tables (%d bytes of table storage)", tableBytes)
+		}
+		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes, Requested: total,
+			Message: fmt.Sprintf("%s of %d bytes exceeds the cap of %d bytes", what, total, l.MemoryBytes)}
 	}
 	for i, t := range info.Tables {
 		if t.Min > l.TableElements {
@@ -483,4 +503,13 @@ func fromWasmtime(out any, types []string) []Value {
 		}
 	}
 	return vals
+}
+
+// tableElemBytes is the per-element storage of table i (imported tables
+// first, as in the index space).
+func (m *Module) tableElemBytes(i int) uint64 {
+	if i < m.info.ImportedTables {
+		return 8 // the larger element size: imports are never granted
+	}
+	return m.info.Tables[i-m.info.ImportedTables].ElemBytes()
 }

@@ -151,3 +151,30 @@ func TestCapHoldsOverFourMemories(t *testing.T) {
 	r = runCLI(t, initial, "--memories", "4", "--memory-mb", "16")
 	wantCode(t, r, 4)
 }
+
+// TestTablesCountAgainstTheMemoryCap: table storage (8 bytes per funcref
+// element in wasmtime) counts toward memoryBytes and peakMemoryBytes.
+// Before, 100 tables of 10M elements took 7.8 GB under a 1 MiB cap and
+// reported a peak of 64 KiB; here ten tables of 1M elements (80 MB) stand
+// in for them.
+func TestTablesCountAgainstTheMemoryCap(t *testing.T) {
+	many := writeGuest(t, "tables.wat", "(module (memory 1)"+strings.Repeat(" (table 1000000 funcref)", 10)+
+		" (func (export \"run\")))")
+	r := runCLI(t, many, "--memory-mb", "1", "--table-elements", "10000000", "--json")
+	if r.code != 4 || !strings.Contains(r.stdout, `"resource":"memory"`) || !strings.Contains(r.stdout, `"requested":80065536`) {
+		t.Errorf("10 tables of 1M funcref elements under a 1 MiB cap: want memory_limit_exceeded requesting 80065536 bytes, got %s", r)
+	}
+	grow := writeGuest(t, "table_grow.wat", `(module (table $t 0 funcref)
+	  (func (export "run")
+	    (if (i32.eq (table.grow $t (ref.null func) (i32.const 1000000)) (i32.const -1)) (then unreachable))))`)
+	r = runCLI(t, grow, "--memory-mb", "1", "--table-elements", "10000000", "--json")
+	if r.code != 4 || !strings.Contains(r.stdout, `"requested":8000000`) {
+		t.Errorf("table.grow by 1M funcref elements under a 1 MiB cap: want memory_limit_exceeded requesting 8000000 bytes, got %s", r)
+	}
+	peak := writeGuest(t, "table_peak.wat", `(module (memory 1) (table $t 1000 funcref) (table $e 10 externref)
+	  (func (export "run") (result i32) (table.grow $t (ref.null func) (i32.const 24))))`)
+	r = runCLI(t, peak, "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"peakMemoryBytes":73768`) {
+		t.Errorf("1 page + 1024 funcref + 10 externref elements: want peakMemoryBytes 65536 + 8192 + 40 = 73768, got %s", r)
+	}
+}

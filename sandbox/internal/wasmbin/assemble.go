@@ -13,6 +13,7 @@ const (
 	opI64GtU       = 0x56
 	opI64Add       = 0x7c
 	opI64ExtendU   = 0xad // i64.extend_i32_u
+	opI64Mul       = 0x7e
 	blockTypeEmpty = 0x40
 )
 
@@ -27,8 +28,8 @@ const (
 
 // injectedGlobalNames lists export names in injected-global order.
 var injectedGlobalNames = [numGlobals]string{
-	globalMemCap:      ExportMemCapPages,
-	globalMemDenied:   ExportMemDeniedPages,
+	globalMemCap:      ExportMemCapBytes,
+	globalMemDenied:   ExportMemDeniedBytes,
 	globalTableCap:    ExportTableCap,
 	globalTableDenied: ExportTableDenied,
 }
@@ -113,7 +114,7 @@ func insertPos(secs []section, rank int) int {
 	return len(secs)
 }
 
-// exportEntries encodes the injected exports: every memory, the control
+// exportEntries encodes the injected exports: every memory and table, the control
 // globals, and the original start function.
 func (m *module) exportEntries() (int, []byte) {
 	var out []byte
@@ -127,6 +128,9 @@ func (m *module) exportEntries() (int, []byte) {
 	}
 	for i := range m.memories {
 		add(MemoryExportName(i), kindMemory, uint64(i))
+	}
+	for i := range m.tables {
+		add(TableExportName(i), kindTable, uint64(i))
 	}
 	firstGlobal := uint64(m.info.ImportedGlobals) + uint64(m.globals.count)
 	for i, name := range injectedGlobalNames {
@@ -149,7 +153,10 @@ func (g *helperGen) globals() []byte {
 	var out []byte
 	for i := range numGlobals {
 		init := int64(0)
-		if i == globalMemCap || i == globalTableCap {
+		switch i {
+		case globalMemCap:
+			init = noByteCap
+		case globalTableCap:
 			init = noCap
 		}
 		out = append(out, valI64, 0x01, opI64Const)
@@ -213,10 +220,15 @@ func (g *helperGen) signature(k helperKey) []byte {
 	return []byte{0x60, 1, it, 1, it}
 }
 
-// body encodes a helper. Both kinds compute the requested size as an i64 in
-// a scratch local, deny (recording the largest denied request) when it
-// exceeds the cap global, and otherwise perform the original grow, whose
-// own failure (e.g. the declared maximum) is deliberately not recorded.
+// body encodes a helper. Each computes a request as an i64 in a scratch
+// local, denies it (recording the largest denied request) when it exceeds
+// a cap global, and otherwise performs the original grow, whose own
+// failure (e.g. the declared maximum) is deliberately not recorded.
+//
+// memory.grow checks one request: the bytes of every memory and every
+// table after the growth against the byte cap. table.grow checks two: the
+// table's elements after the growth against the per-table element cap,
+// then the same byte total against the byte cap.
 func (g *helperGen) body(k helperKey) []byte {
 	if k.op.isBulk() {
 		return g.bulkBody(k)
@@ -225,16 +237,46 @@ func (g *helperGen) body(k helperKey) []byte {
 	it := g.indexType(k)
 	// Locals: params, then one i64 scratch local holding the request.
 	b := []byte{1, 1, valI64}
-	var delta, scratch uint64 = 0, 1
+	var delta, scratch byte = 0, 1
 	if table {
 		delta, scratch = 1, 2
 	}
-	b = append(b, opLocalGet, byte(delta))
-	b = extendU(b, it)
+	ret := func(b []byte) []byte { // return -1 of the index type
+		if it == valI64 {
+			return append(b, opI64Const, 0x7f, opReturn)
+		}
+		return append(b, opI32Const, 0x7f, opReturn)
+	}
 	if table {
+		b = append(b, opLocalGet, delta)
+		b = extendU(b, it)
 		b = append(b, prefixFC, fcTableSize)
 		b = appendULEB(b, uint64(k.a))
 		b = extendU(b, it)
+		b = append(b, opI64Add, opLocalSet, scratch)
+		if it == valI64 {
+			// A 64-bit delta can wrap the sum; saturate so it is denied.
+			b = append(b, opLocalGet, scratch, opLocalGet, delta, opI64LtU,
+				opIf, blockTypeEmpty, opI64Const, 0x7f, opLocalSet, scratch, opEnd)
+		}
+		b = g.denyAbove(b, scratch, globalTableCap, globalTableDenied, ret)
+	}
+	// The byte total after the growth. A 64-bit delta is clamped to 2^32-1
+	// first, which is still past any cap and cannot overflow the sum.
+	b = append(b, opLocalGet, delta)
+	b = extendU(b, it)
+	if it == valI64 {
+		b = append(b, opI64Const)
+		b = appendSLEB(b, 0xFFFFFFFF)
+		b = append(b, opLocalGet, delta, opI64Const)
+		b = appendSLEB(b, 0xFFFFFFFF)
+		b = append(b, opI64LtU, opSelect)
+	}
+	if table {
+		b = append(b, opI64Const)
+		b = appendSLEB(b, int64(g.m.tables[k.a].ElemBytes()))
+		b = append(b, opI64Mul)
+		b = g.memoryBytes(b)
 		b = append(b, opI64Add)
 	} else {
 		for i, mem := range g.m.memories {
@@ -243,32 +285,11 @@ func (g *helperGen) body(k helperKey) []byte {
 			b = extendU(b, indexTypeOf(mem.Memory64))
 			b = append(b, opI64Add)
 		}
+		b = append(b, opI64Const, pageShift, opI64Shl)
 	}
-	b = append(b, opLocalSet, byte(scratch))
-	if it == valI64 {
-		// A 64-bit delta can wrap the sum; saturate so it is denied.
-		b = append(b, opLocalGet, byte(scratch), opLocalGet, byte(delta), opI64LtU,
-			opIf, blockTypeEmpty, opI64Const, 0x7f, opLocalSet, byte(scratch), opEnd)
-	}
-	capGlobal, deniedGlobal := g.firstGlobal+globalMemCap, g.firstGlobal+globalMemDenied
-	if table {
-		capGlobal, deniedGlobal = g.firstGlobal+globalTableCap, g.firstGlobal+globalTableDenied
-	}
-	// if request > cap { if denied < request { denied = request }; return -1 }
-	b = append(b, opLocalGet, byte(scratch), opGlobalGet)
-	b = appendULEB(b, uint64(capGlobal))
-	b = append(b, opI64GtU, opIf, blockTypeEmpty, opGlobalGet)
-	b = appendULEB(b, uint64(deniedGlobal))
-	b = append(b, opLocalGet, byte(scratch), opI64LtU, opIf, blockTypeEmpty,
-		opLocalGet, byte(scratch), opGlobalSet)
-	b = appendULEB(b, uint64(deniedGlobal))
-	b = append(b, opEnd)
-	if it == valI64 {
-		b = append(b, opI64Const, 0x7f)
-	} else {
-		b = append(b, opI32Const, 0x7f)
-	}
-	b = append(b, opReturn, opEnd)
+	b = g.tableBytes(b)
+	b = append(b, opLocalSet, scratch)
+	b = g.denyAbove(b, scratch, globalMemCap, globalMemDenied, ret)
 	// The original grow.
 	if table {
 		b = append(b, opLocalGet, 0, opLocalGet, 1, prefixFC, fcTableGrow)
@@ -277,6 +298,47 @@ func (g *helperGen) body(k helperKey) []byte {
 	}
 	b = appendULEB(b, uint64(k.a))
 	return append(b, opEnd)
+}
+
+// denyAbove appends: if request > cap { if denied < request { denied =
+// request }; return -1 }.
+func (g *helperGen) denyAbove(b []byte, request byte, capG, deniedG uint32, ret func([]byte) []byte) []byte {
+	capGlobal, deniedGlobal := uint64(g.firstGlobal+capG), uint64(g.firstGlobal+deniedG)
+	b = append(b, opLocalGet, request, opGlobalGet)
+	b = appendULEB(b, capGlobal)
+	b = append(b, opI64GtU, opIf, blockTypeEmpty, opGlobalGet)
+	b = appendULEB(b, deniedGlobal)
+	b = append(b, opLocalGet, request, opI64LtU, opIf, blockTypeEmpty,
+		opLocalGet, request, opGlobalSet)
+	b = appendULEB(b, deniedGlobal)
+	b = append(b, opEnd)
+	b = ret(b)
+	return append(b, opEnd)
+}
+
+// memoryBytes appends the bytes of all memories, as an i64.
+func (g *helperGen) memoryBytes(b []byte) []byte {
+	b = append(b, opI64Const, 0)
+	for i, mem := range g.m.memories {
+		b = append(b, opMemorySize)
+		b = appendULEB(b, uint64(i))
+		b = extendU(b, indexTypeOf(mem.Memory64))
+		b = append(b, opI64Add)
+	}
+	return append(b, opI64Const, pageShift, opI64Shl)
+}
+
+// tableBytes adds the storage of every table to the i64 on the stack.
+func (g *helperGen) tableBytes(b []byte) []byte {
+	for i, t := range g.m.tables {
+		b = append(b, prefixFC, fcTableSize)
+		b = appendULEB(b, uint64(i))
+		b = extendU(b, indexTypeOf(t.Table64))
+		b = append(b, opI64Const)
+		b = appendSLEB(b, int64(t.ElemBytes()))
+		b = append(b, opI64Mul, opI64Add)
+	}
+	return b
 }
 
 func indexTypeOf(is64 bool) byte {

@@ -24,7 +24,7 @@ func TestInjectedExports(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := instantiate(t, tc.wat)
 			for name, want := range map[string]int64{
-				ExportMemCapPages: noCap, ExportMemDeniedPages: 0,
+				ExportMemCapBytes: noByteCap, ExportMemDeniedBytes: 0,
 				ExportTableCap: noCap, ExportTableDenied: 0,
 			} {
 				if got := s.global(name); got != want {
@@ -52,7 +52,7 @@ func TestHiddenMemoryContentsReadable(t *testing.T) {
 }
 
 func TestReservedExportNamesRejected(t *testing.T) {
-	for _, name := range []string{ExportMemCapPages, ExportStart, MemoryExportName(0), ReservedPrefix + "other"} {
+	for _, name := range []string{ExportMemCapBytes, ExportStart, MemoryExportName(0), ReservedPrefix + "other"} {
 		t.Run(name, func(t *testing.T) {
 			wasm := wat2wasm(t, `(module (memory 1) (func (export "`+name+`")))`)
 			_, _, err := Instrument(wasm)

@@ -57,9 +57,36 @@ func TestTableGrowCap(t *testing.T) {
 			if got := s.global(ExportTableDenied); got != tc.wantDenied {
 				t.Errorf("table denied = %d, want %d", got, tc.wantDenied)
 			}
-			if got := s.global(ExportMemDeniedPages); got != 0 {
+			if got := s.global(ExportMemDeniedBytes); got != 0 {
 				t.Errorf("memory denied = %d, want 0", got)
 			}
 		})
+	}
+}
+
+// TestTablesCountInTheByteCap: table storage (ElemBytes per element) and
+// linear memory share the byte cap, whichever of them grows.
+func TestTablesCountInTheByteCap(t *testing.T) {
+	s := instantiate(t, `(module (memory 1) (table $f 100 funcref) (table $e 10 externref)
+	  (func (export "growf") (param i32) (result i32) (table.grow $f (ref.null func) (local.get 0)))
+	  (func (export "growe") (param i32) (result i32) (table.grow $e (ref.null extern) (local.get 0)))
+	  (func (export "growm") (param i32) (result i32) (memory.grow (local.get 0))))`)
+	base := int64(page + 100*8 + 10*4) // 66376 bytes before any growth
+	s.setGlobal(ExportMemCapBytes, base+1000)
+	s.run([]step{
+		{"growf", []any{125}, 100}, // +1000 bytes: exactly the cap
+		{"growe", []any{1}, -1},    // +4 bytes past it
+		{"growm", []any{1}, -1},
+	})
+	if got, want := s.global(ExportMemDeniedBytes), base+1000+page; got != want {
+		t.Errorf("denied = %d, want %d (the largest request, from memory.grow)", got, want)
+	}
+	if got := s.global(ExportTableDenied); got != 0 {
+		t.Errorf("table denied = %d, want 0 (no per-table cap was hit)", got)
+	}
+	for i, want := range []uint64{225, 10} {
+		if got := s.export(TableExportName(i)).Table().Size(s.store); got != want {
+			t.Errorf("table %d size = %d, want %d", i, got, want)
+		}
 	}
 }

@@ -28,13 +28,17 @@ const (
 	// ExportMemoryPrefix followed by a decimal memory index names the export
 	// of every memory, imported or defined.
 	ExportMemoryPrefix = "__sandboxd_memory_"
-	// ExportMemCapPages is a mutable i64 global: the cap on the total pages
-	// of all memories. Its initial value 0xFFFFFFFF means "no cap".
-	ExportMemCapPages = "__sandboxd_mem_cap_pages"
-	// ExportMemDeniedPages is a mutable i64 global, initially 0: the largest
-	// total page count a memory.grow asked for and was refused because of
-	// the cap.
-	ExportMemDeniedPages = "__sandboxd_mem_denied_pages"
+	// ExportMemCapBytes is a mutable i64 global: the cap on the bytes of
+	// all memories and tables together (tables at ElemBytes per element).
+	// Its initial value 2^62 means "no cap".
+	ExportMemCapBytes = "__sandboxd_mem_cap_bytes"
+	// ExportMemDeniedBytes is a mutable i64 global, initially 0: the
+	// largest byte total a memory.grow or table.grow asked for and was
+	// refused because of the byte cap.
+	ExportMemDeniedBytes = "__sandboxd_mem_denied_bytes"
+	// ExportTablePrefix followed by a decimal table index names the export
+	// of every table, imported or defined, so the host can read its size.
+	ExportTablePrefix = "__sandboxd_table_"
 	// ExportTableCap is a mutable i64 global: the cap on the elements of
 	// each table. Initially 0xFFFFFFFF.
 	ExportTableCap = "__sandboxd_table_cap"
@@ -48,8 +52,11 @@ const (
 	ReservedPrefix = "__sandboxd_"
 )
 
-// noCap is the initial value of the cap globals.
-const noCap = 0xFFFFFFFF
+// noCap and noByteCap are the initial values of the cap globals.
+const (
+	noCap     = 0xFFFFFFFF
+	noByteCap = 1 << 62
+)
 
 // Info describes the parts of a module the sandbox needs before
 // instantiation.
@@ -84,6 +91,26 @@ type TableInfo struct {
 	HasMax   bool
 	ElemType byte // 0x70 funcref, 0x6F externref
 	Table64  bool // table64 (memory64 proposal): sizes are i64
+}
+
+// ElemBytes is what one element of the table costs in wasmtime's own
+// storage, the figure the byte cap charges: wasmtime keeps a table as a
+// flat array whose element size is TableElementType::element_size
+// (crates/wasmtime/src/runtime/vm/table.rs): a funcref element is a
+// (possibly tagged) pointer, size_of::<FuncTableElem>() = 8 bytes on a
+// 64-bit host; an externref or exnref element is Option<VMGcRef>, a
+// non-zero u32, 4 bytes.
+func (t TableInfo) ElemBytes() uint64 {
+	if t.ElemType == valFuncref {
+		return 8
+	}
+	return 4
+}
+
+// TableExportName returns the name under which Instrument exports table
+// index i.
+func TableExportName(i int) string {
+	return ExportTablePrefix + strconv.Itoa(i)
 }
 
 // MemoryExportName returns the name under which Instrument exports memory
