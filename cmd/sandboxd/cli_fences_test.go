@@ -358,3 +358,33 @@ func TestEscapeText(t *testing.T) {
 		t.Errorf("escapeJSON(%q) = %q", in, got)
 	}
 }
+
+// TestCLILogNeverBlocksTheGuest: host::log only queues in the CLI too.
+// With stdout a pipe that nobody reads for 3 s, a guest logging 2 MB (far
+// more than a pipe holds) still finishes inside its 1.5 s deadline, and
+// every line is printed afterwards, before the result. (Printed from the
+// guest's thread, the lines would hold it in host::log until the reader
+// came back, past its deadline: exit 3.)
+func TestCLILogNeverBlocksTheGuest(t *testing.T) {
+	cmd := exec.Command(binPath, "run", fixture("log_flood.wat"), "--invoke", "flood", "--arg", "2000",
+		"--allow-log", "--log-bytes", "4194304", "--timeout-ms", "1500")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the stall: twice the guest's deadline
+	out, err := io.ReadAll(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, killed := waitTimeout(cmd, 60*time.Second)
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if killed || code != 0 || len(lines) != 2001 || lines[2000] != "result: ()" || lines[0] != "[guest log] "+strings.Repeat("x", 1000) {
+		t.Errorf("exit %d (killed %v), %d stdout lines ending %q; stderr %q", code, killed, len(lines), lines[len(lines)-1], stderr.String())
+	}
+}

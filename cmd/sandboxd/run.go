@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
@@ -97,9 +99,14 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			vals = append(vals, sandbox.Value{Type: "?"})
 		}
 	}
-	seq := 0
+	logDest := stdout
+	if *asJSON { // stdout carries exactly one JSON object
+		logDest = stderr
+	}
+	logs := newLogPrinter(logDest)
 	res, err := eng.Run(ctx, sandbox.Request{Module: mod, Function: *invoke, Args: vals, Limits: l, Capabilities: caps,
-		Log: func(line string) { out.log(seq, line); seq++ }})
+		Log: logs.add})
+	logs.close() // every log line is out before the result
 	if err != nil {
 		return out.failure(err)
 	}
@@ -116,20 +123,78 @@ func cliLimitError(err error) string {
 	return err.Error()
 }
 
-// cliOutput prints a run the way the CLI promises: log lines as they
-// arrive, values on stdout, usage on stderr; or one JSON object. Guest
-// text is escaped for the terminal (see escapeText).
+// logPrinter prints guest log lines, escaped, from its own goroutine:
+// host::log only queues, so a slow or stalled stdout can never hold the
+// guest inside a host call, where its deadline cannot reach it. The queue
+// holds at most the run's logBytes (every line costs at least its length).
+type logPrinter struct {
+	w    *bufio.Writer
+	wake chan struct{} // a line was queued or close was called (capacity 1)
+	done chan struct{} // closed when the goroutine has printed everything
+
+	mu     sync.Mutex
+	queue  []string
+	closed bool
+}
+
+func newLogPrinter(w io.Writer) *logPrinter {
+	p := &logPrinter{w: bufio.NewWriter(w), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go p.loop()
+	return p
+}
+
+// add queues one line; it never blocks (it is Request.Log).
+func (p *logPrinter) add(line string) {
+	p.mu.Lock()
+	p.queue = append(p.queue, line)
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *logPrinter) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// close waits until every queued line is printed.
+func (p *logPrinter) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.signal()
+	<-p.done
+}
+
+func (p *logPrinter) loop() {
+	defer close(p.done)
+	for {
+		p.mu.Lock()
+		batch, closed := p.queue, p.closed
+		p.queue = nil
+		p.mu.Unlock()
+		for _, line := range batch {
+			fmt.Fprintf(p.w, "[guest log] %s\n", escapeText(line))
+		}
+		_ = p.w.Flush() // a closed stdout only loses the lines
+		switch {
+		case len(batch) > 0:
+		case closed:
+			return
+		default:
+			<-p.wake
+		}
+	}
+}
+
+// cliOutput prints a run's outcome the way the CLI promises (after the
+// logPrinter has printed the log lines): values on stdout, usage on
+// stderr; or one JSON object. Guest text is escaped for the terminal (see
+// escapeText).
 type cliOutput struct {
 	stdout, stderr io.Writer
 	json           bool
-}
-
-func (o *cliOutput) log(_ int, line string) {
-	w := o.stdout
-	if o.json { // stdout carries exactly one JSON object
-		w = o.stderr
-	}
-	fmt.Fprintf(w, "[guest log] %s\n", escapeText(line))
 }
 
 func (o *cliOutput) success(mod *sandbox.Module, res *sandbox.Result) int {
