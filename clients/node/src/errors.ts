@@ -4,7 +4,8 @@
  * A run that does not produce values rejects with a {@link SandboxError}
  * subclass chosen from the `data.kind` of the sidecar's JSON-RPC error (see
  * docs/protocol.md, "Errors"). Failures of the sidecar itself (missing
- * binary, crash, protocol errors, busy) reject with {@link SidecarError}.
+ * binary, crash, protocol errors, busy) reject with {@link SidecarError};
+ * arguments refused by the client or the sidecar with {@link InvalidParams}.
  *
  * @module
  */
@@ -190,6 +191,22 @@ export class CompileLimitExceeded extends SandboxError {
   }
 }
 
+/** JSON-RPC code of invalid params (-32602), the code of {@link InvalidParams}. */
+export const INVALID_PARAMS_CODE = -32602;
+
+/**
+ * Kind `invalid_params`: a call's arguments or options were refused, by this
+ * client before anything was sent (two module sources, a value that cannot
+ * be encoded exactly, e.g. an i64 given as an unsafe-integer `number`) or
+ * by the sidecar (its -32602 answer, naming the field: a limit out of range,
+ * an argument of the wrong type). The message names the field.
+ */
+export class InvalidParams extends SandboxError {
+  constructor(message: string, init: SandboxErrorInit = {}) {
+    super("invalid_params", message, { code: INVALID_PARAMS_CODE, ...init });
+  }
+}
+
 /** Why a {@link SidecarError} happened. */
 export type SidecarErrorReason =
   /** The binary was not found or could not be started. */
@@ -276,8 +293,9 @@ export function isProtocolErrorCode(code: number): boolean {
  * Turns a JSON-RPC error response into the matching error object. The code
  * decides first, then `data.kind`:
  *
- * - a protocol error code (see {@link isProtocolErrorCode}) → {@link SidecarError}
- *   with reason `busy` for -32000, else `protocol`;
+ * - -32602 (invalid params) → {@link InvalidParams};
+ * - another protocol error code (see {@link isProtocolErrorCode}) →
+ *   {@link SidecarError} with reason `busy` for -32000, else `protocol`;
  * - `data.kind` names a known run-outcome kind → that kind's class;
  * - `data.kind` this client does not know → a plain {@link SandboxError} of that kind;
  * - code -32800 without a kind → {@link Cancelled};
@@ -290,6 +308,7 @@ export function errorFromResponse(
   extra: { logs?: string[]; stderrTail?: string; cause?: unknown } = {},
 ): SandboxError {
   const init: SandboxErrorInit = { code, data, logs: extra.logs, cause: extra.cause };
+  if (code === INVALID_PARAMS_CODE) return new InvalidParams(message, init);
   if (isProtocolErrorCode(code)) {
     return new SidecarError(message, {
       ...init,

@@ -39,6 +39,8 @@ export {
   Trap,
   Cancelled,
   CompileLimitExceeded,
+  InvalidParams,
+  INVALID_PARAMS_CODE,
   SidecarError,
   ERROR_KINDS,
   CANCELLED_CODE,

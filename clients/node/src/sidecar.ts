@@ -27,8 +27,8 @@ import {
 } from "vscode-jsonrpc/node";
 
 import { BUILD_HINT, findBinary } from "./binary.js";
-import { Cancelled, SandboxError, SidecarError, errorFromResponse } from "./errors.js";
-import { decodeValue, encodeArg, type ArgValue, type Value, type WireValue } from "./values.js";
+import { Cancelled, InvalidParams, SandboxError, SidecarError, errorFromResponse } from "./errors.js";
+import { decodeValue, encodeArg, unsafeIntegerProblem, type ArgValue, type Value, type WireValue } from "./values.js";
 
 /** How much of the sidecar's stderr is kept for error messages. */
 const STDERR_TAIL_BYTES = 4096;
@@ -244,11 +244,11 @@ class CountingReader implements MessageReader {
 function moduleParam(src: ModuleSource): Record<string, string> {
   const given = (["wat", "wasm", "path", "module"] as const).filter((k) => src[k] !== undefined);
   if (given.length !== 1) {
-    throw new TypeError(`give exactly one of wat, wasm, path, module (got ${given.length === 0 ? "none" : given.join(", ")})`);
+    throw new InvalidParams(`give exactly one of wat, wasm, path, module (got ${given.length === 0 ? "none" : given.join(", ")})`);
   }
   if (src.wat !== undefined) return { wat: src.wat };
   if (src.wasm !== undefined) {
-    if (!(src.wasm instanceof Uint8Array)) throw new TypeError("wasm must be a Uint8Array");
+    if (!(src.wasm instanceof Uint8Array)) throw new InvalidParams("wasm must be a Uint8Array");
     return { wasm: Buffer.from(src.wasm.buffer, src.wasm.byteOffset, src.wasm.byteLength).toString("base64") };
   }
   if (src.path !== undefined) return { path: resolvePath(src.path) };
@@ -260,6 +260,9 @@ function encodeCapabilities(c: Capabilities): Record<string, unknown> {
   const out: Record<string, unknown> = { ...c };
   if (c.random !== undefined) {
     const seed = c.random.seed;
+    if (typeof seed === "number" && Number.isInteger(seed) && !Number.isSafeInteger(seed)) {
+      throw new InvalidParams(`capabilities.random.seed: ${unsafeIntegerProblem(seed)}; pass a bigint instead`);
+    }
     out["random"] = {
       ...c.random,
       seed: typeof seed === "bigint" ? (seed <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(seed) : seed.toString()) : seed,
@@ -401,7 +404,7 @@ export class Sidecar {
     const args = ["serve"];
     if (options.maxConcurrency !== undefined) {
       if (!Number.isInteger(options.maxConcurrency) || options.maxConcurrency < 1) {
-        throw new RangeError(`maxConcurrency must be a positive integer, got ${options.maxConcurrency}`);
+        throw new InvalidParams(`maxConcurrency must be a positive integer, got ${options.maxConcurrency}`);
       }
       args.push("--max-concurrency", String(options.maxConcurrency));
     }

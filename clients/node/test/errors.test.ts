@@ -12,6 +12,7 @@ import {
   FuelExhausted,
   HostError,
   InvalidModule,
+  InvalidParams,
   MemoryLimitExceeded,
   SandboxError,
   SidecarError,
@@ -108,8 +109,8 @@ describe("errorFromResponse", () => {
     assert.deepEqual(trap.frames, frames);
   });
 
-  it("maps protocol errors and busy to SidecarError", () => {
-    for (const code of [-32700, -32600, -32601, -32602, -32603]) {
+  it("maps protocol errors and busy to SidecarError, invalid params to InvalidParams", () => {
+    for (const code of [-32700, -32600, -32601, -32603]) {
       const e = errorFromResponse(code, "bad", undefined, { stderrTail: "tail" });
       assert.ok(e instanceof SidecarError, String(code));
       assert.equal(e.reason, "protocol");
@@ -125,7 +126,9 @@ describe("errorFromResponse", () => {
     const tagged = errorFromResponse(-32000, "busy", { kind: "busy", queued: 1, maxQueue: 1 });
     assert.ok(tagged instanceof SidecarError && tagged.reason === "busy");
     const params = errorFromResponse(-32602, "args[0]: bad", { kind: "trap" });
-    assert.ok(params instanceof SidecarError && params.reason === "protocol");
+    assert.ok(params instanceof InvalidParams && !(params instanceof SidecarError), String(params));
+    assert.equal(params.kind, "invalid_params");
+    assert.equal(params.code, -32602);
   });
 
   it("maps a bare -32800 to Cancelled and unknown kinds to SandboxError", () => {

@@ -9,9 +9,9 @@ import {
   ExportError,
   FuelExhausted,
   InvalidModule,
+  InvalidParams,
   MemoryLimitExceeded,
   SandboxError,
-  SidecarError,
   Timeout,
   Trap,
   i32,
@@ -212,12 +212,12 @@ describe("cancellation", () => {
   });
 });
 
-describe("protocol errors are SidecarError", () => {
+describe("invalid params are InvalidParams, whoever notices them", () => {
   it("invalid params (-32602) name the field", async () => {
     const err = await rejection(sb.run({ path: watPath("well_behaved.wat"), function: "add", args: [1, 2], limits: { fuel: 0 } }));
-    assert.ok(err instanceof SidecarError, String(err));
+    assert.ok(err instanceof InvalidParams, String(err));
     assert.ok(err instanceof SandboxError);
-    assert.equal(err.reason, "protocol");
+    assert.equal(err.kind, "invalid_params");
     assert.equal(err.code, -32602);
     assert.match(err.message, /limits\.fuel/);
   });
@@ -226,13 +226,13 @@ describe("protocol errors are SidecarError", () => {
     const wrongType = await rejection(
       sb.run({ path: watPath("well_behaved.wat"), function: "echo_i64", args: [i32(1)] }),
     );
-    assert.ok(wrongType instanceof SidecarError, String(wrongType));
+    assert.ok(wrongType instanceof InvalidParams, String(wrongType));
     assert.equal(wrongType.code, -32602);
     assert.match(wrongType.message, /args\[0\]/);
     const notANumber = await rejection(
       sb.run({ path: watPath("well_behaved.wat"), function: "echo_i64", args: ["12abc"] }),
     );
-    assert.ok(notANumber instanceof SidecarError, String(notANumber));
+    assert.ok(notANumber instanceof InvalidParams, String(notANumber));
     assert.equal(notANumber.code, -32602);
     assert.match(notANumber.message, /args\[0\]/);
   });
@@ -247,8 +247,16 @@ describe("protocol errors are SidecarError", () => {
   it("a value the client cannot encode is refused before sending", async () => {
     await assert.rejects(
       sb.run({ path: watPath("well_behaved.wat"), function: "echo_i64", args: [true as never] }),
-      TypeError,
+      InvalidParams,
     );
+  });
+
+  it("an i64 from an unsafe-integer number is refused; from a bigint it is exact", async () => {
+    const err = await rejection(sb.run({ path: watPath("well_behaved.wat"), function: "echo_i64", args: [2 ** 60 + 1] }));
+    assert.ok(err instanceof InvalidParams, String(err));
+    assert.match(err.message, /bigint/);
+    const r = await sb.run({ path: watPath("well_behaved.wat"), function: "echo_i64", args: [2n ** 60n + 1n] });
+    assert.deepEqual(r.values, [2n ** 60n + 1n]);
   });
 
   it("the sidecar survives protocol errors", async () => {

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { f32Bits, f64, f64Bits, i32, i64, type Sidecar, type WireValue } from "sandboxd";
+import { InvalidParams, f32Bits, f64, f64Bits, i32, i64, type Sidecar, type WireValue } from "sandboxd";
 
 import { spawnSidecar, watPath, watText, wireFixture } from "./helpers.js";
 
@@ -103,7 +103,7 @@ describe("run", () => {
   });
 
   it("refuses a run without exactly one module source before sending it", async () => {
-    await assert.rejects(sb.run({ function: "add" }), TypeError);
+    await assert.rejects(sb.run({ function: "add" }), InvalidParams);
     await assert.rejects(sb.run({ wat: ADD_WAT, path: "x.wat" }), /exactly one/);
   });
 });

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { decodeValue, encodeArg, f32, f32Bits, f64, f64Bits, i32, i64, type WireValue } from "sandboxd";
+import { InvalidParams, SandboxError, SidecarError, decodeValue, encodeArg, f32, f32Bits, f64, f64Bits, i32, i64, type WireValue } from "sandboxd";
 
 import { wireFixture } from "./helpers.js";
 
@@ -128,23 +128,54 @@ describe("argument encoding", () => {
   });
 
   it("refuses values that cannot be encoded exactly", () => {
-    assert.throws(() => i32(1.5), RangeError);
-    assert.throws(() => i32(2 ** 32), RangeError);
-    assert.throws(() => i64(1.5), RangeError);
-    assert.throws(() => i64(2n ** 64n), RangeError);
-    assert.throws(() => i64("12abc"), TypeError);
-    assert.throws(() => f32Bits(2n ** 32n), RangeError);
-    assert.throws(() => f64Bits("nan"), TypeError);
-    assert.throws(() => encodeArg(true as unknown as number), TypeError);
+    assert.throws(() => i32(1.5), InvalidParams);
+    assert.throws(() => i32(2 ** 32), InvalidParams);
+    assert.throws(() => i64(1.5), InvalidParams);
+    assert.throws(() => i64(2n ** 64n), InvalidParams);
+    assert.throws(() => i64("12abc"), InvalidParams);
+    assert.throws(() => f32Bits(2n ** 32n), InvalidParams);
+    assert.throws(() => f64Bits("nan"), InvalidParams);
+    assert.throws(() => encodeArg(true as unknown as number), InvalidParams);
+  });
+
+  it("refuses unsafe-integer numbers for integers, pointing at bigint", () => {
+    // 2**60 + 1 === 2**60: the number no longer holds the integer that was written
+    for (const [fn, pattern] of [
+      [() => i64(2 ** 60 + 1), /i64: 1152921504606847000 is not a safe integer.*exactly 1152921504606846976.*bigint/],
+      [() => encodeArg(2 ** 60 + 1, 3), /args\[3\]: 1152921504606847000 is not a safe integer.*bigint.*f64\(x\)/],
+      [() => encodeArg({ type: "i64", value: 2 ** 63 }), /args\[0\] \(i64\): 9223372036854776000 is not a safe integer/],
+      [() => f64Bits(0x7ff8000000000123), /f64Bits: .* is not a safe integer/],
+    ] as const) {
+      const err = (() => {
+        try {
+          fn();
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      assert.ok(err instanceof InvalidParams && err instanceof SandboxError, String(err));
+      assert.equal(err.kind, "invalid_params");
+      assert.equal(err.code, -32602);
+      assert.match(err.message, pattern);
+    }
+    // safe integers, bigints and floats still go through
+    assert.equal(encodeArg(2 ** 53 - 1), 2 ** 53 - 1);
+    assert.equal(encodeArg(2n ** 60n + 1n), "1152921504606846977");
+    assert.deepEqual(i64(2n ** 60n + 1n), { type: "i64", value: "1152921504606846977" });
+    assert.deepEqual(encodeArg(f64(2 ** 60)), { type: "f64", value: 2 ** 60 });
+    assert.equal(encodeArg(1.5e300), 1.5e300); // beyond 2^64: no integer parameter could take it
+    assert.throws(() => encodeArg(2 ** 64), InvalidParams);
+    assert.equal(encodeArg(2 ** 64 * 2), 2 ** 65);
   });
 });
 
 describe("result decoding is strict", () => {
   it("rejects floats without bits and i64 numbers", () => {
-    assert.throws(() => decodeValue({ type: "f64", value: 1.5 }), TypeError);
-    assert.throws(() => decodeValue({ type: "f32", value: 1.5, bits: "0x3fc0000" }), TypeError);
-    assert.throws(() => decodeValue({ type: "i64", value: 5 as unknown as string }), TypeError);
-    assert.throws(() => decodeValue({ type: "i32", value: "5" }), TypeError);
-    assert.throws(() => decodeValue({ type: "v128" as "i32", value: 0 }), TypeError);
+    assert.throws(() => decodeValue({ type: "f64", value: 1.5 }), SidecarError);
+    assert.throws(() => decodeValue({ type: "f32", value: 1.5, bits: "0x3fc0000" }), SidecarError);
+    assert.throws(() => decodeValue({ type: "i64", value: 5 as unknown as string }), SidecarError);
+    assert.throws(() => decodeValue({ type: "i32", value: "5" }), SidecarError);
+    assert.throws(() => decodeValue({ type: "v128" as "i32", value: 0 }), SidecarError);
   });
 });
