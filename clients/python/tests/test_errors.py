@@ -87,11 +87,21 @@ class MappingTest(unittest.TestCase):
         self.assertEqual((e.trap_code, e.frames, e.data["kind"]), ("unreachable", frames, "trap"))
 
     def test_protocol_errors_are_sidecar_errors(self):
-        for code in (-32700, -32600, -32601, -32602, -32603, -32000):
+        for code in (-32700, -32600, -32601, -32603, -32000):
             e = error_from_rpc({"code": code, "message": "nope", "data": {"queued": 1, "maxQueue": 1}},
                                stderr_tail="tail")
             self.assertIsInstance(e, sandboxd.SidecarError)
             self.assertEqual((e.kind, e.code, e.stderr_tail, e.data["maxQueue"]), ("sidecar", code, "tail", 1))
+
+    def test_invalid_params(self):
+        e = error_from_rpc({"code": -32602, "message": "limits.fuel: must be positive", "data": None})
+        self.assertIs(type(e), sandboxd.InvalidParams)
+        self.assertEqual((e.kind, e.code), ("invalid_params", -32602))
+        # a mistake the client catches itself is the same class, and still a ValueError/TypeError
+        self.assertTrue(issubclass(sandboxd.InvalidParams, (sandboxd.SandboxError)))
+        self.assertTrue(issubclass(sandboxd.InvalidParams, ValueError))
+        self.assertTrue(issubclass(sandboxd.InvalidParams, TypeError))
+        self.assertFalse(issubclass(sandboxd.InvalidParams, sandboxd.SidecarError))
 
     def test_busy_is_a_sidecar_error(self):
         # The server tags busy errors with data.kind "busy" (not a run kind).

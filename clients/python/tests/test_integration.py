@@ -224,15 +224,15 @@ class SidecarTest(IntegrationTest):
                 self.sb.run(path=fixture("traps.wat"), function=fn)
             self.assertEqual(cm.exception.trap_code, code)
 
-    def test_protocol_errors_are_sidecar_errors(self):
-        with self.assertRaises(sandboxd.SidecarError) as cm:
+    def test_invalid_params_from_the_sidecar(self):
+        with self.assertRaises(sandboxd.InvalidParams) as cm:
             self.sb.run(wat=self.well, function="add", args=["x", 1])
-        self.assertEqual((cm.exception.code, cm.exception.kind), (-32602, "sidecar"))
+        self.assertEqual((cm.exception.code, cm.exception.kind), (-32602, "invalid_params"))
         self.assertIn("args[0]", str(cm.exception))
-        with self.assertRaisesRegex(sandboxd.SidecarError, "limits.fuel") as cm:
+        with self.assertRaisesRegex(sandboxd.InvalidParams, "limits.fuel") as cm:
             self.sb.run(wat=self.well, function="add", args=[1, 2], fuel=0)
         self.assertEqual(cm.exception.code, -32602)
-        with self.assertRaisesRegex(sandboxd.SidecarError, "timeoutMs") as cm:
+        with self.assertRaisesRegex(sandboxd.InvalidParams, "timeoutMs") as cm:
             self.sb.run(wat=self.well, function="add", args=[1, 2], timeout=10 ** 6)
         self.assertEqual(cm.exception.code, -32602)
 
@@ -251,6 +251,16 @@ class SidecarTest(IntegrationTest):
         self.assertEqual(self.echo("i64", sandboxd.I64(2 ** 53 + 1)).values, [2 ** 53 + 1])
         self.assertEqual(self.echo("i32", 2 ** 32 - 1).values, [-1])
         self.assertEqual(self.echo("i32", sandboxd.I32.from_bits(0x80000000)).values, [-2 ** 31])
+
+    def test_integer_out_of_range_is_a_range_problem(self):
+        for v in (2 ** 64, -2 ** 63 - 1, 10 ** 30):
+            with self.subTest(v=v):
+                with self.assertRaisesRegex(sandboxd.InvalidParams, r"args\[0\]: .*out of range for i64"):
+                    self.echo("i64", v)
+        with self.assertRaisesRegex(sandboxd.InvalidParams, "I64: 18446744073709551616 is out of range"):
+            sandboxd.I64(2 ** 64)
+        # the same ints are fine floats
+        self.assertEqual(self.echo("f64", 2 ** 64).values, [float(2 ** 64)])
 
     def test_float_edges(self):
         r = self.echo("f64", -0.0)

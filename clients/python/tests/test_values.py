@@ -71,6 +71,8 @@ class EncodeArgTest(unittest.TestCase):
         self.assertEqual(encode_args([0, -1, 2 ** 53, -2 ** 53]), [0, -1, 2 ** 53, -2 ** 53])
         self.assertEqual(encode_args([2 ** 53 + 1, -2 ** 53 - 1, 2 ** 64 - 1]),
                          ["9007199254740993", "-9007199254740993", "18446744073709551615"])
+        # outside every integer type: a JSON number, so the sidecar reports a range problem
+        self.assertEqual(encode_args([2 ** 64, -2 ** 63 - 1]), [2 ** 64, -2 ** 63 - 1])
 
     def test_floats(self):
         self.assertEqual(encode_args([1.5, float("nan"), float("inf"), -float("inf"), -0.0, 0.0]),

@@ -18,7 +18,7 @@ from ._types import Limits, Module, RunResult
 from ._values import F32, F64, I32, I64, WasmValue
 from .errors import (
     Cancelled, CompileLimitExceeded, DisallowedImport, ExportError, FuelExhausted, HostError, InvalidModule,
-    MemoryLimitExceeded, SandboxError, SidecarError, Timeout, Trap,
+    InvalidParams, MemoryLimitExceeded, SandboxError, SidecarError, Timeout, Trap,
 )
 
 __version__ = "0.1.0"
@@ -28,5 +28,5 @@ __all__ = [
     "I32", "I64", "F32", "F64", "WasmValue",
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "CompileLimitExceeded",
-    "SidecarError",
+    "InvalidParams", "SidecarError",
 ]

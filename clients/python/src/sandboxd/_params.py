@@ -1,6 +1,7 @@
 """Request parameters built from the keyword API (docs/protocol.md, `run`).
 
-Everything here raises ValueError/TypeError before a byte is sent, for the
+Everything here raises InvalidParams (also a ValueError and a TypeError)
+before a byte is sent, for the
 mistakes the client can see by itself (two module sources, a bool argument);
 range checks of limits are left to the sidecar, which knows its maximums and
 names the offending field.
@@ -16,6 +17,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from . import _values
 from ._types import Limits, Module
+from .errors import InvalidParams
 
 OnLog = Callable[[str], Any]
 
@@ -31,17 +33,17 @@ def module_source(wat: Optional[str] = None, wasm: Optional[bytes] = None, path:
     given = [name for name, v in (("wat", wat), ("wasm", wasm), ("path", path), ("module", module))
              if v is not None]
     if len(given) != 1:
-        raise ValueError("give exactly one module source: wat=, wasm=, path= or module= (got %s)"
+        raise InvalidParams("give exactly one module source: wat=, wasm=, path= or module= (got %s)"
                          % (", ".join(n + "=" for n in given) or "none"))
     if wat is not None:
         if isinstance(wat, (bytes, bytearray)):
             wat = bytes(wat).decode("utf-8")
         if not isinstance(wat, str):
-            raise TypeError("wat= needs a str of WebAssembly text, got %s" % type(wat).__name__)
+            raise InvalidParams("wat= needs a str of WebAssembly text, got %s" % type(wat).__name__)
         return {"wat": wat}
     if wasm is not None:
         if isinstance(wasm, str):
-            raise TypeError("wasm= needs bytes (a binary module); pass text as wat=")
+            raise InvalidParams("wasm= needs bytes (a binary module); pass text as wat=")
         return {"wasm": base64.b64encode(bytes(wasm)).decode("ascii")}
     if path is not None:
         return {"path": os.path.abspath(os.fspath(path))}
@@ -49,7 +51,7 @@ def module_source(wat: Optional[str] = None, wasm: Optional[bytes] = None, path:
         return {"id": module.id}
     if isinstance(module, str):
         return {"id": module}
-    raise TypeError("module= needs a sandboxd.Module (from compile()) or its id, got %s"
+    raise InvalidParams("module= needs a sandboxd.Module (from compile()) or its id, got %s"
                     % type(module).__name__)
 
 
@@ -57,7 +59,7 @@ def _limit_int(name: str, v: Any) -> int:
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError("%s must be an int, got %r" % (name, v))
+        raise InvalidParams("%s must be an int, got %r" % (name, v))
     return v
 
 
@@ -72,7 +74,7 @@ def timeout_ms(seconds: Any) -> int:
     if isinstance(seconds, datetime.timedelta):
         seconds = seconds.total_seconds()
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError("timeout must be a number of seconds, got %r" % (seconds,))
+        raise InvalidParams("timeout must be a number of seconds, got %r" % (seconds,))
     ms = int(round(seconds * 1000))
     if seconds > 0 and ms == 0:
         ms = 1
@@ -90,7 +92,7 @@ def limits_object(limits: Optional[Limits], overrides: Mapping[str, Any]) -> Dic
     if limits is None:
         limits = Limits()
     elif not isinstance(limits, Limits):
-        raise TypeError("limits= needs a sandboxd.Limits, got %s" % type(limits).__name__)
+        raise InvalidParams("limits= needs a sandboxd.Limits, got %s" % type(limits).__name__)
     merged = dataclasses.replace(limits, **{k: v for k, v in overrides.items() if v is not None})
     out: Dict[str, int] = {}
     for attr, wire in _LIMIT_FIELDS:
@@ -108,7 +110,7 @@ def capabilities_object(log: bool, random_seed: Optional[int], clock: bool) -> D
         caps["log"] = True
     if random_seed is not None:
         if isinstance(random_seed, bool) or not isinstance(random_seed, int):
-            raise TypeError("random_seed must be an int, got %r" % (random_seed,))
+            raise InvalidParams("random_seed must be an int, got %r" % (random_seed,))
         caps["random"] = {"seed": random_seed if random_seed <= _values.MAX_SAFE_INTEGER else str(random_seed)}
     if clock:
         caps["clock"] = True
@@ -118,13 +120,13 @@ def capabilities_object(log: bool, random_seed: Optional[int], clock: bool) -> D
 def run_params(*, wat: Any, wasm: Any, path: Any, module: Any, function: str, args: Any,
                limits: Optional[Limits], limit_overrides: Mapping[str, Any],
                log: bool, random_seed: Optional[int], clock: bool, on_log: Optional[OnLog]) -> Dict[str, Any]:
-    """The ``run`` params; raises ValueError/TypeError before anything is sent."""
+    """The ``run`` params; raises InvalidParams before anything is sent."""
     if on_log is not None and not log:
         # Without the grant the guest cannot even link host::log, so the
         # callback could never fire; say so instead of silently ignoring it.
-        raise ValueError("on_log= needs log=True (the guest gets host::log only when granted)")
+        raise InvalidParams("on_log= needs log=True (the guest gets host::log only when granted)")
     if not isinstance(function, str):
-        raise TypeError("function must be a str, got %r" % (function,))
+        raise InvalidParams("function must be a str, got %r" % (function,))
     params: Dict[str, Any] = {
         "module": module_source(wat, wasm, path, module),
         "function": function,

@@ -13,7 +13,7 @@ import signal
 import threading
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from .errors import SidecarError
+from .errors import InvalidParams, SidecarError
 
 BUILD_HINT = ("build it with `make build` in the sandboxd repository (needs Go and gcc), "
               "then pass binary=..., set SANDBOXD_BIN, or put it on PATH (`make install`)")
@@ -107,10 +107,10 @@ def sidecar_argv(binary: str, args: Sequence[str], max_concurrency: Optional[int
     argv = [binary, "serve"]
     if max_concurrency is not None:
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValueError("max_concurrency must be a positive int, got %r" % (max_concurrency,))
+            raise InvalidParams("max_concurrency must be a positive int, got %r" % (max_concurrency,))
         argv += ["--max-concurrency", str(max_concurrency)]
     if isinstance(args, (str, bytes)):
-        raise TypeError("args must be a sequence of strings, not a single string")
+        raise InvalidParams("args must be a sequence of strings, not a single string")
     argv += [os.fspath(a) for a in args]
     return argv
 

@@ -20,6 +20,8 @@ import math
 import struct
 from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar, Union
 
+from .errors import InvalidParams
+
 __all__ = [
     "WasmValue", "I32", "I64", "F32", "F64",
     "encode_arg", "encode_args", "encode_float", "decode_value", "value_bits",
@@ -41,7 +43,17 @@ def encode_float(x: float) -> Union[float, str]:
 
 
 def _encode_int(v: int) -> Union[int, str]:
-    return v if -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER else str(v)
+    """Safe integers as JSON numbers; beyond 2**53 as decimal strings, exact
+    for an i64 and decimal text for a float. An int outside -2**63..2**64-1
+    fits no integer parameter: it goes as a JSON number (Python writes every
+    digit), so the sidecar reports an integer parameter's problem as a range
+    problem ("... is out of range for i64") and a float takes its nearest
+    value."""
+    if -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+        return v
+    if -(1 << 63) <= v < 1 << 64:
+        return str(v)
+    return v
 
 
 _W = TypeVar("_W", bound="WasmValue")
@@ -74,9 +86,9 @@ class WasmValue:
         the guest receives exactly those bits.
         """
         if isinstance(bits, bool) or not isinstance(bits, int):
-            raise TypeError("%s.from_bits: bits must be an int, got %r" % (cls.__name__, bits))
+            raise InvalidParams("%s.from_bits: bits must be an int, got %r" % (cls.__name__, bits))
         if not 0 <= bits < 1 << cls.width:
-            raise ValueError("%s.from_bits: %#x does not fit in %d bits" % (cls.__name__, bits, cls.width))
+            raise InvalidParams("%s.from_bits: %#x does not fit in %d bits" % (cls.__name__, bits, cls.width))
         obj = cls.__new__(cls)
         obj.value = _from_bits(cls.type, bits)
         obj.bits = bits
@@ -115,10 +127,10 @@ class _Int(WasmValue):
     @classmethod
     def _check(cls, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError("%s needs an int, got %r" % (cls.__name__, value))
+            raise InvalidParams("%s needs an int, got %r" % (cls.__name__, value))
         # Like the server: signed range, plus unsigned values that wrap.
         if not -(1 << (cls.width - 1)) <= value < 1 << cls.width:
-            raise ValueError("%s: %d is out of range" % (cls.__name__, value))
+            raise InvalidParams("%s: %d is out of range" % (cls.__name__, value))
         return value
 
 
@@ -147,7 +159,7 @@ class _Float(WasmValue):
     @classmethod
     def _check(cls, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError("%s needs a float, got %r" % (cls.__name__, value))
+            raise InvalidParams("%s needs a float, got %r" % (cls.__name__, value))
         return float(value)
 
     def _wire_value(self) -> Union[float, str]:
@@ -208,14 +220,14 @@ def encode_arg(arg: Any, index: int = 0) -> Any:
         return arg.to_wire()
     if isinstance(arg, bool):
         # bool is an int subclass; True is almost certainly a mistake here.
-        raise TypeError("args[%d]: bool is not a wasm value (use 0/1 or I32(...))" % index)
+        raise InvalidParams("args[%d]: bool is not a wasm value (use 0/1 or I32(...))" % index)
     if isinstance(arg, int):
         return _encode_int(arg)
     if isinstance(arg, float):
         return encode_float(arg)
     if isinstance(arg, (dict, str)):
         return arg
-    raise TypeError("args[%d]: cannot send %s %r as a wasm value" % (index, type(arg).__name__, arg))
+    raise InvalidParams("args[%d]: cannot send %s %r as a wasm value" % (index, type(arg).__name__, arg))
 
 
 def encode_args(args: Any) -> List[Any]:
@@ -223,7 +235,7 @@ def encode_args(args: Any) -> List[Any]:
     if args is None:
         return []
     if isinstance(args, (str, bytes, dict)):
-        raise TypeError("args must be a list of values, got %s" % type(args).__name__)
+        raise InvalidParams("args must be a list of values, got %s" % type(args).__name__)
     return [encode_arg(a, i) for i, a in enumerate(args)]
 
 

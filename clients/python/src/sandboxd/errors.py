@@ -4,8 +4,9 @@ A run that does not produce values fails with a JSON-RPC error whose
 ``data.kind`` says why (docs/protocol.md, "Errors"). Each kind has its own
 exception class so callers can write ``except sandboxd.FuelExhausted``; the
 kind/code table below must match the Go table (testdata/wire/error-kinds.json,
-checked by the tests). Everything that is not a run outcome -- protocol
-errors, a busy queue, a missing or crashed sidecar -- is a
+checked by the tests). Arguments refused by the client or the sidecar raise
+:class:`InvalidParams`. Everything else that is not a run outcome --
+protocol errors, a busy queue, a missing or crashed sidecar -- is a
 :class:`SidecarError`.
 """
 
@@ -16,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Type
 __all__ = [
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled",
-    "CompileLimitExceeded", "SidecarError", "KIND_CLASSES", "error_from_rpc",
+    "CompileLimitExceeded", "InvalidParams", "SidecarError", "KIND_CLASSES", "error_from_rpc",
 ]
 
 
@@ -164,6 +165,19 @@ class CompileLimitExceeded(SandboxError, kind="compile_limit_exceeded", exit_cod
         self.limit: Optional[int] = data.get("limit")
 
 
+class InvalidParams(SandboxError, ValueError, TypeError, kind="invalid_params"):
+    """A call was refused for its arguments, naming the field: by this client
+    before anything was sent (two module sources, a bool as a wasm value, a
+    wrapper value out of range), or by the sidecar (its -32602 answer: a
+    limit out of range, an argument of the wrong type for its parameter).
+
+    It is also a ValueError and a TypeError, the exceptions such mistakes
+    raised before this class existed, so ``except ValueError`` still works.
+    """
+
+    rpc_code = -32602
+
+
 class SidecarError(SandboxError, kind="sidecar"):
     """The sidecar itself failed: it is missing, crashed, was closed, broke
     the protocol, or refused a request (-326xx codes, -32000 busy).
@@ -195,7 +209,7 @@ def error_from_rpc(error: Any, stderr_tail: str = "") -> SandboxError:
     """The exception for a JSON-RPC ``error`` object.
 
     Mapped by ``data.kind`` first (the protocol's contract), if it is a run
-    outcome kind. Otherwise a code in JSON-RPC's reserved range
+    outcome kind. Otherwise -32602 is :class:`InvalidParams`, and another code in JSON-RPC's reserved range
     (-32768..-32000: parse/request/params errors, busy) is a protocol error,
     i.e. :class:`SidecarError`, whatever its ``data.kind`` (the server tags
     busy errors ``"busy"``); an error without a kind is mapped by its code.
@@ -217,6 +231,8 @@ def error_from_rpc(error: Any, stderr_tail: str = "") -> SandboxError:
     if cls is not None:
         return cls(message, code=code, data=data)
     if isinstance(code, int) and not isinstance(code, bool):
+        if code == InvalidParams.rpc_code:
+            return InvalidParams(message, code=code, data=data)
         if -32768 <= code <= -32000 and code not in _CODE_CLASSES:
             return SidecarError(message, code=code, data=data, stderr_tail=stderr_tail)
         if not isinstance(kind, str) and code in _CODE_CLASSES:
