@@ -39,6 +39,7 @@ class AsyncSidecarTest(IntegrationTest):
                 self.assertEqual(cm.exception.trap_code, "integer_divide_by_zero")
                 self.assertIn("runs", await sb.stats())
                 self.assertEqual((await sb.initialize())["serverInfo"]["name"], "sandboxd")
+                self.assertEqual(sb.info["serverInfo"]["name"], "sandboxd")
             self.assertEqual(sb.returncode, 0)
         self.arun(main())
 
@@ -52,14 +53,17 @@ class AsyncSidecarTest(IntegrationTest):
                 results = await asyncio.gather(*runs)
                 self.assertEqual([r.values[0] for r in results[:48]], [i + 1000 for i in range(48)])
                 self.assertEqual([len(r.logs) for r in results[48:]], list(range(16)))
-                # and they really overlap: 8 spinning guests with 0.3 s deadlines
-                t0 = time.monotonic()
-                outcomes = await asyncio.gather(
-                    *(sb.run(path=fixture("infinite_loop.wat"), fuel=10 ** 12, timeout=0.3) for _ in range(8)),
-                    return_exceptions=True)
-                took = time.monotonic() - t0
-                self.assertTrue(all(isinstance(o, sandboxd.Timeout) for o in outcomes), outcomes)
-                self.assertLess(took, 1.2)
+                # and they really overlap: 8 endless guests are in flight at once
+                spinning = [asyncio.ensure_future(
+                    sb.run(path=fixture("infinite_loop.wat"), fuel=10 ** 15, timeout=60)) for _ in range(8)]
+                try:
+                    while (await sb.stats())["inFlight"] < 8:
+                        await asyncio.sleep(0.005)  # the hang bound is arun's
+                finally:
+                    for task in spinning:
+                        task.cancel()
+                outcomes = await asyncio.gather(*spinning, return_exceptions=True)
+                self.assertTrue(all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes)
         self.arun(main())
 
     def test_task_cancel_stops_the_guest(self):
@@ -80,11 +84,9 @@ class AsyncSidecarTest(IntegrationTest):
                     stats = await sb.stats()
                     if stats["runs"]["cancelled"] == before + 1 and stats["inFlight"] == 0:
                         break
-                    self.assertLess(time.monotonic() - t0, 1.0, "guest still running: %r" % stats)
-                    await asyncio.sleep(0.005)
+                    await asyncio.sleep(0.005)  # the hang bound is arun's; the deadline (10 s) would count a timeout
                 took = time.monotonic() - t0
                 print("\n  cancel -> guest stopped in %.1f ms" % (took * 1000), file=sys.stderr)
-                self.assertLess(took, 1.0)
                 # the -32800 reply was consumed; the sidecar still serves
                 r = await sb.run(wat=wat("well_behaved.wat"), function="add", args=[1, 2])
                 self.assertEqual(r.values, [3])
@@ -115,11 +117,9 @@ class AsyncSidecarTest(IntegrationTest):
                 task = asyncio.ensure_future(
                     sb.run(path=fixture("infinite_loop.wat"), fuel=10 ** 15, timeout=10))
                 await asyncio.sleep(0.3)
-                t0 = time.monotonic()
                 os.kill(old, signal.SIGKILL)
                 with self.assertRaisesRegex(sandboxd.SidecarError, "SIGKILL"):
-                    await task
-                self.assertLess(time.monotonic() - t0, 2.0)
+                    await task  # the death, not the 10 s deadline (that would be Timeout)
                 r = await sb.run(wat=wat("well_behaved.wat"), function="add", args=[2, 40])
                 self.assertEqual(r.values, [42])
                 self.assertNotEqual(sb.pid, old)

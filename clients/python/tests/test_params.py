@@ -13,10 +13,8 @@ from sandboxd._params import limits_object, module_source, run_params, timeout_m
 
 
 def params(**kw):
-    base = dict(wat=None, wasm=None, path=None, module=None, function="run", args=(), limits=None,
-                limit_overrides={}, log=False, random_seed=None, clock=False, on_log=None)
-    base.update(kw)
-    return run_params(**base)
+    """The run params of run(**kw): keywords through RunOptions, as run() does."""
+    return run_params(sandboxd.RunOptions.build(None, kw))
 
 
 class ModuleSourceTest(unittest.TestCase):
@@ -85,13 +83,36 @@ class RunParamsTest(unittest.TestCase):
         self.assertEqual(params(wat="(module)"), {"module": {"wat": "(module)"}, "function": "run", "args": []})
 
     def test_full(self):
-        p = params(path="/g.wasm", function="f", args=[1, 2.5, 2 ** 60], limit_overrides={"fuel": 5},
+        p = params(path="/g.wasm", function="f", args=[1, 2.5, 2 ** 60], fuel=5,
                    log=True, random_seed=2 ** 64 - 1, clock=True, on_log=print)
         self.assertEqual(p, {
             "module": {"path": "/g.wasm"}, "function": "f", "args": [1, 2.5, str(2 ** 60)],
             "limits": {"fuel": 5},
             "capabilities": {"log": True, "random": {"seed": "18446744073709551615"}, "clock": True}})
         self.assertEqual(params(wat="", random_seed=42)["capabilities"], {"random": {"seed": 42}})
+
+    def test_options_object_and_keywords(self):
+        base = sandboxd.RunOptions(path="/g.wasm", function="f", args=[1],
+                                   limits=sandboxd.Limits(fuel=10, memory_bytes=1 << 20),
+                                   capabilities=sandboxd.Capabilities(log=True))
+        self.assertEqual(run_params(base), {
+            "module": {"path": "/g.wasm"}, "function": "f", "args": [1],
+            "limits": {"fuel": 10, "memoryBytes": 1 << 20}, "capabilities": {"log": True}})
+        # keywords override the options' fields and the fields of its limits and capabilities
+        over = sandboxd.RunOptions.build(base, {"args": [2], "fuel": 99, "timeout": 0.5, "clock": True})
+        self.assertEqual(run_params(over), {
+            "module": {"path": "/g.wasm"}, "function": "f", "args": [2],
+            "limits": {"fuel": 99, "timeoutMs": 500, "memoryBytes": 1 << 20},
+            "capabilities": {"log": True, "clock": True}})
+        self.assertEqual(base.limits.fuel, 10)  # not mutated
+        # a None shortcut changes nothing (run()'s old keyword defaults)
+        self.assertEqual(sandboxd.RunOptions.build(base, {"fuel": None}), base)
+        with self.assertRaisesRegex(sandboxd.InvalidParams, "unexpected keyword argument.*: fule"):
+            sandboxd.RunOptions.build(base, {"fule": 1})
+        with self.assertRaisesRegex(TypeError, "RunOptions"):
+            sandboxd.RunOptions.build({"wat": ""}, {})  # type: ignore[arg-type]
+        with self.assertRaisesRegex(TypeError, "capabilities= needs a sandboxd.Capabilities"):
+            run_params(sandboxd.RunOptions(wat="", capabilities={"log": True}))  # type: ignore[arg-type]
 
     def test_on_log_needs_log(self):
         with self.assertRaisesRegex(ValueError, "log=True"):

@@ -12,12 +12,12 @@ import asyncio
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ._params import OnLog, module_source, run_params
+from ._params import module_source, run_params
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
     Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
 )
-from ._types import Limits, Module, RunResult
+from ._types import Module, OnLog, RunOptions, RunResult
 from .errors import SidecarError
 
 __all__ = ["AsyncSidecar"]
@@ -42,6 +42,7 @@ class _AsyncConnection:
         self.proc = proc
         self.tail = StderrTail()
         self.session = Session(self.tail.text)
+        self.info: Optional[Dict[str, Any]] = None  # the initialize result, once asked for
         # Frames are written whole by one synchronous write(); the lock only
         # keeps drain() single-file (concurrent drains assert on Python 3.9).
         self._drain_lock = asyncio.Lock()
@@ -238,8 +239,9 @@ class AsyncSidecar:
         return self._conn.proc.returncode if self._conn is not None else None
 
     async def start(self) -> None:
-        """Start the sidecar process now rather than on the first call."""
-        await self._connection()
+        """Start the sidecar process now rather than on the first call, and
+        send ``initialize`` (its result is :attr:`info`)."""
+        await self.initialize()
 
     async def close(self, timeout: float = 5.0) -> None:
         """``shutdown``, ``exit``, wait up to ``timeout`` s, then kill. Idempotent."""
@@ -268,24 +270,14 @@ class AsyncSidecar:
                 self._conn = conn = await _AsyncConnection.start(self._argv, self._env)
             return conn
 
-    async def run(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
-                  module: Any = None, function: str = "run", args: Sequence[Any] = (),
-                  limits: Optional[Limits] = None, fuel: Optional[int] = None,
-                  timeout: Optional[float] = None, memory_bytes: Optional[int] = None,
-                  table_elements: Optional[int] = None, instances: Optional[int] = None,
-                  memories: Optional[int] = None, log_bytes: Optional[int] = None, log: bool = False,
-                  random_seed: Optional[int] = None, clock: bool = False,
-                  on_log: Optional[OnLog] = None) -> RunResult:
-        """See :meth:`sandboxd.Sidecar.run`. ``on_log`` runs on the event
-        loop, from the reader task, before this coroutine returns."""
-        params = run_params(
-            wat=wat, wasm=wasm, path=path, module=module, function=function, args=args, limits=limits,
-            limit_overrides=dict(fuel=fuel, timeout=timeout, memory_bytes=memory_bytes,
-                                 table_elements=table_elements, instances=instances, memories=memories,
-                                 log_bytes=log_bytes),
-            log=log, random_seed=random_seed, clock=clock, on_log=on_log)
+    async def run(self, options: Optional[RunOptions] = None, /, **keywords: Any) -> RunResult:
+        """See :meth:`sandboxd.Sidecar.run` (same arguments). ``on_log``
+        runs on the event loop, from the reader task, before this coroutine
+        returns. Cancelling the awaiting task cancels the run."""
+        opts = RunOptions.build(options, keywords)
+        params = run_params(opts)
         conn = await self._connection()
-        result: RunResult = await conn.call("run", params, on_log, parse_run_result)
+        result: RunResult = await conn.call("run", params, opts.on_log, parse_run_result)
         return result
 
     async def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None,
@@ -303,7 +295,15 @@ class AsyncSidecar:
         return result
 
     async def initialize(self) -> Dict[str, Any]:
-        """See :meth:`sandboxd.Sidecar.initialize`."""
+        """See :meth:`sandboxd.Sidecar.initialize`; the result is kept as :attr:`info`."""
         conn = await self._connection()
         result: Dict[str, Any] = await conn.call("initialize", {}, None, parse_object)
+        conn.info = result
         return result
+
+    @property
+    def info(self) -> Optional[Dict[str, Any]]:
+        """The ``initialize`` result of the current sidecar process: set by
+        :meth:`start` (so inside ``async with``) and by :meth:`initialize`;
+        None before either ran on this process."""
+        return self._conn.info if self._conn is not None else None

@@ -12,17 +12,17 @@ import concurrent.futures
 import subprocess
 import threading
 import time
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from ._params import OnLog, module_source, run_params
+from ._params import module_source, run_params
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
-    Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
+    Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
 )
-from ._types import Limits, Module, RunResult
-from .errors import SidecarError
+from ._types import Module, OnLog, RunOptions, RunResult
+from .errors import InvalidParams, SidecarError
 
-__all__ = ["Sidecar"]
+__all__ = ["Sidecar", "RunHandle"]
 
 _READ_CHUNK = 1 << 16
 
@@ -39,6 +39,7 @@ class _Connection:
             raise SidecarError("cannot start the sidecar %r: %s; %s" % (argv[0], e, BUILD_HINT)) from e
         self.tail = StderrTail()
         self.session = Session(self.tail.text)
+        self.info: Optional[Dict[str, Any]] = None  # the initialize result, once asked for
         self._write_lock = threading.Lock()
         self._closing = False
         self._stderr_thread = threading.Thread(
@@ -108,8 +109,9 @@ class _Connection:
         except (OSError, ValueError):
             pass  # a dead sidecar needs no notification; the reader reports it
 
-    def call(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
-             transform: Transform = parse_any, wait: Optional[float] = None) -> Any:
+    def start(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
+              transform: Transform = parse_any) -> Tuple[Call, "concurrent.futures.Future[Any]"]:
+        """Send a request; returns it and the future its response settles."""
         fut: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
 
         def settle(result: Any, exc: Optional[BaseException]) -> None:
@@ -130,6 +132,13 @@ class _Connection:
             if threading.current_thread() is not self._reader:
                 self._reader.join(timeout=2.0)
             self.session.send_failed(call, e)
+        return call, fut
+
+    def cancel(self, call: Call) -> None:
+        """Ask the sidecar to stop ``call``; its answer (-32800) settles it."""
+        self.notify("$/cancelRequest", {"id": call.id})
+
+    def wait(self, call: Call, fut: "concurrent.futures.Future[Any]", wait: Optional[float]) -> Any:
         try:
             return fut.result(wait)
         except BaseException:
@@ -137,8 +146,13 @@ class _Connection:
                 # Interrupted (KeyboardInterrupt) or timed out: stop the
                 # run rather than leave it burning a worker.
                 if self.session.abandon(call.id):
-                    self.notify("$/cancelRequest", {"id": call.id})
+                    self.cancel(call)
             raise
+
+    def call(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
+             transform: Transform = parse_any, wait: Optional[float] = None) -> Any:
+        call, fut = self.start(method, params, on_log, transform)
+        return self.wait(call, fut, wait)
 
     def shutdown(self, timeout: float) -> None:
         """shutdown request, exit notification, then wait (kill if late)."""
@@ -259,36 +273,41 @@ class Sidecar:
 
     # -- methods
 
-    def run(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
-            module: Any = None, function: str = "run", args: Sequence[Any] = (),
-            limits: Optional[Limits] = None, fuel: Optional[int] = None, timeout: Optional[float] = None,
-            memory_bytes: Optional[int] = None, table_elements: Optional[int] = None,
-            instances: Optional[int] = None, memories: Optional[int] = None, log_bytes: Optional[int] = None,
-            log: bool = False, random_seed: Optional[int] = None, clock: bool = False,
-            on_log: Optional[OnLog] = None) -> RunResult:
+    def run(self, options: Optional[RunOptions] = None, /, **keywords: Any) -> RunResult:
         """Run ``function`` of a module with ``args`` under the given fences.
 
-        Give exactly one module source: ``wat`` (text), ``wasm`` (bytes),
-        ``path`` (a file the sidecar reads) or ``module`` (from compile()).
-        Limits default to the sidecar's; ``timeout`` is in seconds; keyword
-        limits override the fields of ``limits``. ``log``/``random_seed``/
-        ``clock`` grant the host functions (nothing is granted by default).
+        Takes a :class:`RunOptions`, keywords, or both (keywords override the
+        options, see :meth:`RunOptions.with_options`). The keywords: exactly
+        one module source, ``wat`` (text), ``wasm`` (bytes), ``path`` (a file
+        the sidecar reads) or ``module`` (from compile()); ``function``
+        (default "run") and ``args``; the limits ``fuel``, ``timeout``
+        (seconds), ``memory_bytes``, ``table_elements``, ``instances``,
+        ``memories``, ``log_bytes`` or ``limits=Limits(...)`` (default: the
+        sidecar's); the grants ``log``, ``random_seed``, ``clock`` or
+        ``capabilities=Capabilities(...)`` (default: nothing); ``on_log``.
         ``on_log(line)`` is called for each guest log line, in order, on the
         reader thread and before run() returns (do not call the Sidecar from
         it; an exception it raises is re-raised by run()).
 
         Returns a RunResult; raises a SandboxError subclass named after the
-        reason the run stopped (FuelExhausted, Timeout, Trap, ...), or
-        SidecarError for protocol failures and a dead sidecar.
+        reason the run stopped (FuelExhausted, Timeout, Trap, ...),
+        InvalidParams for arguments refused before sending or by the
+        sidecar, or SidecarError for protocol failures and a dead sidecar.
+        To be able to cancel the run from another thread, use
+        :meth:`submit`.
         """
-        params = run_params(
-            wat=wat, wasm=wasm, path=path, module=module, function=function, args=args, limits=limits,
-            limit_overrides=dict(fuel=fuel, timeout=timeout, memory_bytes=memory_bytes,
-                                 table_elements=table_elements, instances=instances, memories=memories,
-                                 log_bytes=log_bytes),
-            log=log, random_seed=random_seed, clock=clock, on_log=on_log)
-        result: RunResult = self._connection().call("run", params, on_log, parse_run_result)
-        return result
+        return self.submit(options, **keywords).result()
+
+    def submit(self, options: Optional[RunOptions] = None, /, **keywords: Any) -> "RunHandle":
+        """Send a run (same arguments as :meth:`run`) and return at once with
+        a :class:`RunHandle`: ``result(timeout=None)`` waits for it,
+        ``cancel()`` stops it (``$/cancelRequest``; the result then raises
+        Cancelled)."""
+        opts = RunOptions.build(options, keywords)
+        params = run_params(opts)
+        conn = self._connection()
+        call, fut = conn.start("run", params, opts.on_log, parse_run_result)
+        return RunHandle(conn, call, fut)
 
     def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
                 module: Any = None) -> Module:
@@ -304,7 +323,70 @@ class Sidecar:
         return result
 
     def initialize(self) -> Dict[str, Any]:
-        """The optional ``initialize`` handshake: server info, capabilities,
-        default and maximum limits, maxConcurrency. Runs work without it."""
-        result: Dict[str, Any] = self._connection().call("initialize", {}, None, parse_object)
+        """The ``initialize`` handshake: server info, engine versions,
+        capabilities, default and maximum limits, maxConcurrency, maxQueue.
+        Optional (runs work without it); the result is kept as :attr:`info`.
+        """
+        conn = self._connection()
+        result: Dict[str, Any] = conn.call("initialize", {}, None, parse_object)
+        conn.info = result
         return result
+
+    @property
+    def info(self) -> Dict[str, Any]:
+        """The ``initialize`` result of the current sidecar process (sent
+        the first time this is read, then kept; a restarted process is asked
+        again)."""
+        conn = self._connection()
+        info = conn.info
+        return info if info is not None else self.initialize()
+
+
+class RunHandle:
+    """A run sent by :meth:`Sidecar.submit`, like a concurrent.futures.Future.
+
+    ``result(timeout=None)`` waits for the outcome: the RunResult, or the
+    exception :meth:`Sidecar.run` would raise. A ``timeout`` (seconds) that
+    passes raises TimeoutError and leaves the run going (``cancel()`` it, or
+    wait again). ``cancel()`` sends ``$/cancelRequest``: the sidecar stops
+    the guest, queued or running, within milliseconds, and ``result()``
+    raises :class:`~sandboxd.Cancelled`, with the fuel it had consumed.
+    Interrupting ``result()`` (KeyboardInterrupt) cancels the run too.
+    """
+
+    def __init__(self, conn: _Connection, call: Call, fut: "concurrent.futures.Future[RunResult]") -> None:
+        self._conn = conn
+        self._call = call
+        self._fut = fut
+
+    @property
+    def id(self) -> int:
+        """The JSON-RPC request id of the run."""
+        return self._call.id
+
+    def done(self) -> bool:
+        """The run has finished (result() will not block)."""
+        return self._fut.done()
+
+    def cancel(self) -> bool:
+        """Ask the sidecar to stop the run; False if it had finished already."""
+        if self._fut.done():
+            return False
+        self._conn.cancel(self._call)
+        return True
+
+    def result(self, timeout: Optional[float] = None) -> RunResult:
+        """The run's RunResult; raises its error. See the class docstring."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+            raise InvalidParams("timeout must be a number of seconds, got %r" % (timeout,))
+        try:
+            result: RunResult = self._fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError("run %d did not finish within %s s; it is still running" % (self.id, timeout)) from None
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
+        return result
+
+    def __repr__(self) -> str:
+        return "<sandboxd.RunHandle id=%d %s>" % (self.id, "done" if self.done() else "pending")

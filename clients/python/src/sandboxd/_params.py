@@ -13,13 +13,11 @@ import base64
 import dataclasses
 import datetime
 import os
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from . import _values
-from ._types import Limits, Module
+from ._types import Capabilities, Limits, Module, OnLog, RunOptions
 from .errors import InvalidParams
-
-OnLog = Callable[[str], Any]
 
 
 def module_source(wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
@@ -104,38 +102,42 @@ def limits_object(limits: Optional[Limits], overrides: Mapping[str, Any]) -> Dic
     return out
 
 
-def capabilities_object(log: bool, random_seed: Optional[int], clock: bool) -> Dict[str, Any]:
-    caps: Dict[str, Any] = {}
-    if log:
-        caps["log"] = True
-    if random_seed is not None:
-        if isinstance(random_seed, bool) or not isinstance(random_seed, int):
-            raise InvalidParams("random_seed must be an int, got %r" % (random_seed,))
-        caps["random"] = {"seed": random_seed if random_seed <= _values.MAX_SAFE_INTEGER else str(random_seed)}
-    if clock:
-        caps["clock"] = True
-    return caps
+def capabilities_object(caps: Optional[Capabilities]) -> Dict[str, Any]:
+    if caps is None:
+        caps = Capabilities()
+    elif not isinstance(caps, Capabilities):
+        raise InvalidParams("capabilities= needs a sandboxd.Capabilities, got %s" % type(caps).__name__)
+    out: Dict[str, Any] = {}
+    if caps.log:
+        out["log"] = True
+    seed = caps.random_seed
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InvalidParams("random_seed must be an int, got %r" % (seed,))
+        out["random"] = {"seed": seed if seed <= _values.MAX_SAFE_INTEGER else str(seed)}
+    if caps.clock:
+        out["clock"] = True
+    return out
 
 
-def run_params(*, wat: Any, wasm: Any, path: Any, module: Any, function: str, args: Any,
-               limits: Optional[Limits], limit_overrides: Mapping[str, Any],
-               log: bool, random_seed: Optional[int], clock: bool, on_log: Optional[OnLog]) -> Dict[str, Any]:
+def run_params(options: RunOptions) -> Dict[str, Any]:
     """The ``run`` params; raises InvalidParams before anything is sent."""
-    if on_log is not None and not log:
+    caps = options.capabilities
+    if options.on_log is not None and not (caps is not None and caps.log):
         # Without the grant the guest cannot even link host::log, so the
         # callback could never fire; say so instead of silently ignoring it.
         raise InvalidParams("on_log= needs log=True (the guest gets host::log only when granted)")
-    if not isinstance(function, str):
-        raise InvalidParams("function must be a str, got %r" % (function,))
+    if not isinstance(options.function, str):
+        raise InvalidParams("function must be a str, got %r" % (options.function,))
     params: Dict[str, Any] = {
-        "module": module_source(wat, wasm, path, module),
-        "function": function,
-        "args": _values.encode_args(args),
+        "module": module_source(options.wat, options.wasm, options.path, options.module),
+        "function": options.function,
+        "args": _values.encode_args(options.args),
     }
-    lim = limits_object(limits, limit_overrides)
+    lim = limits_object(options.limits, {})
     if lim:
         params["limits"] = lim
-    caps = capabilities_object(log, random_seed, clock)
-    if caps:
-        params["capabilities"] = caps
+    cap = capabilities_object(caps)
+    if cap:
+        params["capabilities"] = cap
     return params

@@ -1,11 +1,17 @@
-"""Plain data types of the public API: Limits, RunResult, Module."""
+"""Plain data types of the public API: RunOptions, Limits, Capabilities,
+RunResult, Module."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["Limits", "RunResult", "Module"]
+from .errors import InvalidParams
+
+__all__ = ["RunOptions", "Limits", "Capabilities", "RunResult", "Module"]
+
+OnLog = Callable[[str], Any]
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,85 @@ class Limits:
     instances: Optional[int] = None
     memories: Optional[int] = None
     log_bytes: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The host functions granted to one run; nothing is granted by default.
+
+    ``log`` grants ``host::log`` (needed for ``on_log``), ``random_seed=N``
+    a ``host::random`` seeded with N, ``clock`` grants ``host::now_ns``.
+    """
+
+    log: bool = False
+    random_seed: Optional[int] = None
+    clock: bool = False
+
+
+_LIMIT_KEYWORDS = frozenset(f.name for f in dataclasses.fields(Limits))
+_CAPABILITY_KEYWORDS = frozenset(f.name for f in dataclasses.fields(Capabilities))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything one ``run`` call says, as one value to build once and reuse.
+
+    Give exactly one module source: ``wat`` (text), ``wasm`` (bytes),
+    ``path`` (a file the sidecar reads) or ``module`` (a :class:`Module`
+    from ``compile()``, or its id). ``limits`` and ``capabilities`` default
+    to the sidecar's limits and to nothing granted. ``on_log(line)`` is
+    called for each guest log line, in order, before ``run`` returns.
+
+    ``Sidecar.run`` takes a RunOptions, keywords, or both: keywords are
+    :meth:`with_options` applied to the options.
+    """
+
+    wat: Optional[str] = None
+    wasm: Optional[bytes] = None
+    path: Any = None
+    module: Any = None
+    function: str = "run"
+    args: Sequence[Any] = ()
+    limits: Limits = field(default_factory=Limits)
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    on_log: Optional[OnLog] = None
+
+    def with_options(self, **keywords: Any) -> "RunOptions":
+        """A copy with ``keywords`` applied: any field of RunOptions, and as
+        shortcuts any field of :class:`Limits` (``fuel=``, ``timeout=``, ...)
+        or of :class:`Capabilities` (``log=``, ``random_seed=``, ``clock=``),
+        which override the matching field of ``limits``/``capabilities``.
+        A ``None`` shortcut leaves the field as it is."""
+        own = {k: v for k, v in keywords.items() if k not in _LIMIT_KEYWORDS and k not in _CAPABILITY_KEYWORDS}
+        unknown = sorted(set(own) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise InvalidParams("run() got unexpected keyword argument(s): %s" % ", ".join(unknown))
+        out = dataclasses.replace(self, **own)
+        limits = {k: v for k, v in keywords.items() if k in _LIMIT_KEYWORDS and v is not None}
+        caps = {k: v for k, v in keywords.items() if k in _CAPABILITY_KEYWORDS and v is not None}
+        if limits:
+            out = dataclasses.replace(out, limits=_replace(out.limits, Limits, "limits", limits))
+        if caps:
+            out = dataclasses.replace(out, capabilities=_replace(out.capabilities, Capabilities, "capabilities", caps))
+        return out
+
+    @classmethod
+    def build(cls, options: Optional["RunOptions"], keywords: Mapping[str, Any]) -> "RunOptions":
+        """``options`` (default: empty) with ``keywords`` applied."""
+        if options is None:
+            options = cls()
+        elif not isinstance(options, cls):
+            raise InvalidParams("run() takes a sandboxd.RunOptions as its positional argument, got %s"
+                                % type(options).__name__)
+        return options.with_options(**keywords) if keywords else options
+
+
+def _replace(value: Any, kind: type, name: str, changes: Mapping[str, Any]) -> Any:
+    if value is None:
+        value = kind()
+    elif not isinstance(value, kind):
+        raise InvalidParams("%s= needs a sandboxd.%s, got %s" % (name, kind.__name__, type(value).__name__))
+    return dataclasses.replace(value, **changes)
 
 
 @dataclass
