@@ -284,7 +284,7 @@ func (r *run) classify(err error) *Error {
 	if errors.As(err, &trap) {
 		code := trap.Code()
 		if code == nil {
-			return &Error{Kind: KindTrap, TrapCode: "host", Frames: frames(trap),
+			return &Error{Kind: KindTrap, TrapCode: "host", Frames: frames(trap, r.module.info),
 				Message: "guest trapped: " + firstLine(trap.Message())}
 		}
 		switch raw := int(*code); {
@@ -293,7 +293,7 @@ func (r *run) classify(err error) *Error {
 		case raw == rawTrapInterrupt:
 			return timeoutError(l)
 		case raw < len(TrapCodes):
-			fr := frames(trap)
+			fr := frames(trap, r.module.info)
 			return &Error{Kind: KindTrap, TrapCode: TrapCodes[raw], Frames: fr,
 				Message: "guest trapped: " + strings.ReplaceAll(TrapCodes[raw], "_", " ") + where(fr)}
 		}
@@ -358,15 +358,27 @@ func where(fr []Frame) string {
 // has thousands, and the innermost are the informative ones.
 const MaxFrames = 32
 
-func frames(t *wasmtime.Trap) []Frame {
+// frames reports the trap's wasm frames in the caller's terms: frames of
+// functions the rewriter injected (a bulk-operation helper that ran the
+// original, trapping instruction) are left out, so the innermost frame is
+// the caller's function at the instruction the helper stands for, and
+// every offset is mapped back to the bytes the caller sent (for WAT, the
+// wasm the text became). An offset with no original (or unknown to
+// wasmtime) is reported as 0.
+func frames(t *wasmtime.Trap, info *wasmbin.Info) []Frame {
 	var out []Frame
-	for i, f := range t.Frames() {
-		if i == MaxFrames {
+	for _, f := range t.Frames() {
+		if len(out) == MaxFrames {
 			break
 		}
-		fr := Frame{FuncIndex: f.FuncIndex(), ModuleOffs: f.ModuleOffset()}
-		if fr.ModuleOffs == ^uint(0) { // wasmtime's "unknown"
-			fr.ModuleOffs = 0
+		if f.FuncIndex() >= info.FirstInjectedFunc {
+			continue
+		}
+		fr := Frame{FuncIndex: f.FuncIndex()}
+		if off := f.ModuleOffset(); off != ^uint(0) { // wasmtime's "unknown"
+			if orig, ok := info.Offsets.Original(int(off)); ok {
+				fr.ModuleOffs = uint(orig)
+			}
 		}
 		if n := f.FuncName(); n != nil {
 			fr.Func = *n

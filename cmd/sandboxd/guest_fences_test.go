@@ -178,3 +178,45 @@ func TestTablesCountAgainstTheMemoryCap(t *testing.T) {
 		t.Errorf("1 page + 1024 funcref + 10 externref elements: want peakMemoryBytes 65536 + 8192 + 40 = 73768, got %s", r)
 	}
 }
+
+// TestTrapOffsetsAreInTheCallersBytes: trap frames name offsets in the
+// module the caller sent (for WAT, in the wasm the text became), not in
+// the rewritten one (the divide below was reported at 174 before), and
+// leave out the rewriter's own helpers.
+func TestTrapOffsetsAreInTheCallersBytes(t *testing.T) {
+	// 39 bytes: () -> i32, exported "run", body i32.const 1, i32.const 0,
+	// i32.div_s at offset 37 (0x25), end.
+	div := "\x00asm\x01\x00\x00\x00" +
+		"\x01\x05\x01\x60\x00\x01\x7f" + // type
+		"\x03\x02\x01\x00" + // function
+		"\x07\x07\x01\x03run\x00\x00" + // export
+		"\x0a\x09\x01\x07\x00\x41\x01\x41\x00\x6d\x0b" // code
+	// 54 bytes: memory 1; run grows it by one page (a rewritten grow before
+	// the trap shifts every later offset), then memory.fill of 131073 bytes
+	// from 0 at offset 50 (0x32): one byte past the end.
+	fill := "\x00asm\x01\x00\x00\x00" +
+		"\x01\x04\x01\x60\x00\x00" + // type
+		"\x03\x02\x01\x00" + // function
+		"\x05\x03\x01\x00\x01" + // memory
+		"\x07\x07\x01\x03run\x00\x00" + // export
+		"\x0a\x14\x01\x12\x00" + // code, one body, no locals
+		"\x41\x01\x40\x00\x1a" + // (drop (memory.grow (i32.const 1)))
+		"\x41\x00\x41\x00\x41\x81\x80\x08\xfc\x0b\x00\x0b" // memory.fill 0 0 131073
+	cases := []struct {
+		name, file, module, frames, message string
+	}{
+		{"divide (wasm)", "div.wasm", div, `"frames":[{"funcIndex":0,"moduleOffset":37}]`, "at module offset 0x25"},
+		{"divide (WAT)", "div.wat", `(module (func (export "run") (result i32) (i32.div_s (i32.const 1) (i32.const 0))))`,
+			`"frames":[{"funcIndex":0,"moduleOffset":37}]`, "at module offset 0x25"},
+		{"memory.fill out of bounds", "fill.wasm", fill, `"frames":[{"funcIndex":0,"moduleOffset":50}]`, "at module offset 0x32"},
+	}
+	for _, tc := range cases {
+		if strings.HasSuffix(tc.file, ".wasm") && len(tc.module) != map[string]int{"div.wasm": 39, "fill.wasm": 54}[tc.file] {
+			t.Fatalf("%s: the hand-assembled module is %d bytes", tc.name, len(tc.module))
+		}
+		r := runCLI(t, writeGuest(t, tc.file, tc.module), "--json")
+		if r.code != 8 || !strings.Contains(r.stdout, tc.frames) || !strings.Contains(r.stdout, tc.message) {
+			t.Errorf("%s: want a trap with %s and %q, got %s", tc.name, tc.frames, tc.message, r)
+		}
+	}
+}

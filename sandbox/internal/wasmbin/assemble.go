@@ -64,6 +64,10 @@ func (m *module) assemble(rw *rewriter, code []byte) []byte {
 		}
 		out = append(out, s.id)
 		out = appendULEB(out, uint64(len(payload)))
+		if s.id == secCode && m.code != nil {
+			// The rewritten bodies start after the new function count.
+			rw.offsets.shift(len(out) + len(appendULEB(nil, uint64(m.funcs.count)+uint64(len(rw.helpers)))))
+		}
 		out = append(out, payload...)
 	}
 	return out

@@ -45,6 +45,10 @@ func TestInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got.FirstInjectedFunc != 3 || got.Offsets == nil {
+		t.Errorf("FirstInjectedFunc %d, Offsets %v: want 3 and a map", got.FirstInjectedFunc, got.Offsets)
+	}
+	got.FirstInjectedFunc, got.Offsets = 0, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Instrument info = %+v\nwant               %+v", got, want)
 	}

@@ -41,6 +41,7 @@ type rewriter struct {
 	helpers   []helperKey
 	funcIndex map[helperKey]uint32
 	firstFunc uint32 // index of the first injected function
+	offsets   OffsetMap
 }
 
 func newRewriter(m *module) *rewriter {
@@ -65,7 +66,9 @@ func (rw *rewriter) helper(k helperKey) uint32 {
 }
 
 // rewriteCode returns the code section's rewritten bodies (without the
-// count prefix), or nil if the module has no code section.
+// count prefix), or nil if the module has no code section, and records in
+// rw.offsets where each original byte went (offsets relative to the start
+// of the returned bytes; assemble shifts them into place).
 func (rw *rewriter) rewriteCode() ([]byte, error) {
 	if rw.m.code == nil {
 		return nil, nil
@@ -87,13 +90,19 @@ func (rw *rewriter) rewriteCode() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("wasmbin: code section: function %d: %w", funcIdx, err)
 		}
-		newBody, err := rw.rewriteBody(body, base, fmt.Sprintf("function %d", funcIdx))
+		newBody, splices, err := rw.rewriteBody(body, base, fmt.Sprintf("function %d", funcIdx))
 		if err != nil {
 			return nil, err
 		}
 		out = appendULEB(out, uint64(len(newBody)))
+		start := len(out)
+		rw.offsets.add(start, base)
+		for _, sp := range splices {
+			rw.offsets.add(start+sp.new, sp.orig)
+		}
 		out = append(out, newBody...)
 	}
+	rw.offsets.end = len(out)
 	if !r.eof() {
 		return nil, fmt.Errorf("wasmbin: code section: %s", r.errorf("%d trailing bytes", len(r.buf)-r.pos))
 	}
@@ -101,13 +110,18 @@ func (rw *rewriter) rewriteCode() ([]byte, error) {
 }
 
 // rewriteBody copies the local declarations and walks every instruction of
-// one body, splicing calls to helpers over grow instructions. Structured
-// control flow has no byte offsets, so changing instruction lengths is safe.
-func (rw *rewriter) rewriteBody(body []byte, base int, where string) ([]byte, error) {
+// one body, splicing calls to helpers over grow and bulk instructions.
+// Structured control flow has no byte offsets, so changing instruction
+// lengths is safe. It returns, per splice, the anchors of the offset map:
+// body-relative new offsets and absolute original offsets, where each call
+// starts (it stands for the instruction it replaced) and where the copied
+// bytes after it resume.
+func (rw *rewriter) rewriteBody(body []byte, base int, where string) ([]byte, []offsetAnchor, error) {
 	r := newReader(body, base)
 	if err := skipLocals(r); err != nil {
-		return nil, fmt.Errorf("wasmbin: %s locals: %w", where, err)
+		return nil, nil, fmt.Errorf("wasmbin: %s locals: %w", where, err)
 	}
+	var splices []offsetAnchor
 	d := &decoder{r: r, where: where, space: &rw.m.space}
 	var out []byte // nil until the first rewrite
 	copied := 0
@@ -117,7 +131,7 @@ walk:
 		at := r.pos
 		in, err := d.next()
 		if err != nil {
-			return nil, wrapDecodeError(where, err)
+			return nil, nil, wrapDecodeError(where, err)
 		}
 		switch in.kind {
 		case kindBlockStart:
@@ -131,18 +145,20 @@ walk:
 			kindTableFill, kindTableCopy, kindTableInit:
 			idx := rw.helper(helperKey{op: helperOps[in.kind], a: in.index, b: in.index2})
 			out = append(out, body[copied:at]...)
+			splices = append(splices, offsetAnchor{len(out), base + at})
 			out = append(out, opCall)
 			out = appendULEB(out, uint64(idx))
 			copied = r.pos
+			splices = append(splices, offsetAnchor{len(out), base + copied})
 		}
 	}
 	if !r.eof() {
-		return nil, fmt.Errorf("wasmbin: %s: %d bytes after the final end at offset %d", where, len(body)-r.pos, r.offset())
+		return nil, nil, fmt.Errorf("wasmbin: %s: %d bytes after the final end at offset %d", where, len(body)-r.pos, r.offset())
 	}
 	if out == nil {
-		return body, nil
+		return body, nil, nil
 	}
-	return append(out, body[copied:]...), nil
+	return append(out, body[copied:]...), splices, nil
 }
 
 // skipLocals consumes the local declarations at the start of a body.

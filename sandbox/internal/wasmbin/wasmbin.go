@@ -73,6 +73,13 @@ type Info struct {
 	// was rewritten: when false, the host need not set that cap at all.
 	// Set by Instrument only.
 	GrowsMemory, GrowsTable bool
+
+	// FirstInjectedFunc is the index of the first function Instrument
+	// added (every function at or past it is the rewriter's), and Offsets
+	// maps code offsets of the rewritten module back to the original.
+	// Set by Instrument only.
+	FirstInjectedFunc uint32
+	Offsets           *OffsetMap
 }
 
 // MemoryInfo is the declared type of a memory, in 64 KiB pages.
@@ -157,7 +164,10 @@ func Instrument(wasm []byte) (out []byte, info *Info, err error) {
 			info.GrowsTable = true
 		}
 	}
-	return m.assemble(rw, code), info, nil
+	out = m.assemble(rw, code)
+	info.FirstInjectedFunc = rw.firstFunc
+	info.Offsets = &rw.offsets
+	return out, info, nil
 }
 
 func (i *Info) clone() *Info {
