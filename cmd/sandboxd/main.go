@@ -60,17 +60,11 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // to stderr and ends it with status 1. ok is false when the command must
 // end with status.
 func parseCommandLine(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (positional []string, status int, ok bool) {
-	usage := fs.Usage
-	if usage == nil {
-		usage = func() {
-			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
-			fs.PrintDefaults()
-		}
-	}
-	fs.Usage = func() {} // printed below, on the stream that fits
+	printUsage := fs.Usage // flag.NewFlagSet sets a default
+	fs.Usage = func() {}   // printed below, on the stream that fits
 	fs.SetOutput(stderr)
 	positional, err := parseInterspersed(fs, args)
-	fs.Usage = usage
+	fs.Usage = printUsage
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(stdout)
