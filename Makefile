@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/sandboxd
 export SANDBOXD_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build install demo test test-go test-python test-node bench fuzz clean
+.PHONY: all build install demo test test-go test-python test-node bench fuzz clean wasi-guests
 
 all: build
 
@@ -49,6 +49,17 @@ fuzz:
 	for t in FuzzInstrument; do $(GO) test ./sandbox/internal/wasmbin -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	for t in FuzzCompile FuzzParseValue; do $(GO) test ./sandbox -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	for t in $$($(GO) test ./rpc -list "^Fuzz" | grep ^Fuzz); do $(GO) test ./rpc -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+
+# The WASI test guests of testdata/wasi, rebuilt from the sources beside
+# them. Not part of make test, which uses the committed .wasm files. Needs
+# Debian's clang, lld, wasi-libc, libclang-rt-14-dev-wasm32 and
+# libstd-rust-dev-wasm32 (apt-get install them), and Go.
+RUSTC ?= /usr/bin/rustc
+WASI_GUESTS := testdata/wasi
+wasi-guests:
+	clang --target=wasm32-wasi -O2 -Wl,--strip-all -o $(WASI_GUESTS)/guest_c.wasm $(WASI_GUESTS)/guest.c
+	$(RUSTC) --target wasm32-wasi -O -C strip=symbols -o $(WASI_GUESTS)/guest_rust.wasm $(WASI_GUESTS)/guest.rs
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -ldflags="-s -w" -o $(WASI_GUESTS)/guest_go.wasm ./$(WASI_GUESTS)/go
 
 clean:
 	rm -rf bin

@@ -137,7 +137,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	elapsed := time.Since(r.started)
 	usage := r.usage()
 	exitCode, exited := wasiExitStatus(err)
-	if err != nil && !exited {
+	if err != nil && (!exited || r.exitAfterDenial(exitCode)) {
 		se := r.classify(err)
 		se.Usage = &usage
 		se.Output = r.wasi.output()

@@ -26,6 +26,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
 // WASI grants WASI preview1 to a run. Every field is optional; the zero
@@ -362,6 +364,16 @@ func wasiExitStatus(err error) (int, bool) {
 	return 0, false
 }
 
+// exitAfterDenial says whether a guest that exited with code did so because
+// a memory or table growth was denied: a failing exit after a denial is
+// reported as memory_limit_exceeded (with the output), as a trap after one
+// is. A guest that coped and exited 0 has a result.
+func (r *run) exitAfterDenial(code int) bool {
+	info := r.module.info
+	return code != 0 && (r.getGlobalIf(info.GrowsMemory || info.GrowsTable, wasmbin.ExportMemDeniedBytes) > 0 ||
+		r.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied) > 0)
+}
+
 // output returns what the guest wrote, or nil for a run without WASI.
 func (w *wasiRun) output() *Output {
 	if w == nil {
@@ -441,7 +453,7 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 	in, out := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
 	n, neventsPtr := uint64(uint32(args[2].I32())), uint64(uint32(args[3].I32()))
 	mem := guestMemory(c)
-	if n == 0 {
+	if n == 0 || in%8 != 0 || out%8 != 0 || neventsPtr%4 != 0 { // wasmtime's checks too
 		return errno(errnoInval)
 	}
 	if !inBounds(mem, in, n*subscriptionSize) || !inBounds(mem, out, n*eventSize) || !inBounds(mem, neventsPtr, 4) {

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -41,14 +42,14 @@ const wasiSleeper = `(module
     (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
   (func (export "_start")
     (call $say (i32.const 16) (i32.const 6))
-    ;; subscription at 100: userdata 7, tag clock, id monotonic, timeout NS, flags 0
-    (i64.store (i32.const 100) (i64.const 7))
-    (i32.store8 (i32.const 108) (i32.const 0))
-    (i32.store (i32.const 116) (i32.const 1))
-    (i64.store (i32.const 124) (i64.const NS))
-    (i64.store (i32.const 132) (i64.const 0))
-    (i32.store16 (i32.const 140) (i32.const 0))
-    (drop (call $poll (i32.const 100) (i32.const 200) (i32.const 1) (i32.const 240)))
+    ;; subscription at 104: userdata 7, tag clock, id monotonic, timeout NS, flags 0
+    (i64.store (i32.const 104) (i64.const 7))
+    (i32.store8 (i32.const 112) (i32.const 0))
+    (i32.store (i32.const 120) (i32.const 1))
+    (i64.store (i32.const 128) (i64.const NS))
+    (i64.store (i32.const 136) (i64.const 0))
+    (i32.store16 (i32.const 144) (i32.const 0))
+    (drop (call $poll (i32.const 104) (i32.const 200) (i32.const 1) (i32.const 240)))
     (call $say (i32.const 32) (i32.const 5))))`
 
 func compileWAT(t testing.TB, wat string) *sandbox.Module {
@@ -208,5 +209,97 @@ func TestWASICancelWhileSleeping(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the cancelled guest kept sleeping")
+	}
+}
+
+// wasiRandom writes 16 bytes of random_get to stdout.
+const wasiRandom = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "random_get" (func $random_get (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start")
+    (drop (call $random_get (i32.const 16) (i32.const 16)))
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 16))
+    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))`
+
+// random_get follows the run's seed when one is given, and the OS's
+// entropy otherwise.
+func TestWASIRandomSeed(t *testing.T) {
+	m := compileWAT(t, wasiRandom)
+	draw := func(caps sandbox.Capabilities) string {
+		t.Helper()
+		caps.WASI = &sandbox.WASI{}
+		res, err := engine(t).Run(context.Background(), sandbox.Request{Module: m, Limits: limits.Defaults(), Capabilities: caps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Output.Stdout) != 16 {
+			t.Fatalf("stdout %q", res.Output.Stdout)
+		}
+		return string(res.Output.Stdout)
+	}
+	a, b := draw(sandbox.Capabilities{Random: true, Seed: 42}), draw(sandbox.Capabilities{Random: true, Seed: 42})
+	if a != b {
+		t.Errorf("seed 42 gave %x then %x", a, b)
+	}
+	// The stream is host::random's: splitmix64 from the seed, little-endian.
+	if want := "\x95\x6e\xeb\x2f"; a[:4] != want { // 803958421 = 0x2feb6e95
+		t.Errorf("first bytes %x, want %x", a[:4], want)
+	}
+	if c := draw(sandbox.Capabilities{Random: true, Seed: 43}); c == a {
+		t.Errorf("seeds 42 and 43 drew the same bytes")
+	}
+	if x, y := draw(sandbox.Capabilities{}), draw(sandbox.Capabilities{}); x == y || x == a {
+		t.Errorf("unseeded runs drew %x and %x", x, y)
+	}
+}
+
+// Grants the engine refuses name the field, before any store exists.
+func TestWASIGrantErrors(t *testing.T) {
+	allowed := t.TempDir()
+	inside := allowed + "/sub"
+	if err := os.Mkdir(inside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	e := newEngine(t, sandbox.Config{WASIDirs: []string{allowed}})
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: strings.ReplaceAll(wasiHello, "CODE", "0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		grant sandbox.WASI
+		field string
+		in    string
+	}{
+		{"dir outside", sandbox.WASI{Dirs: []sandbox.Dir{{Host: inside, Guest: "/a"}, {Host: outside, Guest: "/b"}}}, "capabilities.wasi.dirs[1].host", outside},
+		{"dir escaping by ..", sandbox.WASI{Dirs: []sandbox.Dir{{Host: inside + "/../..", Guest: "/a"}}}, "capabilities.wasi.dirs[0].host", "not at or under"},
+		{"dir missing", sandbox.WASI{Dirs: []sandbox.Dir{{Host: allowed + "/nope", Guest: "/a"}}}, "capabilities.wasi.dirs[0].host", "not an existing directory"},
+		{"guest twice", sandbox.WASI{Dirs: []sandbox.Dir{{Host: inside, Guest: "/a"}, {Host: allowed, Guest: "/a"}}}, "capabilities.wasi.dirs[1].guest", "already preopened"},
+		{"files under a dir", sandbox.WASI{Dirs: []sandbox.Dir{{Host: inside, Guest: "/a"}}, Files: map[string][]byte{"/a/x": nil}}, `capabilities.wasi.files["/a/x"]`, "hide it"},
+		{"files and a dir at /", sandbox.WASI{Dirs: []sandbox.Dir{{Host: inside, Guest: "/"}}, Files: map[string][]byte{"/x": nil}}, "capabilities.wasi.files", "also claims"},
+		{"relative file", sandbox.WASI{Files: map[string][]byte{"x": nil}}, `capabilities.wasi.files["x"]`, "absolute"},
+		{"file under a file", sandbox.WASI{Files: map[string][]byte{"/x": nil, "/x/y": nil}}, `capabilities.wasi.files["/x"]`, "cannot be under it"},
+		{"env name with =", sandbox.WASI{Env: map[string]string{"A=B": "c"}}, "capabilities.wasi.env", "no '='"},
+		{"NUL in an argument", sandbox.WASI{Args: []string{"ok", "a\x00b"}}, "capabilities.wasi.args[1]", "NUL"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := c.grant
+			_, err := e.Run(context.Background(), sandbox.Request{Module: m, Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{WASI: &g}})
+			var ge *sandbox.GrantError
+			if !errors.As(err, &ge) || ge.Field != c.field || !strings.Contains(ge.Problem, c.in) {
+				t.Fatalf("err = %v, want a GrantError on %s mentioning %q", err, c.field, c.in)
+			}
+		})
+	}
+	// No allowed directories at all: every dir is refused, saying why.
+	_, err = engine(t).Run(context.Background(), sandbox.Request{Module: compileWAT(t, strings.ReplaceAll(wasiHello, "CODE", "0")), Limits: limits.Defaults(),
+		Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{Dirs: []sandbox.Dir{{Host: allowed, Guest: "/"}}}}})
+	var ge *sandbox.GrantError
+	if !errors.As(err, &ge) || !strings.Contains(ge.Problem, "--allow-dir") {
+		t.Fatalf("err = %v", err)
 	}
 }
