@@ -1,0 +1,109 @@
+package sandbox
+
+// Checks made before any store exists: the export's signature against the
+// arguments, and the module's declared memories and tables against the
+// caps. (Imports are checked in host.go.)
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
+)
+
+// checkSignature resolves the export and checks arity and types before
+// any store exists.
+func checkSignature(m *Module, name string, args []Value) *Error {
+	exportErr := func(format string, a ...any) *Error {
+		return &Error{Kind: KindExport, Function: name, Message: fmt.Sprintf(format, a...)}
+	}
+	exp, ok := m.Export(name)
+	if !ok {
+		return exportErr("export %q not found; the module exports %s", name, funcNames(m))
+	}
+	if exp.Kind != "func" {
+		return exportErr("export %q is a %s, not a function", name, exp.Kind)
+	}
+	for _, t := range append(append([]string{}, exp.Params...), exp.Results...) {
+		if !supported(t) {
+			return exportErr("export %q uses unsupported value type %s (supported: i32, i64, f32, f64)", name, t)
+		}
+	}
+	if len(args) != len(exp.Params) {
+		return exportErr("export %q takes %d argument(s) %v, got %d", name, len(exp.Params), exp.Params, len(args))
+	}
+	for i, a := range args {
+		if string(a.Type) != exp.Params[i] {
+			return exportErr("argument %d of %q must be %s, got %s", i, name, exp.Params[i], a.Type)
+		}
+	}
+	return nil
+}
+
+func funcNames(m *Module) string {
+	var names []string
+	for _, e := range m.Exports {
+		if e.Kind == "func" {
+			names = append(names, fmt.Sprintf("%q", e.Name))
+		}
+	}
+	if len(names) == 0 {
+		return "no functions"
+	}
+	return strings.Join(names, ", ")
+}
+
+func supported(t string) bool {
+	for _, v := range ValueTypes {
+		if string(v) == t {
+			return true
+		}
+	}
+	return false
+}
+
+// checkStaticCaps refuses, before instantiation, a module whose declared
+// initial memories or tables already exceed the caps: that is a memory
+// breach, not a host error from the instantiation.
+func checkStaticCaps(info *wasmbin.Info, l limits.Limits) *Error {
+	if n := uint64(len(info.Memories)); n > l.Memories {
+		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemories, Limit: l.Memories, Requested: n,
+			Message: fmt.Sprintf("module defines %d memories; the limit is %d (raise limits.memories)", n, l.Memories)}
+	}
+	// Memories and tables share the cap, initial sizes included, so 100
+	// tables of 10M funcref elements (8 GB in wasmtime) are refused here.
+	// Table minimums are u32 (table64 is off) and there are fewer tables
+	// than module bytes, so the sum cannot overflow.
+	var memBytes, tableBytes uint64
+	for _, mem := range info.Memories {
+		memBytes += mem.MinPages * limits.WasmPageSize
+	}
+	for _, t := range info.Tables {
+		tableBytes += t.Min * t.ElemBytes()
+	}
+	if total := memBytes + tableBytes; total > l.MemoryBytes {
+		what := "initial memory"
+		if tableBytes > 0 {
+			what = fmt.Sprintf("initial memory and tables (%d bytes of table storage)", tableBytes)
+		}
+		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes, Requested: total,
+			Message: fmt.Sprintf("%s of %d bytes exceeds the cap of %d bytes", what, total, l.MemoryBytes)}
+	}
+	for i, t := range info.Tables {
+		if t.Min > l.TableElements {
+			return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceTable, Limit: l.TableElements, Requested: t.Min,
+				Message: fmt.Sprintf("table %d starts with %d elements; the cap is %d", i, t.Min, l.TableElements)}
+		}
+	}
+	return nil
+}
+
+// tableElemBytes is the per-element storage of table i (imported tables
+// first, as in the index space).
+func (m *Module) tableElemBytes(i int) uint64 {
+	if i < m.info.ImportedTables {
+		return 8 // the larger element size: imports are never granted
+	}
+	return m.info.Tables[i-m.info.ImportedTables].ElemBytes()
+}
