@@ -75,17 +75,42 @@ func TestBulkOperationsPayFuel(t *testing.T) {
 	}
 }
 
-// TestBulkFillIsCancellable: $/cancelRequest stops a straight-line run of
-// bulk fills; before the fix the run finished and answered ok.
-func TestBulkFillIsCancellable(t *testing.T) {
-	c, _ := startClient(t, binPath)
-	// The guest logs a line, then starts filling: the cancel is sent when
-	// the line arrives, so it lands among the fills.
+// loggingFillBomb logs one line, then runs 40,000 straight-line fills of
+// 16 MiB (5 s or more of work before the fix).
+func loggingFillBomb(t *testing.T) string {
 	wat := straightLine(`(import "host" "log" (func $log (param i32 i32)))
 	  (memory (export "memory") 256) (data (i32.const 0) "go")`,
 		"(memory.fill (i32.const 16) (i32.const 7) (i32.const 16777200))", 40_000)
 	wat = strings.Replace(wat, "(func (export \"run\")\n", "(func (export \"run\")\n(call $log (i32.const 0) (i32.const 2))\n", 1)
-	bomb := writeGuest(t, "fill_bomb.wat", wat)
+	return writeGuest(t, "fill_bomb.wat", wat)
+}
+
+// TestBulkFillStopsAtStdinEOF: stdin EOF cancels a run inside straight-line
+// bulk fills; before the fix the run finished and was answered ok.
+func TestBulkFillStopsAtStdinEOF(t *testing.T) {
+	s := startRaw(t, binPath)
+	s.request(`"bomb"`, "run", runParams(loggingFillBomb(t), "", nil,
+		map[string]uint64{"fuel": hugeFuel, "timeoutMs": 600_000}, map[string]any{"log": true}))
+	s.startReading()
+	if m := s.mustTake(60 * time.Second); m.Method != "log" {
+		t.Fatalf("want the guest's log line first, got %s", m.raw)
+	}
+	if err := s.stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.response(`"bomb"`, 60*time.Second)
+	if r.kind() != "cancelled" {
+		t.Errorf("want kind cancelled after stdin EOF, got %s", r.raw)
+	}
+}
+
+// TestBulkFillIsCancellable: $/cancelRequest stops a straight-line run of
+// bulk fills; before the fix the run finished and answered ok.
+func TestBulkFillIsCancellable(t *testing.T) {
+	c, _ := startClient(t, binPath)
+	// The cancel is sent when the guest's line arrives, so it lands among
+	// the fills.
+	bomb := loggingFillBomb(t)
 	p := sandboxd.RunParams{Module: rpc.ModuleSpec{Path: sandboxd.Str(bomb)},
 		Limits:       map[string]uint64{"fuel": hugeFuel, "timeoutMs": 600_000},
 		Capabilities: &rpc.CapabilitySpec{Log: true}}
