@@ -47,7 +47,7 @@ bench: build
 FUZZTIME ?= 10m
 fuzz:
 	for t in FuzzInstrument; do $(GO) test ./sandbox/internal/wasmbin -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
-	for t in FuzzCompile FuzzParseValue; do $(GO) test ./sandbox -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	for t in FuzzCompile FuzzParseValue FuzzBulkPreserved; do $(GO) test ./sandbox -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	for t in $$($(GO) test ./rpc -list "^Fuzz" | grep ^Fuzz); do $(GO) test ./rpc -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 # The WASI test guests of testdata/wasi, rebuilt from the sources beside
