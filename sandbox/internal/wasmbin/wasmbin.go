@@ -5,9 +5,14 @@
 // that wasmtime refused a memory.grow or table.grow. Instead, Instrument
 // replaces every memory.grow and table.grow in the module with a call to an
 // injected helper function that enforces a host-settable cap and records the
-// size that was refused in an exported global. It also removes the start
-// section (so instantiation never runs guest code) and exports every memory
-// so that the host can read memory sizes even for non-exported memories.
+// size that was refused in an exported global. It replaces every bulk
+// memory and table operation with a call of a helper that does the work in
+// chunks inside a loop (bulk.go), so fuel and the deadline apply to it. It
+// refuses any index past the module's own counts (space.go), so nothing it
+// injects is reachable from guest code, and records an offset map back to
+// the original bytes (offsets.go). It also removes the start section (so
+// instantiation never runs guest code) and exports every memory and table
+// so that the host can read their sizes even when the module hides them.
 //
 // Only the standard library is used, and every input is treated as hostile:
 // malformed bytes produce an error, never a panic.
