@@ -36,7 +36,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&argTexts, "arg", "an argument, parsed by the export's parameter type (repeat for each; floats accept nan, inf, -inf, -0 and 0x<bits>)")
 	fuel := fs.Uint64("fuel", def.Fuel, "fuel budget (instructions)")
 	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline in milliseconds")
-	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB (all linear memories together)")
+	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB (all linear memories and table storage together)")
 	tableElems := fs.Uint64("table-elements", def.TableElements, "cap on the elements of each table")
 	memories := fs.Uint64("memories", def.Memories, "number of linear memories allowed")
 	logBytes := fs.Uint64("log-bytes", def.LogBytes, "total guest log bytes kept")
