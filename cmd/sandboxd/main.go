@@ -42,6 +42,9 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "serve":
 		return serveMain(args[1:], stdin, stdout, stderr)
 	case "run":
+		if wantsWASI(args[1:]) {
+			return runWASIMain(args[1:], stdin, stdout, stderr) // run_wasi.go
+		}
 		return runMain(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "sandboxd %s (wasmtime-go %s)\n", version, wasmtimeVersion())

@@ -26,7 +26,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sandboxd run FILE [--invoke NAME] [--arg V]... [flags]\n\nFILE is a .wasm or .wat file. Flags:")
+		fmt.Fprintln(fs.Output(), "Usage: sandboxd run FILE [--invoke NAME] [--arg V]... [flags]\n       sandboxd run FILE --wasi [flags] [-- ARGS...]   (a WASI program: sandboxd run --wasi -h)\n\nFILE is a .wasm or .wat file. Flags:")
 		fs.PrintDefaults()
 		fmt.Fprintln(fs.Output(), "\nExit codes: 0 ok, 1 host/usage error, 2 fuel_exhausted, 3 timeout, 4 memory_limit_exceeded,\n5 disallowed_import, 6 invalid_module, 7 export, 8 trap, 9 cancelled (SIGINT),\n11 compile_limit_exceeded.")
 	}
@@ -80,6 +80,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	defer eng.Close()
 
 	out := &cliOutput{stdout: stdout, stderr: stderr, json: *asJSON}
+	if err := eng.CheckWASIGrant(sandbox.Source{Path: positional[0]}, caps); err != nil {
+		return out.failure(err) // before spending seconds compiling it
+	}
 	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: positional[0]})
 	if err != nil {
 		return out.failure(err)

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// maxCLIStdinBytes bounds what `sandboxd run --wasi` reads from its stdin
+// for the guest (the guest's stdin is bytes, read before the run).
+const maxCLIStdinBytes = 64 << 20
+
+// wantsWASI says whether a `sandboxd run` command line asks for WASI
+// (--wasi before any "--").
+func wantsWASI(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--wasi", "-wasi", "--wasi=true", "-wasi=true":
+			return true
+		}
+	}
+	return false
+}
+
+// runWASIMain is `sandboxd run FILE --wasi ...`: the CLI's stdin is the
+// guest's stdin, the guest's stdout and stderr stream through unchanged as
+// it writes them (sandboxd's own messages go to stderr, and only when the
+// run fails), and the CLI exits with the guest's exit code; a fence or
+// another failure exits with its kind's code.
+func runWASIMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var guestArgs []string
+	for i, a := range args {
+		if a == "--" {
+			args, guestArgs = args[:i], args[i+1:]
+			break
+		}
+	}
+	fs := flag.NewFlagSet("sandboxd run --wasi", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `Usage: sandboxd run FILE --wasi [--env K=V]... [--dir HOST[:GUEST][:rw]]... [--file GUEST=HOSTFILE]... [flags] [-- ARGS...]
+
+Runs a WASI preview1 program (docs/wasi.md). Its argv is the file's base name
+and ARGS; its environment exactly the --env pairs; its stdin this command's
+stdin (read to the end first, at most 64 MiB); its stdout and stderr this
+command's, unchanged, as it writes them. --dir preopens a host directory at
+GUEST (default: HOST as given), read-only unless :rw; --file makes HOSTFILE's
+bytes a read-only file at the absolute path GUEST. The exit status is the
+guest's exit code, or for a failure its kind's code (see sandboxd run -h).
+Flags:`)
+		fs.PrintDefaults()
+	}
+	def := limits.Defaults()
+	fs.Bool("wasi", true, "grant WASI preview1 (this mode)")
+	invoke := fs.String("invoke", "", "the export to call (default _start)")
+	var envs, dirs, files multiFlag
+	fs.Var(&envs, "env", "an environment variable NAME=VALUE (repeat for each)")
+	fs.Var(&dirs, "dir", "preopen HOST[:GUEST][:rw] (repeat for each)")
+	fs.Var(&files, "file", "a read-only file GUEST=HOSTFILE (repeat for each)")
+	fuel := fs.Uint64("fuel", def.Fuel, "fuel budget (instructions)")
+	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline in milliseconds")
+	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB (all linear memories together)")
+	outputBytes := fs.Uint64("output-bytes", def.OutputBytes, "bytes of stdout and of stderr kept (each); the rest is dropped")
+	seed := fs.String("seed", "", "make random_get deterministic, seeded with this unsigned integer")
+	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
+	if !ok {
+		return status
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "sandboxd run: "+format+"\n", a...)
+		return exitUsage
+	}
+	if len(positional) != 1 {
+		return fail("give exactly one FILE (.wasm or .wat)")
+	}
+	l := def
+	l.Fuel, l.Timeout, l.MemoryBytes, l.OutputBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20, *outputBytes
+	if err := l.Validate(limits.HardMaximums()); err != nil {
+		var fe *limits.FieldError
+		if errors.As(err, &fe) && fe.Field == "outputBytes" {
+			return fail("--output-bytes: %s", fe.Problem)
+		}
+		return fail("%s", cliLimitError(err))
+	}
+	grant := &sandbox.WASI{Argv0: filepath.Base(positional[0]), Args: guestArgs, Env: map[string]string{}}
+	for _, kv := range envs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fail("--env %q: want NAME=VALUE", kv)
+		}
+		grant.Env[k] = v
+	}
+	var allowed []string
+	for _, d := range dirs {
+		dir, err := parseDirFlag(d)
+		if err != nil {
+			return fail("--dir %q: %v", d, err)
+		}
+		grant.Dirs = append(grant.Dirs, dir)
+		allowed = append(allowed, dir.Host) // the CLI's user is the operator
+	}
+	for _, f := range files {
+		guest, host, ok := strings.Cut(f, "=")
+		if !ok || guest == "" || host == "" {
+			return fail("--file %q: want GUEST=HOSTFILE", f)
+		}
+		b, err := readBounded(host, maxCLIStdinBytes)
+		if err != nil {
+			return fail("--file %q: %v", f, err)
+		}
+		if grant.Files == nil {
+			grant.Files = map[string][]byte{}
+		}
+		grant.Files[guest] = b
+	}
+	caps := sandbox.Capabilities{WASI: grant}
+	if *seed != "" {
+		v, err := sandbox.ParseValue(sandbox.I64, *seed)
+		if err != nil || strings.HasPrefix(*seed, "-") {
+			return fail("--seed: %q is not an unsigned integer", *seed)
+		}
+		caps.Random, caps.Seed = true, v.Bits
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	eng, err := sandbox.NewEngine(sandbox.Config{WASIDirs: allowed})
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer eng.Close()
+	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: positional[0]})
+	if err != nil {
+		return wasiFailure(stderr, err)
+	}
+	in, err := io.ReadAll(io.LimitReader(stdin, maxCLIStdinBytes+1))
+	if err != nil {
+		return fail("reading stdin: %v", err)
+	}
+	if len(in) > maxCLIStdinBytes {
+		return fail("stdin is larger than %d bytes", maxCLIStdinBytes)
+	}
+	grant.Stdin = in
+
+	streams := newStreamPrinter(stdout, stderr)
+	res, err := eng.Run(ctx, sandbox.Request{Module: mod, Function: *invoke, Limits: l, Capabilities: caps, Output: streams.add})
+	streams.close() // all the guest's output is out before our own lines
+	if err != nil {
+		var ge *sandbox.GrantError
+		if errors.As(err, &ge) {
+			return fail("%s", escapeText(ge.Error()))
+		}
+		return wasiFailure(stderr, err)
+	}
+	if res.Output != nil && res.Output.Truncated {
+		fmt.Fprintf(stderr, "sandboxd run: output truncated to %d bytes per stream (--output-bytes)\n", l.OutputBytes)
+	}
+	return res.ExitCode
+}
+
+// parseDirFlag reads HOST[:GUEST][:rw] (or :ro).
+func parseDirFlag(s string) (sandbox.Dir, error) {
+	parts := strings.Split(s, ":")
+	d := sandbox.Dir{}
+	if n := len(parts); n > 1 && (parts[n-1] == "rw" || parts[n-1] == "ro") {
+		d.Writable = parts[n-1] == "rw"
+		parts = parts[:n-1]
+	}
+	switch len(parts) {
+	case 1:
+		d.Host, d.Guest = parts[0], parts[0]
+	case 2:
+		d.Host, d.Guest = parts[0], parts[1]
+	default:
+		return d, errors.New("want HOST[:GUEST][:rw]")
+	}
+	if d.Host == "" || d.Guest == "" {
+		return d, errors.New("want HOST[:GUEST][:rw]")
+	}
+	return d, nil
+}
+
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("larger than %d bytes", max)
+	}
+	return b, err
+}
+
+// wasiFailure prints a failed run on stderr (after the guest's output) and
+// returns its kind's exit code.
+func wasiFailure(stderr io.Writer, err error) int {
+	kind := sandbox.KindOf(err)
+	fmt.Fprintf(stderr, "sandboxd: %s\n", escapeText(err.Error()))
+	if kind == sandbox.KindDisallowedImport && strings.Contains(err.Error(), sandbox.WASIModule) {
+		fmt.Fprintln(stderr, "sandboxd: (run WASI programs with --wasi)")
+	}
+	return kind.Info().ExitCode
+}
+
+// streamPrinter writes the guest's output from its own goroutine:
+// Request.Output must not block, so a stalled stdout cannot hold the guest
+// inside fd_write past its deadline. What it queues is bounded by the run's
+// outputBytes per stream.
+type streamPrinter struct {
+	out, err io.Writer
+	wake     chan struct{}
+	done     chan struct{}
+
+	mu     sync.Mutex
+	queue  []chunk
+	closed bool
+}
+
+type chunk struct {
+	stderr bool
+	data   []byte
+}
+
+func newStreamPrinter(stdout, stderr io.Writer) *streamPrinter {
+	p := &streamPrinter{out: stdout, err: stderr, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go p.loop()
+	return p
+}
+
+func (p *streamPrinter) add(stream string, data []byte) {
+	p.mu.Lock()
+	p.queue = append(p.queue, chunk{stream == sandbox.StreamStderr, data})
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close waits until everything queued is written.
+func (p *streamPrinter) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	<-p.done
+}
+
+func (p *streamPrinter) loop() {
+	defer close(p.done)
+	for {
+		p.mu.Lock()
+		batch, closed := p.queue, p.closed
+		p.queue = nil
+		p.mu.Unlock()
+		for _, c := range batch {
+			w := p.out
+			if c.stderr {
+				w = p.err
+			}
+			_, _ = w.Write(c.data) // a closed stdout only loses the output
+		}
+		switch {
+		case len(batch) > 0:
+		case closed:
+			return
+		default:
+			<-p.wake
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// wasiGuest is a guest of testdata/wasi (see docs/wasi.md for its modes).
+func wasiGuest(name string) string {
+	return filepath.Join(filepath.Dir(watDir), "wasi", name)
+}
+
+// runWASICLI runs `sandboxd run ARGS...` with stdin.
+func runWASICLI(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, append([]string{"run"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("sandboxd run %s: did not finish within 60 s", strings.Join(args, " "))
+	}
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: exitCode(err)}
+}
+
+func TestCLIWASI(t *testing.T) {
+	c := wasiGuest("guest_c.wasm")
+	t.Run("stdin to stdout, nothing of ours mixed in", func(t *testing.T) {
+		in := "line one\nbytes \x01\x02\n"
+		r := runWASICLI(t, in, c, "--wasi", "--", "echo")
+		wantCode(t, r, 0)
+		if r.stdout != in || r.stderr != "18 bytes\n" {
+			t.Errorf("%s", r)
+		}
+	})
+	t.Run("args after --, flags included", func(t *testing.T) {
+		r := runWASICLI(t, "", c, "--wasi", "--", "args", "-x", "--wasi", "two words")
+		wantCode(t, r, 0)
+		if r.stdout != "-x\n--wasi\ntwo words\n" {
+			t.Errorf("%s", r)
+		}
+	})
+	t.Run("env is exactly the flags", func(t *testing.T) {
+		r := runWASICLI(t, "", c, "--wasi", "--env", "B=two", "--env", "A=1", "--", "env")
+		wantCode(t, r, 0)
+		if r.stdout != "A=1\nB=two\n" {
+			t.Errorf("%s", r)
+		}
+	})
+	t.Run("exit code", func(t *testing.T) {
+		wantCode(t, runWASICLI(t, "", c, "--wasi", "--", "exit", "42"), 42)
+	})
+	t.Run("dirs and files", func(t *testing.T) {
+		dir := t.TempDir()
+		host := filepath.Join(dir, "in.txt")
+		if err := os.WriteFile(host, []byte("from a file\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runWASICLI(t, "", c, "--wasi", "--file", "/data/in.txt="+host, "--", "cat", "/data/in.txt")
+		if wantCode(t, r, 0); r.stdout != "from a file\n" {
+			t.Errorf("%s", r)
+		}
+		r = runWASICLI(t, "", c, "--wasi", "--dir", dir+":/out:rw", "--", "write", "/out/new.txt", "written")
+		if wantCode(t, r, 0); r.stdout != "written" {
+			t.Errorf("%s", r)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "new.txt")); err != nil || string(b) != "written" {
+			t.Errorf("host file %q, %v", b, err)
+		}
+		r = runWASICLI(t, "", c, "--wasi", "--dir", dir+":/out", "--", "write", "/out/other.txt", "x")
+		wantCode(t, r, 1) // read-only by default
+		if _, err := os.Stat(filepath.Join(dir, "other.txt")); !os.IsNotExist(err) {
+			t.Errorf("a read-only dir was written: %v", err)
+		}
+		r = runWASICLI(t, "", c, "--wasi", "--dir", filepath.Join(dir, "missing"), "--", "env")
+		if wantCode(t, r, 1); !strings.Contains(r.stderr, "not an existing directory") {
+			t.Errorf("%s", r)
+		}
+	})
+	t.Run("sleep past the deadline", func(t *testing.T) {
+		r := runWASICLI(t, "", c, "--wasi", "--timeout-ms", "300", "--", "sleep", "30000")
+		if wantCode(t, r, 3); r.stdout != "" || !strings.Contains(r.stderr, "deadline of 300 ms exceeded") {
+			t.Errorf("%s", r)
+		}
+	})
+	t.Run("refused without --wasi, naming every WASI import", func(t *testing.T) {
+		r := runWASICLI(t, "", wasiGuest("guest_go.wasm"), "--invoke", "_start")
+		wantCode(t, r, 5)
+		for _, fn := range []string{"fd_write", "proc_exit", "poll_oneoff", "args_get"} {
+			if !strings.Contains(r.stderr, fn) {
+				t.Errorf("refusal does not name %s: %s", fn, r)
+			}
+		}
+	})
+	t.Run("Go hello-world", func(t *testing.T) {
+		r := runWASICLI(t, "", wasiGuest("guest_go.wasm"), "--wasi", "--", "hello")
+		if wantCode(t, r, 0); r.stdout != "hello from Go\n" || r.stderr != "" {
+			t.Errorf("%s", r)
+		}
+	})
+}
+
+// The guest's output streams through as it is written: the first tick is
+// read while the guest is still running, then SIGINT cancels it asleep.
+func TestCLIWASIStreams(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "run", wasiGuest("guest_c.wasm"), "--wasi", "--timeout-ms", "600000", "--fuel", "1000000000000", "--", "tick", "100000", "100")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(stdout)
+	for _, want := range []string{"tick 1\n", "tick 2\n"} {
+		line, err := lines.ReadString('\n')
+		if err != nil || line != want {
+			t.Fatalf("read %q (%v), want %q; stderr %s", line, err, want, stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := bufio.NewReader(lines).ReadString(0)
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("the interrupted guest kept running")
+	}
+	if code := exitCode(err); code != 9 || !strings.Contains(stderr.String(), "cancelled") {
+		t.Errorf("exit %d, stderr %q, rest of stdout %q", code, stderr.String(), rest)
+	}
+}
