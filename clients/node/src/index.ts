@@ -27,6 +27,7 @@ export {
   type ServerInfo,
   type Stats,
 } from "./sidecar.js";
+
 export {
   SandboxError,
   HostError,

@@ -131,7 +131,7 @@ describe("a killed sidecar", () => {
     const errors = await Promise.all(pending.map(rejection));
     const ms = performance.now() - started;
     console.log(`pending calls of a killed sidecar rejected after ${ms.toFixed(1)} ms`);
-    assert.ok(ms < 1000, `took ${ms} ms`);
+    assert.ok(ms < 15_000, `took ${ms} ms: a hang bound; the runs' deadline (20 s) would be a Timeout`);
     for (const err of errors) {
       assert.ok(err instanceof SidecarError, String(err));
       assert.equal(err.reason, "exited");

@@ -165,7 +165,7 @@ describe("a dying sidecar", () => {
     const err = await rejection(sb.close({ timeoutMs: 200 }));
     assert.ok(err instanceof SidecarError, String(err));
     assert.match(err.message, /did not exit within 200 ms/);
-    assert.ok(Date.now() - started < 2000);
+    assert.ok(Date.now() - started < 15_000, "hang bound: close must kill it instead of waiting forever");
     const stuckErr = await rejection(stuck);
     assert.ok(stuckErr instanceof SidecarError && stuckErr.reason === "closed", String(stuckErr));
   });

@@ -1,0 +1,69 @@
+/**
+ * The sandboxd protocol as typed vscode-jsonrpc declarations
+ * (docs/protocol.md): one `RequestType`/`NotificationType` per method, with
+ * the shapes of their params and results as they are on the wire. The
+ * session core ({@link Session}) sends and receives exactly these; a new
+ * method or notification is one declaration here and one handler there.
+ *
+ * @module
+ */
+import { NotificationType, NotificationType0, RequestType, RequestType0 } from "vscode-jsonrpc/node";
+
+import type { CompileWireResult, RunWireResult, ServerInfo, Stats } from "./types.js";
+
+/** A request id. This client sends integers; the protocol allows strings. */
+export type RequestId = number | string;
+
+/** The `data` of an error response (run outcomes carry `kind` and figures). */
+export type ErrorData = Record<string, unknown> | undefined;
+
+/** The protocol's `module` object: exactly one field. */
+export interface ModuleParam {
+  wat?: string;
+  /** Base64 of the binary module. */
+  wasm?: string;
+  path?: string;
+  id?: string;
+}
+
+/** Params of `initialize`. */
+export interface InitializeParams {
+  clientInfo?: { name: string; version: string };
+}
+
+/** Params of `run`. */
+export interface RunParams {
+  module: ModuleParam;
+  function?: string;
+  args?: unknown[];
+  limits?: Record<string, number>;
+  capabilities?: Record<string, unknown>;
+}
+
+/** Params of `compile`. */
+export interface CompileParams {
+  module: ModuleParam;
+}
+
+/** Params of the `log` notification (server to client). */
+export interface LogParams {
+  /** The id of the run request that logged. */
+  id: RequestId;
+  /** 0, 1, 2, … per run. */
+  seq: number;
+  line: string;
+}
+
+/** Params of `$/cancelRequest`. */
+export interface CancelParams {
+  id: RequestId;
+}
+
+export const InitializeRequest = new RequestType<InitializeParams, ServerInfo, ErrorData>("initialize");
+export const RunRequest = new RequestType<RunParams, RunWireResult, ErrorData>("run");
+export const CompileRequest = new RequestType<CompileParams, CompileWireResult, ErrorData>("compile");
+export const StatsRequest = new RequestType0<Stats, ErrorData>("stats");
+export const ShutdownRequest = new RequestType0<null, ErrorData>("shutdown");
+export const ExitNotification = new NotificationType0("exit");
+export const CancelNotification = new NotificationType<CancelParams>("$/cancelRequest");
+export const LogNotification = new NotificationType<LogParams>("log");

@@ -1,0 +1,182 @@
+/**
+ * The session core: request ids, the table of pending requests, routing of
+ * incoming messages, and turning responses into results or errors. It
+ * speaks the declarations of ./protocol.ts over any vscode-jsonrpc
+ * MessageReader/MessageWriter pair and knows nothing about processes (the
+ * Node twin of the Python client's I/O-free `Session`).
+ *
+ * The session assigns the ids itself, so each request is registered under
+ * its id before it is written, and a run's `log` notifications, which carry
+ * that id and arrive before its response, always find their run. Messages
+ * are handled in the order the reader delivers them.
+ *
+ * @module
+ */
+import {
+  Message,
+  type MessageReader,
+  type MessageWriter,
+  type NotificationMessage,
+  type NotificationType,
+  type NotificationType0,
+  type RequestMessage,
+  type RequestType,
+  type RequestType0,
+  type ResponseMessage,
+} from "vscode-jsonrpc/node";
+
+import { SidecarError, errorFromResponse } from "./errors.js";
+import { CancelNotification, LogNotification, type LogParams, type RequestId } from "./protocol.js";
+
+/** What a run collects while it is pending: its log lines and problems with them. */
+export interface RunState {
+  logs: string[];
+  onLog?: (line: string, seq: number) => void;
+  /** What onLog threw first; a successful run rejects with it. */
+  logError?: { error: unknown };
+  /** A protocol violation of the log notifications (seq out of order). */
+  seqProblem?: string;
+  /** The abort reason, the `cause` of the Cancelled error. */
+  abortReason?: unknown;
+}
+
+/** A request sent: its id (for `$/cancelRequest`) and its outcome. */
+export interface Sent<R> {
+  id: RequestId;
+  result: Promise<R>;
+}
+
+/** Hooks of a {@link Session} into its owner. */
+export interface SessionHooks {
+  /** The sidecar's recent stderr, carried by the errors. */
+  stderrTail(): string;
+  /** Writing a request failed (the connection is unusable); the request stays pending. */
+  onWriteError?(error: Error): void;
+}
+
+interface Pending {
+  method: string;
+  resolve: (result: unknown) => void;
+  reject: (error: Error) => void;
+  run?: RunState;
+}
+
+export class Session {
+  private nextId = 0;
+  private readonly pending = new Map<RequestId, Pending>();
+  private closedWith: (() => SidecarError) | undefined;
+
+  constructor(
+    private readonly reader: MessageReader,
+    private readonly writer: MessageWriter,
+    private readonly hooks: SessionHooks,
+  ) {
+    reader.listen((message) => this.receive(message));
+  }
+
+  /** Number of requests awaiting their response. */
+  get size(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * Sends a request; `run` collects the run's log notifications. Rejects at
+   * once if the session is closed.
+   */
+  request<R, E>(type: RequestType0<R, E>, params?: undefined, run?: RunState): Sent<R>;
+  request<P, R, E>(type: RequestType<P, R, E>, params: P, run?: RunState): Sent<R>;
+  request<R>(type: { method: string }, params?: unknown, run?: RunState): Sent<R> {
+    const id = this.nextId++;
+    if (this.closedWith !== undefined) return { id, result: Promise.reject(this.closedWith()) };
+    const message: RequestMessage = { jsonrpc: "2.0", id, method: type.method };
+    if (params !== undefined) message.params = params as object;
+    const result = new Promise<R>((resolve, reject) => {
+      this.pending.set(id, { method: type.method, resolve: resolve as (r: unknown) => void, reject, run });
+    });
+    this.writer.write(message).catch((err: unknown) => {
+      if (this.pending.has(id)) this.hooks.onWriteError?.(err instanceof Error ? err : new Error(String(err)));
+    });
+    return { id, result };
+  }
+
+  /** Sends a notification; a failed write is ignored (the owner sees the connection die). */
+  notify<P>(type: NotificationType<P> | NotificationType0, params?: P): Promise<void> {
+    const message: NotificationMessage = { jsonrpc: "2.0", method: type.method };
+    if (params !== undefined) message.params = params as object;
+    return this.writer.write(message).catch(() => {});
+  }
+
+  /** Asks the sidecar to stop request `id`; its answer settles the request. */
+  cancel(id: RequestId): void {
+    if (this.pending.has(id)) void this.notify(CancelNotification, { id });
+  }
+
+  /**
+   * Fails every pending request with a fresh error from `error`, and every
+   * later one the same way. Idempotent (the first `error` stays).
+   */
+  close(error: () => SidecarError): void {
+    this.closedWith ??= error;
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of pending) p.reject(this.closedWith());
+    this.reader.dispose();
+  }
+
+  private receive(message: Message): void {
+    if (Message.isResponse(message)) {
+      this.settle(message);
+    } else if (Message.isNotification(message)) {
+      if (message.method === LogNotification.method) this.log(message.params as Partial<LogParams> | undefined);
+      // other notifications (none defined yet) are ignored
+    }
+    // the sidecar sends no requests
+  }
+
+  private settle(message: ResponseMessage): void {
+    const id = message.id;
+    if (id === null) return; // an error the sidecar could not attribute: nobody to tell
+    const p = this.pending.get(id);
+    if (!p) return; // not pending (already failed by close)
+    this.pending.delete(id);
+    if (message.error !== undefined) {
+      const { code, message: text, data } = message.error;
+      p.reject(
+        errorFromResponse(code, text, data, {
+          logs: p.run?.logs,
+          stderrTail: this.hooks.stderrTail(),
+          cause: p.run?.abortReason,
+        }),
+      );
+    } else if ("result" in message) {
+      p.resolve(message.result);
+    } else {
+      p.reject(
+        new SidecarError(`response to ${p.method} has neither result nor error`, {
+          reason: "protocol",
+          stderrTail: this.hooks.stderrTail(),
+        }),
+      );
+    }
+  }
+
+  private log(params: Partial<LogParams> | undefined): void {
+    const p = params ?? {};
+    if (typeof p.id !== "number" && typeof p.id !== "string") return;
+    const run = this.pending.get(p.id)?.run;
+    if (!run) return; // a run that already settled, or not a run
+    const expected = run.logs.length;
+    if (p.seq !== expected && run.seqProblem === undefined) {
+      run.seqProblem = `log notification seq ${JSON.stringify(p.seq)} where ${expected} was expected`;
+    }
+    const line = typeof p.line === "string" ? p.line : String(p.line);
+    run.logs.push(line);
+    if (run.onLog) {
+      try {
+        run.onLog(line, expected);
+      } catch (error) {
+        run.logError ??= { error };
+      }
+    }
+  }
+}

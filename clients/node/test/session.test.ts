@@ -1,0 +1,145 @@
+// The session core and the frame reader without a process: an in-memory
+// stream stands for the sidecar's stdout, a recording writer for its stdin.
+import assert from "node:assert/strict";
+import { PassThrough } from "node:stream";
+import { describe, it } from "node:test";
+
+import { AbstractMessageWriter, type Message, type MessageWriter } from "vscode-jsonrpc/node";
+
+import { Cancelled, InvalidParams, SidecarError } from "sandboxd";
+
+import { FrameReader } from "../dist/framing.js";
+import { LogNotification, RunRequest, StatsRequest } from "../dist/protocol.js";
+import { Session, type RunState } from "../dist/session.js";
+
+import { rejection } from "./helpers.js";
+
+class RecordingWriter extends AbstractMessageWriter implements MessageWriter {
+  readonly written: Message[] = [];
+  fail = false;
+  async write(msg: Message): Promise<void> {
+    if (this.fail) throw new Error("EPIPE");
+    this.written.push(msg);
+  }
+  end(): void {}
+}
+
+function frame(message: unknown): Buffer {
+  const body = Buffer.from(JSON.stringify(message), "utf8");
+  return Buffer.concat([Buffer.from(`Content-Length: ${body.length}\r\n\r\n`, "ascii"), body]);
+}
+
+function setup(hooks: { onWriteError?: (e: Error) => void } = {}) {
+  const stdout = new PassThrough();
+  const reader = new FrameReader(stdout);
+  const writer = new RecordingWriter();
+  const session = new Session(reader, writer, { stderrTail: () => "tail", ...hooks });
+  const send = (m: unknown) => stdout.write(frame(m));
+  return { stdout, reader, writer, session, send };
+}
+
+const flush = () => new Promise<void>((r) => setImmediate(r));
+
+describe("FrameReader", () => {
+  it("delivers every message whatever the chunking, before the end", async () => {
+    const stdout = new PassThrough();
+    const reader = new FrameReader(stdout);
+    const got: string[] = [];
+    let endedAfter = -1;
+    reader.listen((m) => got.push((m as unknown as { method: string }).method));
+    reader.onClose(() => (endedAfter = got.length));
+    const bytes = Buffer.concat([frame({ jsonrpc: "2.0", method: "a" }), frame({ jsonrpc: "2.0", method: "é" })]);
+    for (let i = 0; i < bytes.length; i++) stdout.write(bytes.subarray(i, i + 1));
+    stdout.end();
+    await flush();
+    assert.deepEqual(got, ["a", "é"]);
+    assert.equal(endedAfter, 2);
+  });
+
+  for (const [name, bytes, pattern] of [
+    ["no Content-Length", "X-Other: 1\r\n\r\n{}", /no Content-Length/],
+    ["a bad Content-Length", "Content-Length: many\r\n\r\n{}", /Content-Length must be a number/],
+    ["a body that is not JSON", "Content-Length: 3\r\n\r\n{x}", /not JSON/],
+    ["an endless header", "Content-Length: 1" + " ".repeat(9000), /longer than 8192/],
+  ] as const) {
+    it(`reports ${name}`, async () => {
+      const stdout = new PassThrough();
+      const reader = new FrameReader(stdout);
+      const errors: Error[] = [];
+      reader.listen(() => assert.fail("no message expected"));
+      reader.onError((e) => errors.push(e));
+      stdout.write(bytes);
+      await flush();
+      assert.equal(errors.length, 1);
+      assert.match(errors[0]!.message, pattern);
+    });
+  }
+});
+
+describe("Session", () => {
+  it("numbers requests itself and routes logs to the run with that id", async () => {
+    const { writer, session, send } = setup();
+    const lines: string[] = [];
+    const state: RunState = { logs: [], onLog: (l) => lines.push(l) };
+    const run = session.request(RunRequest, { module: { wat: "(module)" } }, state);
+    const stats = session.request(StatsRequest);
+    assert.notEqual(run.id, stats.id);
+    await flush();
+    assert.deepEqual(
+      writer.written.map((m) => [(m as unknown as { id: unknown }).id, (m as unknown as { method: string }).method]),
+      [[run.id, "run"], [stats.id, "stats"]],
+    );
+    send({ jsonrpc: "2.0", method: LogNotification.method, params: { id: run.id, seq: 0, line: "one" } });
+    send({ jsonrpc: "2.0", method: LogNotification.method, params: { id: stats.id, seq: 0, line: "not a run" } });
+    send({ jsonrpc: "2.0", id: stats.id, result: { runs: {} } });
+    send({ jsonrpc: "2.0", method: LogNotification.method, params: { id: run.id, seq: 1, line: "two" } });
+    send({ jsonrpc: "2.0", id: run.id, result: { values: [] } });
+    assert.deepEqual(await stats.result, { runs: {} });
+    assert.deepEqual(await run.result, { values: [] });
+    assert.deepEqual(lines, ["one", "two"]);
+    assert.deepEqual(state.logs, ["one", "two"]);
+    assert.equal(session.size, 0);
+  });
+
+  it("maps error responses to typed errors, with the run's logs and abort reason", async () => {
+    const { session, send, writer } = setup();
+    const state: RunState = { logs: [] };
+    const run = session.request(RunRequest, { module: { wat: "" } }, state);
+    state.abortReason = "user";
+    session.cancel(run.id);
+    await flush();
+    assert.deepEqual(writer.written[1], { jsonrpc: "2.0", method: "$/cancelRequest", params: { id: run.id } });
+    send({ jsonrpc: "2.0", method: "log", params: { id: run.id, seq: 0, line: "before" } });
+    send({ jsonrpc: "2.0", id: run.id, error: { code: -32800, message: "cancelled", data: { kind: "cancelled" } } });
+    const err = await rejection(run.result);
+    assert.ok(err instanceof Cancelled, String(err));
+    assert.deepEqual(err.logs, ["before"]);
+    assert.equal(err.cause, "user");
+    const bad = session.request(RunRequest, { module: { wat: "" } });
+    send({ jsonrpc: "2.0", id: bad.id, error: { code: -32602, message: "limits.fuel: must be positive" } });
+    assert.ok((await rejection(bad.result)) instanceof InvalidParams);
+  });
+
+  it("close fails what is pending and refuses what comes later", async () => {
+    const { session } = setup();
+    const a = session.request(StatsRequest);
+    session.close(() => new SidecarError("gone", { reason: "exited" }));
+    const later = session.request(StatsRequest);
+    for (const p of [a.result, later.result]) {
+      const err = await rejection(p);
+      assert.ok(err instanceof SidecarError && err.message === "gone", String(err));
+    }
+  });
+
+  it("a failed write keeps the request pending and tells the owner", async () => {
+    const failures: Error[] = [];
+    const { session, writer } = setup({ onWriteError: (e) => failures.push(e) });
+    writer.fail = true;
+    const a = session.request(StatsRequest);
+    await flush();
+    assert.equal(failures.length, 1);
+    assert.equal(session.size, 1);
+    session.close(() => new SidecarError("the sidecar died", { reason: "exited" }));
+    assert.match(String(await rejection(a.result)), /the sidecar died/);
+  });
+});
