@@ -24,8 +24,9 @@ type Request struct {
 	// the guest is paused while it runs.
 	Log func(line string)
 	// Output receives a WASI guest's writes to stdout and stderr as they
-	// happen (within limits.OutputBytes per stream), like Log. data is
-	// read-only and stays valid.
+	// happen (within limits.OutputBytes per stream), coalesced into pieces
+	// (wasi_output.go), all before Run returns. Calls never overlap and
+	// must not block. data is read-only and stays valid.
 	Output func(stream string, data []byte)
 }
 

@@ -95,7 +95,7 @@ type wasiRun struct {
 	dirs   []Dir  // resolved host paths
 	seeded bool   // random_get follows the run's seed
 
-	out      outputSink
+	out      *outputSink
 	handle   cgo.Handle
 	monoBase time.Time      // wasmtime's monotonic zero, give or take microseconds
 	helper   *wasmtime.Func // wasmtime's own poll_oneoff, for fd subscriptions
@@ -108,7 +108,7 @@ const grantPrefix = "capabilities.wasi"
 func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error) {
 	g := req.Capabilities.WASI
 	w := &wasiRun{ctx: ctx, grant: g, seeded: req.Capabilities.Random}
-	w.out = outputSink{budget: req.Limits.OutputBytes, forward: req.Output}
+	w.out = newOutputSink(req.Limits.OutputBytes, req.Output)
 	argv0 := g.Argv0
 	if argv0 == "" {
 		argv0 = req.Module.ID
@@ -268,7 +268,7 @@ func (w *wasiRun) attach(store *wasmtime.Store) error {
 	defer cfg.Close() // a no-op once SetWasi consumed it
 	cfg.SetArgv(w.argv)
 	cfg.SetEnv(w.envK, w.envV)
-	w.handle = cgo.NewHandle(wasiSink(&w.out))
+	w.handle = cgo.NewHandle(wasiSink(w.out))
 	setWasiStdio(cfg, w.grant.Stdin, w.handle)
 	if w.root != "" {
 		if err := cfg.PreopenDir(w.root, "/", wasmtime.DIR_READ, wasmtime.FILE_READ); err != nil {
@@ -297,6 +297,7 @@ func (w *wasiRun) close() {
 	if w == nil {
 		return
 	}
+	w.out.finish()
 	if w.handle != 0 {
 		w.handle.Delete()
 		w.handle = 0
@@ -374,43 +375,13 @@ func (r *run) exitAfterDenial(code int) bool {
 		r.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied) > 0)
 }
 
-// output returns what the guest wrote, or nil for a run without WASI.
+// output ends the run's output (forwarding what is pending) and returns
+// what the guest wrote, or nil for a run without WASI.
 func (w *wasiRun) output() *Output {
 	if w == nil {
 		return nil
 	}
-	return &Output{Stdout: w.out.stdout, Stderr: w.out.stderr, Truncated: w.out.truncated}
-}
-
-// outputSink keeps a prefix of each stream within the budget and forwards
-// every kept piece as it is written.
-type outputSink struct {
-	budget         uint64
-	stdout, stderr []byte
-	truncated      bool
-	forward        func(stream string, data []byte)
-}
-
-func (s *outputSink) write(stream int, p []byte) {
-	buf, name := &s.stdout, StreamStdout
-	if stream == 2 {
-		buf, name = &s.stderr, StreamStderr
-	}
-	room := s.budget - uint64(len(*buf))
-	if uint64(len(p)) > room {
-		p = p[:room]
-		s.truncated = true
-	}
-	if len(p) == 0 {
-		return
-	}
-	start := len(*buf)
-	*buf = append(*buf, p...)
-	if s.forward != nil {
-		// The kept bytes never change once written: hand out a view of
-		// them that the receiver cannot append into.
-		s.forward(name, (*buf)[start:len(*buf):len(*buf)])
-	}
+	return w.out.finish()
 }
 
 // preview1 constants used by our functions.
@@ -489,6 +460,9 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 		if s.due.Before(earliest) {
 			earliest = s.due
 		}
+	}
+	if time.Until(earliest) >= time.Millisecond {
+		r.wasi.out.flush() // what the guest wrote before sleeping is seen now
 	}
 	if stop := r.sleepUntil(earliest); stop != stopNone {
 		r.fence.stopBy(stop)
