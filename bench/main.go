@@ -13,6 +13,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/sandboxd/sandboxd/sandbox"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,6 +73,9 @@ var sections = []benchSection{
 }
 
 func main() {
+	if sandbox.IsCompileChild() { // the in-process engine's compile fence
+		os.Exit(sandbox.CompileChildMain())
+	}
 	if os.Getenv(echoEnv) != "" {
 		echoMain()
 		return

@@ -1,7 +1,8 @@
 // Package limits defines the resource fences of one sandboxed run as a
 // validated value: the fuel budget, the wall-clock deadline, the memory and
-// table caps, the instance and memory counts, the guest log budget and the
-// WASI output budget.
+// table caps, the instance and memory counts, the guest log budget, the
+// WASI output budget, and the time and memory the compile of a new module
+// may take.
 //
 // A Limits value is plain data. The sandbox package enforces it; the rpc and
 // cmd packages build it from user input and call Validate, which names the
@@ -11,6 +12,7 @@ package limits
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -38,6 +40,13 @@ type Limits struct {
 	// it are dropped (the guest's writes still succeed) and the result says
 	// the output was truncated.
 	OutputBytes uint64
+	// CompileTimeout bounds the wall-clock time of compiling a module the
+	// engine has not compiled before (converting WAT, validating,
+	// instrumenting, Cranelift). A cached module costs no compile.
+	CompileTimeout time.Duration
+	// CompileMemoryBytes caps the memory of that compile: the address
+	// space of the child process that does it, its own baseline included.
+	CompileMemoryBytes uint64
 }
 
 // Documented defaults. Every default is also within DefaultMaximums.
@@ -50,6 +59,9 @@ const (
 	DefaultMemories      = 1
 	DefaultLogBytes      = 1 << 20
 	DefaultOutputBytes   = 1 << 20
+
+	DefaultCompileTimeout     = 30 * time.Second
+	DefaultCompileMemoryBytes = 1 << 30
 )
 
 // WasmPageSize is the size of one wasm linear-memory page.
@@ -66,6 +78,9 @@ func Defaults() Limits {
 		Memories:      DefaultMemories,
 		LogBytes:      DefaultLogBytes,
 		OutputBytes:   DefaultOutputBytes,
+
+		CompileTimeout:     DefaultCompileTimeout,
+		CompileMemoryBytes: DefaultCompileMemoryBytes,
 	}
 }
 
@@ -83,6 +98,9 @@ func DefaultMaximums() Limits {
 		Memories:      16,
 		LogBytes:      64 << 20,
 		OutputBytes:   64 << 20,
+
+		CompileTimeout:     5 * time.Minute,
+		CompileMemoryBytes: 4 << 30,
 	}
 }
 
@@ -99,6 +117,9 @@ func HardMaximums() Limits {
 		Memories:      100,
 		LogBytes:      1 << 30,
 		OutputBytes:   1 << 30,
+
+		CompileTimeout:     24 * time.Hour,
+		CompileMemoryBytes: 1 << 40,
 	}
 }
 
@@ -127,13 +148,26 @@ type Field struct {
 // limits is written down once.
 var Fields = []Field{
 	{"fuel", func(l Limits) uint64 { return l.Fuel }, func(l *Limits, v uint64) { l.Fuel = v }},
-	{"timeoutMs", func(l Limits) uint64 { return uint64(l.Timeout / time.Millisecond) }, func(l *Limits, v uint64) { l.Timeout = time.Duration(v) * time.Millisecond }},
+	{"timeoutMs", func(l Limits) uint64 { return uint64(l.Timeout / time.Millisecond) }, func(l *Limits, v uint64) { l.Timeout = millis(v) }},
 	{"memoryBytes", func(l Limits) uint64 { return l.MemoryBytes }, func(l *Limits, v uint64) { l.MemoryBytes = v }},
 	{"tableElements", func(l Limits) uint64 { return l.TableElements }, func(l *Limits, v uint64) { l.TableElements = v }},
 	{"instances", func(l Limits) uint64 { return l.Instances }, func(l *Limits, v uint64) { l.Instances = v }},
 	{"memories", func(l Limits) uint64 { return l.Memories }, func(l *Limits, v uint64) { l.Memories = v }},
 	{"logBytes", func(l Limits) uint64 { return l.LogBytes }, func(l *Limits, v uint64) { l.LogBytes = v }},
 	{"outputBytes", func(l Limits) uint64 { return l.OutputBytes }, func(l *Limits, v uint64) { l.OutputBytes = v }},
+	{"compileTimeoutMs", func(l Limits) uint64 { return uint64(l.CompileTimeout / time.Millisecond) }, func(l *Limits, v uint64) { l.CompileTimeout = millis(v) }},
+	{"compileMemoryBytes", func(l Limits) uint64 { return l.CompileMemoryBytes }, func(l *Limits, v uint64) { l.CompileMemoryBytes = v }},
+}
+
+// millis converts a count of milliseconds to a Duration, saturating
+// instead of wrapping, so that an absurd value stays absurd (and fails
+// Validate) instead of becoming a small one.
+func millis(v uint64) time.Duration {
+	const most = uint64(math.MaxInt64 / int64(time.Millisecond))
+	if v > most {
+		v = most
+	}
+	return time.Duration(v) * time.Millisecond
 }
 
 // Validate checks every field is positive and at most the matching maximum.
@@ -141,6 +175,9 @@ var Fields = []Field{
 func (l Limits) Validate(max Limits) error {
 	if l.Timeout%time.Millisecond != 0 {
 		return &FieldError{"timeoutMs", "must be a whole number of milliseconds"}
+	}
+	if l.CompileTimeout%time.Millisecond != 0 {
+		return &FieldError{"compileTimeoutMs", "must be a whole number of milliseconds"}
 	}
 	for _, f := range Fields {
 		v, m := f.Get(l), f.Get(max)

@@ -61,7 +61,7 @@ func errorData(se *sandbox.Error) ErrorData {
 		d.Budget = u64(se.Budget)
 	case sandbox.KindTimeout:
 		d.TimeoutMs = u64(se.TimeoutMs)
-	case sandbox.KindMemoryLimitExceeded:
+	case sandbox.KindMemoryLimitExceeded, sandbox.KindCompileLimitExceeded:
 		d.Limit = u64(se.Limit)
 		d.Resource = string(se.Resource)
 		if se.Requested > 0 {

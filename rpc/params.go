@@ -317,6 +317,7 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 	if spec.limits, err = decodeLimits(obj["limits"], defaults, max); err != nil {
 		return nil, err
 	}
+	spec.source.CompileTimeout, spec.source.CompileMemoryBytes = spec.limits.CompileTimeout, spec.limits.CompileMemoryBytes
 	if spec.caps, err = decodeCapabilities(obj["capabilities"]); err != nil {
 		return nil, err
 	}

@@ -181,7 +181,8 @@ func TestDecodeRunValid(t *testing.T) {
 	})
 	t.Run("everything", func(t *testing.T) {
 		params := `{"module":{"wasm":"AGFzbQEAAAA="},"function":"add","args":[1,"2",{"type":"i32","value":3}],
-			"limits":{"fuel":1000,"timeoutMs":250,"memoryBytes":65536,"tableElements":5,"instances":2,"memories":3,"logBytes":100},
+			"limits":{"fuel":1000,"timeoutMs":250,"memoryBytes":65536,"tableElements":5,"instances":2,"memories":3,"logBytes":100,
+				"compileTimeoutMs":1500,"compileMemoryBytes":1048576},
 			"capabilities":{"log":true,"clock":true,"random":{"seed":"18446744073709551615"}}}`
 		spec, err := decodeRun(json.RawMessage(params), def, max)
 		if err != nil {
@@ -194,7 +195,8 @@ func TestDecodeRunValid(t *testing.T) {
 			t.Errorf("function %q args %q", spec.function, spec.args)
 		}
 		want := limits.Limits{Fuel: 1000, Timeout: 250 * time.Millisecond, MemoryBytes: 65536,
-			TableElements: 5, Instances: 2, Memories: 3, LogBytes: 100, OutputBytes: limits.DefaultOutputBytes}
+			TableElements: 5, Instances: 2, Memories: 3, LogBytes: 100, OutputBytes: limits.DefaultOutputBytes,
+			CompileTimeout: 1500 * time.Millisecond, CompileMemoryBytes: 1 << 20}
 		if spec.limits != want {
 			t.Errorf("limits = %+v, want %+v", spec.limits, want)
 		}

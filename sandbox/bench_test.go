@@ -92,3 +92,31 @@ func BenchmarkParseValue(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompileNew compiles a small module the engine has not seen
+// (the cache is off), in a compile child and in process: the difference is
+// the compile fence's cost per new module.
+func BenchmarkCompileNew(b *testing.B) {
+	text, err := os.ReadFile(filepath.Join("..", "testdata", "wat", "well_behaved.wat"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []struct {
+		name string
+		new  func(sandbox.Config) (*sandbox.Engine, error)
+	}{{"child", sandbox.NewEngine}, {"inprocess", sandbox.NewInProcessEngine}} {
+		b.Run(mode.name, func(b *testing.B) {
+			eng, err := mode.new(sandbox.Config{CacheEntries: sandbox.CacheOff})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer eng.Close()
+			src := sandbox.Source{WAT: string(text)}
+			for b.Loop() {
+				if _, _, err := eng.Compile(context.Background(), src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -67,8 +67,12 @@ func TestCompileCacheHit(t *testing.T) {
 	}
 	st := e.CacheStats()
 	t.Logf("stats %+v", st)
-	if st.Entries != 1 || st.Misses != 1 || st.Hits != 3 || st.Bytes != int64(len(wasm)) {
-		t.Errorf("stats = %+v, want 1 entry of %d bytes, 1 miss, 3 hits", st, len(wasm))
+	if st.Entries != 1 || st.Misses != 1 || st.Hits != 3 || st.Bytes != int64(m1.CompiledSize) || m1.Size != len(wasm) {
+		t.Errorf("stats = %+v, want 1 entry of %d bytes, 1 miss, 3 hits (wasm size %d)", st, m1.CompiledSize, m1.Size)
+	}
+	// The cache counts compiled code, which outweighs the wasm many times.
+	if m1.CompiledSize <= m1.Size {
+		t.Errorf("compiled size %d <= wasm size %d", m1.CompiledSize, m1.Size)
 	}
 }
 
@@ -205,7 +209,7 @@ func TestCacheEvictionByBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Room for two of these modules (their sizes are equal), not three.
-	e := newEngine(t, sandbox.Config{CacheBytes: int64(2*m.Size + m.Size/2)})
+	e := newEngine(t, sandbox.Config{CacheBytes: int64(2*m.CompiledSize + m.CompiledSize/2)})
 	var ids []string
 	for _, tag := range []string{"x", "y", "z"} {
 		m, _, err := e.Compile(ctx, sandbox.Source{WAT: uniqueWAT(tag)})
@@ -215,8 +219,8 @@ func TestCacheEvictionByBytes(t *testing.T) {
 		ids = append(ids, m.ID)
 	}
 	st := e.CacheStats()
-	if st.Entries != 2 || st.Bytes != int64(2*m.Size) {
-		t.Errorf("stats = %+v, want 2 entries of %d bytes", st, m.Size)
+	if st.Entries != 2 || st.Bytes != int64(2*m.CompiledSize) {
+		t.Errorf("stats = %+v, want 2 entries of %d bytes", st, m.CompiledSize)
 	}
 	if _, _, err := e.Compile(ctx, sandbox.Source{ID: ids[0]}); sandbox.KindOf(err) != sandbox.KindInvalidModule {
 		t.Errorf("oldest module by id: %v, want invalid_module", err)
@@ -281,7 +285,8 @@ func TestEngineConfigValidation(t *testing.T) {
 	for _, cfg := range []sandbox.Config{
 		{Tick: time.Microsecond},
 		{Tick: 2 * time.Second},
-		{CacheEntries: -1},
+		{CompileTimeout: -time.Second},
+		{MaxCompiles: -1},
 		{CacheBytes: -1},
 		{MaxModuleBytes: -1},
 		{ModulePathDirs: []string{"/nonexistent-sandboxd-dir"}},
@@ -293,66 +298,98 @@ func TestEngineConfigValidation(t *testing.T) {
 	}
 }
 
-// TestPersistentCache: with CacheDir set, wasmtime writes compiled
-// artifacts there (possibly in the background).
+// TestPersistentCache: with CacheDir set, every compiled module is kept
+// on disk, and a second engine on the same directory loads it instead of
+// compiling it; a corrupted file is compiled again and replaced.
 func TestPersistentCache(t *testing.T) {
 	t.Parallel()
-	// Not t.TempDir: wasmtime's cache worker thread keeps writing (stats
-	// files) in the background after the engine is closed, so removal is
-	// retried for a while instead of failing the test.
-	dir, err := os.MkdirTemp("", "sandboxd-cache-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if os.RemoveAll(dir) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("could not remove %s", dir)
-	})
+	dir := t.TempDir()
+	wasm := mustWat2Wasm(t, uniqueWAT("persistent"))
+	src := sandbox.Source{Wasm: wasm}
 	e := newEngine(t, sandbox.Config{CacheDir: dir})
-	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: uniqueWAT("persistent")})
+	m, info, err := e.Compile(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Run(context.Background(), sandboxRequest(m)); err != nil || res.Values[0] != i32(7) {
-		t.Fatalf("run: %v %v", res, err)
+	if info.FromDisk || info.Cached {
+		t.Fatalf("first compile: %+v, want a compile", info)
 	}
-	artifacts := func() []string {
+	artefacts := func() []string {
 		var files []string
 		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && d.Name() != "wasmtime-cache.toml" {
-				rel, _ := filepath.Rel(dir, p)
-				files = append(files, rel)
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".cwasm") {
+				files = append(files, p)
 			}
 			return nil
 		})
 		return files
 	}
-	var files []string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if files = artifacts(); len(files) > 0 {
-			break
+	files := artefacts()
+	if len(files) != 1 {
+		t.Fatalf("cache files %v, want one artefact", files)
+	}
+
+	run := func(e *sandbox.Engine, m *sandbox.Module) {
+		t.Helper()
+		if res, err := e.Run(context.Background(), sandboxRequest(m)); err != nil || res.Values[0] != i32(7) {
+			t.Fatalf("run: %v %v", res, err)
 		}
 	}
-	if len(files) == 0 {
-		t.Logf("NOTE: after 5s the cache directory %s holds no artifacts: wasmtime's persistent cache seems not to be in use", dir)
-		return
-	}
-	t.Logf("cache files: %v", files)
-
-	// A second engine on the same directory compiles the same module fine
-	// (from wasmtime's cache).
+	run(e, m)
 	e2 := newEngine(t, sandbox.Config{CacheDir: dir})
-	m2, info, err := e2.Compile(context.Background(), sandbox.Source{WAT: uniqueWAT("persistent")})
+	m2, info, err := e2.Compile(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("second engine compile took %v (cached in memory: %v)", info.Elapsed, info.Cached)
-	if res, err := e2.Run(context.Background(), sandboxRequest(m2)); err != nil || res.Values[0] != i32(7) {
-		t.Fatalf("run from the persistent cache: %v %v", res, err)
+	if !info.FromDisk || info.Cached {
+		t.Fatalf("second engine: %+v, want the module loaded from disk", info)
+	}
+	if m2.ID != m.ID || m2.Size != m.Size || m2.CompiledSize != m.CompiledSize || len(m2.Exports) != len(m.Exports) {
+		t.Errorf("loaded module %+v differs from the compiled one %+v", m2, m)
+	}
+	run(e2, m2)
+	if st := e2.CacheStats(); st.Entries != 1 || st.Misses != 1 {
+		t.Errorf("second engine's stats %+v: the loaded module is not cached", st)
+	}
+
+	// A torn file is not loaded: the module is compiled again and the
+	// file replaced.
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files[0], b[:len(b)-10], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e3 := newEngine(t, sandbox.Config{CacheDir: dir})
+	m3, info, err := e3.Compile(context.Background(), src)
+	if err != nil || info.FromDisk {
+		t.Fatalf("after corruption: %+v %v, want a fresh compile", info, err)
+	}
+	run(e3, m3)
+	if b2, err := os.ReadFile(files[0]); err != nil || len(b2) != len(b) {
+		t.Errorf("the torn file was not replaced (%d bytes, want %d): %v", len(b2), len(b), err)
+	}
+}
+
+// TestCacheOff: CacheOff keeps no module: every compile compiles, and an
+// id is never known.
+func TestCacheOff(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, sandbox.Config{CacheEntries: sandbox.CacheOff})
+	src := sandbox.Source{WAT: uniqueWAT("off")}
+	var id string
+	for i := range 2 {
+		m, info, err := e.Compile(context.Background(), src)
+		if err != nil || info.Cached {
+			t.Fatalf("compile %d: cached %v, err %v", i, info.Cached, err)
+		}
+		id = m.ID
+	}
+	if _, _, err := e.Compile(context.Background(), sandbox.Source{ID: id}); sandbox.KindOf(err) != sandbox.KindInvalidModule {
+		t.Errorf("by id with the cache off: %v, want invalid_module", err)
+	}
+	if st := e.CacheStats(); st.Entries != 0 || st.Bytes != 0 || st.Misses != 3 {
+		t.Errorf("stats %+v, want nothing kept and 3 misses", st)
 	}
 }

@@ -3,7 +3,10 @@
 //
 // An Engine holds one wasmtime engine, a content-addressed compile cache
 // and one epoch ticker; it is safe for concurrent use. Compile turns WAT or
-// wasm into a *Module (validated, instrumented, compiled, cached); Run calls
+// wasm into a *Module (validated, instrumented and compiled in a child
+// process under a deadline and a memory limit, then cached: see
+// IsCompileChild, which every program using an Engine must dispatch in
+// main); Run calls
 // one export of a module in a fresh store and returns a *Result or an
 // *Error whose Kind says why the run stopped.
 //

@@ -1,16 +1,19 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/limits"
 )
 
 // WasmtimeVersion is the version of the wasmtime-go module this package is
@@ -24,19 +27,32 @@ type Config struct {
 	// deadlines and cancellation. Default 1ms. A guest overshoots its
 	// deadline by at most one tick plus scheduling delay.
 	Tick time.Duration
-	// CacheEntries bounds the compiled-module cache by count. Default 256.
+	// CacheEntries bounds the compiled-module cache by count. Default
+	// 256; CacheOff (any negative value) keeps no module, so every
+	// source is compiled and ids are never known.
 	CacheEntries int
-	// CacheBytes bounds the cache by the summed wasm size of its modules.
-	// Default 512 MiB.
+	// CacheBytes bounds the cache by the summed compiled size of its
+	// modules (Module.CompiledSize, the length of wasmtime's serialized
+	// form). Default 512 MiB.
 	CacheBytes int64
-	// CacheDir, if set, turns on wasmtime's own persistent compilation
-	// cache in that directory, so a restarted process skips Cranelift for
-	// modules it compiled before.
+	// CacheDir, if set, keeps every compiled module in that directory too,
+	// so a restarted process loads modules it compiled before instead of
+	// compiling them. The files are machine code the engine loads as it
+	// finds them: the directory must be writable only by the operator.
 	CacheDir string
-	// MaxModuleBytes bounds the size of a module (after WAT conversion).
-	// Compilation is not fenced by fuel or deadline, so size is its fence.
-	// Default 64 MiB.
+	// MaxModuleBytes bounds the size of a module's bytes (wasm or WAT, and
+	// the wasm a WAT text becomes). Default 64 MiB.
 	MaxModuleBytes int
+	// CompileTimeout and CompileMemoryBytes are the compile limits of a
+	// Source that sets none. Defaults limits.DefaultCompileTimeout (30 s)
+	// and limits.DefaultCompileMemoryBytes (1 GiB).
+	CompileTimeout     time.Duration
+	CompileMemoryBytes uint64
+	// MaxCompiles bounds the compiles running at once, each a child
+	// process on one core; more wait (cancellably) for a slot. Default
+	// half the CPUs, at least 1, so compiles never take every core from
+	// the runs.
+	MaxCompiles int
 	// ModulePathDirs, if not empty, restricts Source.Path to files inside
 	// these directories (symlinks resolved, on the opened file). Empty:
 	// any regular file the process can read, as for the CLI.
@@ -54,6 +70,12 @@ const (
 	DefaultMaxModuleBytes = 64 << 20
 )
 
+// CacheOff as Config.CacheEntries turns the in-memory cache off.
+const CacheOff = -1
+
+// DefaultMaxCompiles is the default of Config.MaxCompiles.
+func DefaultMaxCompiles() int { return max(1, runtime.NumCPU()/2) }
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Tick == 0 {
 		c.Tick = DefaultTick
@@ -67,11 +89,25 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxModuleBytes == 0 {
 		c.MaxModuleBytes = DefaultMaxModuleBytes
 	}
+	if c.CacheEntries < 0 {
+		c.CacheEntries = CacheOff
+	}
+	if c.CompileTimeout == 0 {
+		c.CompileTimeout = limits.DefaultCompileTimeout
+	}
+	if c.CompileMemoryBytes == 0 {
+		c.CompileMemoryBytes = limits.DefaultCompileMemoryBytes
+	}
+	if c.MaxCompiles == 0 {
+		c.MaxCompiles = DefaultMaxCompiles()
+	}
 	switch {
 	case c.Tick < 100*time.Microsecond || c.Tick > time.Second:
 		return c, fmt.Errorf("tick: %v is outside [100µs, 1s]", c.Tick)
-	case c.CacheEntries < 0:
-		return c, errors.New("cache entries: must be >= 0")
+	case c.CompileTimeout < 0:
+		return c, errors.New("compile timeout: must be >= 0")
+	case c.MaxCompiles < 0:
+		return c, errors.New("max compiles: must be >= 0")
 	case c.CacheBytes < 0:
 		return c, errors.New("cache bytes: must be >= 0")
 	case c.MaxModuleBytes < 0:
@@ -84,13 +120,22 @@ func (c Config) withDefaults() (Config, error) {
 // compile cache and the epoch ticker. It is safe for concurrent use; every
 // Run gets its own store.
 type Engine struct {
-	cfg      Config
-	pathDirs []string // ModulePathDirs, resolved
-	wt       *wasmtime.Engine
-	cache    *moduleCache
-	ticker   *epochTicker
+	cfg          Config
+	pathDirs     []string // ModulePathDirs, resolved
+	wt           *wasmtime.Engine
+	cache        *moduleCache
+	store        *artefactStore // nil without CacheDir
+	flight       compileFlight
+	compileSlots chan struct{} // one token per compile running (MaxCompiles)
+	ticker       *epochTicker
 
-	closeOnce sync.Once
+	exeOnce sync.Once // the compile child's program, found once
+	exe     string
+	exeErr  error
+
+	stopCompiles     context.CancelFunc
+	closeOnce        sync.Once
+	compileInProcess bool // tests only (export_test.go): no child process
 }
 
 // NewEngine builds the wasmtime engine and starts the (idle) ticker.
@@ -104,25 +149,35 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	quietRustBacktraces()
-	wcfg, err := wasmtimeConfig(cfg)
-	if err != nil {
-		return nil, err
+	var store *artefactStore
+	if cfg.CacheDir != "" {
+		if store, err = openArtefactStore(cfg.CacheDir); err != nil {
+			return nil, err
+		}
 	}
-	wt := wasmtime.NewEngineWithConfig(wcfg)
+	quietRustBacktraces()
+	wt := wasmtime.NewEngineWithConfig(wasmtimeConfig())
+	base, stop := context.WithCancel(context.Background())
 	e := &Engine{
-		cfg:      cfg,
-		pathDirs: pathDirs,
-		wt:       wt,
-		cache:    newModuleCache(cfg.CacheEntries, cfg.CacheBytes),
-		ticker:   newEpochTicker(wt, cfg.Tick),
+		cfg:          cfg,
+		pathDirs:     pathDirs,
+		wt:           wt,
+		cache:        newModuleCache(max(cfg.CacheEntries, 0), cfg.CacheBytes),
+		store:        store,
+		flight:       compileFlight{base: base, calls: map[string]*flightCall{}},
+		compileSlots: make(chan struct{}, cfg.MaxCompiles),
+		ticker:       newEpochTicker(wt, cfg.Tick),
+		stopCompiles: stop,
 	}
 	return e, nil
 }
 
-// Close stops the ticker. Runs in flight must have returned. Idempotent.
+// Close kills the compiles in flight and waits for them, and stops the
+// ticker. Runs in flight must have returned. Idempotent.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		e.stopCompiles()
+		e.flight.wg.Wait()
 		e.ticker.close()
 	})
 	return nil
@@ -142,9 +197,15 @@ func (e *Engine) Close() error {
 //     addresses), relaxed SIMD (its results differ across hosts), GC and
 //     function references (a GC heap is outside the memory cap) and wide
 //     arithmetic (not decoded by the instrumentation);
-//   - NaN canonicalisation off, so NaN payloads survive bit-exactly.
-func wasmtimeConfig(cfg Config) (*wasmtime.Config, error) {
+//   - NaN canonicalisation off, so NaN payloads survive bit-exactly;
+//   - parallel compilation off: a compile child uses one core, and
+//     Config.MaxCompiles bounds how many run at once.
+//
+// The compile child builds its engine with the same function, so the
+// modules it serializes load in the parent's engine.
+func wasmtimeConfig() *wasmtime.Config {
 	c := wasmtime.NewConfig()
+	c.SetParallelCompilation(false)
 	c.SetConsumeFuel(true)
 	c.SetEpochInterruption(true)
 	c.SetCraneliftOptLevel(wasmtime.OptLevelSpeed)
@@ -161,34 +222,7 @@ func wasmtimeConfig(cfg Config) (*wasmtime.Config, error) {
 	c.SetWasmFunctionReferences(false)
 	c.SetWasmGC(false)
 	c.SetWasmWideArithmetic(false)
-	if cfg.CacheDir != "" {
-		if err := enablePersistentCache(c, cfg.CacheDir); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
-
-// enablePersistentCache points wasmtime's own compilation cache at dir. The
-// cache is wasmtime's (keyed by module bytes, engine settings and wasmtime
-// version), so a stale or foreign entry is never used.
-func enablePersistentCache(c *wasmtime.Config, dir string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("cache dir: %w", err)
-	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return fmt.Errorf("cache dir: %w", err)
-	}
-	toml := filepath.Join(abs, "wasmtime-cache.toml")
-	body := fmt.Sprintf("[cache]\ndirectory = %q\n", filepath.Join(abs, "wasmtime"))
-	if err := os.WriteFile(toml, []byte(body), 0o644); err != nil {
-		return fmt.Errorf("cache dir: %w", err)
-	}
-	if err := c.CacheConfigLoad(toml); err != nil {
-		return fmt.Errorf("cache dir: %s", cleanMessage(err.Error()))
-	}
-	return nil
+	return c
 }
 
 // quietRustBacktraces stops wasmtime from capturing a Rust backtrace for

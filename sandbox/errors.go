@@ -75,6 +75,10 @@ const (
 	ResourceTable    Resource = "table"    // table elements
 	ResourceMemories Resource = "memories" // number of memories
 	ResourceTables   Resource = "tables"   // number of tables
+
+	// What a compile_limit_exceeded error ran into.
+	ResourceCompileTime   Resource = "compile_time"   // the compile deadline (Limit in ms)
+	ResourceCompileMemory Resource = "compile_memory" // the compile's address space (Limit in bytes)
 )
 
 // Frame is one wasm stack frame of a trap.
@@ -93,9 +97,9 @@ type Error struct {
 	Module, Name string   // disallowed_import: the import
 	Budget       uint64   // fuel_exhausted: the fuel limit
 	TimeoutMs    uint64   // timeout: the deadline in milliseconds
-	Limit        uint64   // memory_limit_exceeded: the cap (bytes or elements)
+	Limit        uint64   // memory_limit_exceeded: the cap (bytes or elements); compile_limit_exceeded: the limit (ms or bytes)
 	Requested    uint64   // memory_limit_exceeded: what the guest asked for, if known
-	Resource     Resource // memory_limit_exceeded: which cap
+	Resource     Resource // memory_limit_exceeded, compile_limit_exceeded: which cap
 	TrapCode     string   // trap: stable code, see TrapCodes
 	Frames       []Frame  // trap: wasm frames, innermost first, at most MaxFrames
 	Function     string   // export: the export concerned

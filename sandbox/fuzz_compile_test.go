@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func FuzzCompile(f *testing.F) {
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00"), false)
 	f.Add([]byte("(module"), true)
 	f.Fuzz(func(t *testing.T, data []byte, asText bool) {
-		e := engine(t)
+		e := fuzzEngine(t)
 		src := sandbox.Source{Wasm: data}
 		if asText {
 			src = sandbox.Source{WAT: string(data)}
@@ -48,6 +49,25 @@ func FuzzCompile(f *testing.F) {
 			t.Fatalf("run of a compiled module failed with a host error: %v", err)
 		}
 	})
+}
+
+var (
+	fuzzEngineOnce sync.Once
+	fuzzEng        *sandbox.Engine
+)
+
+// fuzzEngine compiles in this process: the compile child's own code
+// without a process per input (TestCompileInChildMatchesInProcess checks
+// both paths agree).
+func fuzzEngine(t testing.TB) *sandbox.Engine {
+	fuzzEngineOnce.Do(func() {
+		e, err := sandbox.NewInProcessEngine(sandbox.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fuzzEng = e
+	})
+	return fuzzEng
 }
 
 // tinyLimits keeps fuzzed runs fast.

@@ -2,27 +2,31 @@ package sandbox
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
-// Source names a module: exactly one field is set.
+// Source names a module: exactly one of WAT, Wasm, Path and ID is set.
 type Source struct {
 	WAT  string // WebAssembly text
 	Wasm []byte // binary (text is also accepted here and converted)
 	Path string // a .wasm or .wat file on the sidecar's machine
 	ID   string // "sha256:<hex>" of a module compiled earlier
+
+	// CompileTimeout and CompileMemoryBytes fence the compile, if the
+	// module must be compiled; zero takes the engine's default
+	// (Config.CompileTimeout, Config.CompileMemoryBytes).
+	CompileTimeout     time.Duration
+	CompileMemoryBytes uint64
 }
 
 // injectedPrefix starts the names of the exports the instrumentation adds;
@@ -54,6 +58,10 @@ type Module struct {
 	Size    int // wasm bytes, as given (before instrumentation)
 	Imports []Import
 	Exports []Export
+	// CompiledSize is the length of the module serialized by wasmtime:
+	// its machine code and metadata, a fair measure of the memory it
+	// holds while cached. The cache is bounded by it.
+	CompiledSize int
 
 	wt   *wasmtime.Module
 	info *wasmbin.Info
@@ -71,22 +79,28 @@ func (m *Module) Export(name string) (Export, bool) {
 
 // CompileInfo says how Compile obtained a module.
 type CompileInfo struct {
-	Cached  bool          // found in the in-memory cache
-	Elapsed time.Duration // time spent converting, validating and compiling
+	Cached   bool          // found in the in-memory cache (or compiled by a concurrent caller)
+	FromDisk bool          // loaded from the persistent cache (Config.CacheDir), not compiled
+	Elapsed  time.Duration // time spent obtaining the module
 }
 
 // Compile returns the module for src, from the cache when its bytes were
-// compiled before. Concurrent compiles of the same bytes happen once.
-// Errors are *Error of kind invalid_module (or host for an unreadable path).
+// compiled before. New bytes are converted, validated, instrumented and
+// compiled in a child process under src's compile limits (see
+// compilechild.go); concurrent compiles of the same bytes happen once,
+// and that compile is abandoned only when every caller waiting for it
+// has gone. Compile returns promptly when ctx is done. Errors are *Error
+// of kind invalid_module, compile_limit_exceeded, cancelled, or host (an
+// unusable path).
 func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo, error) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
 		return nil, CompileInfo{}, cancelledError()
 	}
+	if countSources(src) != 1 {
+		return nil, CompileInfo{}, newError(KindHost, "module: give exactly one of wat, wasm, path, id")
+	}
 	if src.ID != "" {
-		if countSources(src) != 1 {
-			return nil, CompileInfo{}, newError(KindHost, "module: give exactly one of wat, wasm, path, id")
-		}
 		m, ok := e.cache.get(src.ID)
 		if !ok {
 			e.cache.miss()
@@ -94,35 +108,83 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		}
 		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
 	}
-	wasm, err := e.loadBytes(src)
+	mod, err := e.loadBytes(src)
 	if err != nil {
 		return nil, CompileInfo{}, err
 	}
-	id := ModuleID(wasm)
-	if m, ok := e.cache.get(id); ok {
+	// Binary bytes are their own key; a text is known by the id of the
+	// wasm it became, once it was compiled here.
+	key, id := mod.textKey(), ""
+	if mod.isWasmBinary() {
+		id = ModuleID(mod.bin)
+		key = id
+	}
+	if m, ok := e.cache.lookup(key); ok {
 		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
 	}
-	compiled := false // set only in the one caller that compiles
-	v, err, _ := e.cache.flight.Do(id, func() (any, error) {
-		if m, ok := e.cache.peek(id); ok { // compiled while we waited
-			return m, nil
+	lim := compileLimits{timeout: src.CompileTimeout, memoryBytes: src.CompileMemoryBytes}
+	if lim.timeout == 0 {
+		lim.timeout = e.cfg.CompileTimeout
+	}
+	if lim.memoryBytes == 0 {
+		lim.memoryBytes = e.cfg.CompileMemoryBytes
+	}
+	r, shared, err := e.flight.do(ctx, key, func(ctx context.Context) (flightResult, error) {
+		if m, ok := e.cache.peek(key); ok { // compiled while we waited
+			return flightResult{m: m, cached: true}, nil
 		}
 		e.cache.miss() // once per compile, however many callers wait on it
-		compiled = true
-		m, err := e.compile(id, wasm)
-		if err != nil {
-			return nil, err
+		if id != "" {
+			if m := e.loadFromDisk(id); m != nil {
+				e.cache.put(m, "")
+				return flightResult{m: m, fromDisk: true}, nil
+			}
 		}
-		e.cache.put(m)
-		return m, nil
+		m, err := e.compileNew(ctx, mod, src.Path, lim)
+		if err != nil {
+			return flightResult{}, err
+		}
+		alias := ""
+		if key != m.ID {
+			alias = key
+		}
+		e.cache.put(m, alias)
+		return flightResult{m: m}, nil
 	})
 	if err != nil {
 		return nil, CompileInfo{}, err
 	}
-	if !compiled { // served by another caller's compile: a hit for this one
+	cached := shared || r.cached
+	if cached { // served by another caller's compile: a hit for this one
 		e.cache.hit()
 	}
-	return v.(*Module), CompileInfo{Cached: !compiled, Elapsed: time.Since(start)}, nil
+	return r.m, CompileInfo{Cached: cached, FromDisk: r.fromDisk && !shared, Elapsed: time.Since(start)}, nil
+}
+
+// compileNew compiles bytes the engine has not seen, in a compile child,
+// under one of the engine's compile slots.
+func (e *Engine) compileNew(ctx context.Context, mod moduleBytes, path string, lim compileLimits) (*Module, error) {
+	select {
+	case e.compileSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
+	}
+	r, err := e.compileInChildProcess(ctx, mod, path, lim)
+	<-e.compileSlots
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := e.cache.peek(r.id); ok { // another text of the same wasm
+		return m, nil
+	}
+	wt, err := wasmtime.NewModuleDeserialize(e.wt, r.compiled)
+	if err != nil {
+		defer releaseWasmtimeError(err)
+		return nil, &Error{Kind: KindHost, Message: "loading the compiled module: " + cleanMessage(err.Error())}
+	}
+	m := newModule(r.id, r.wasmSize, len(r.compiled), wt, r.info)
+	e.saveToDisk(m, r.compiled)
+	return m, nil
 }
 
 // ModuleID is the content address of wasm bytes.
@@ -143,77 +205,97 @@ func countSources(src Source) int {
 
 var wasmMagic = []byte("\x00asm")
 
-// loadBytes turns a source into wasm bytes, converting text first.
-func (e *Engine) loadBytes(src Source) ([]byte, error) {
-	if countSources(src) != 1 {
-		return nil, newError(KindHost, "module: give exactly one of wat, wasm, path, id")
+func isWasmBinary(b []byte) bool { return bytes.HasPrefix(b, wasmMagic) }
+
+// moduleBytes is the content of a source: bytes (wasm, or a file's text),
+// or a WAT text kept as the string the caller gave, so that a text of
+// tens of MiB is not copied on its way to the compile child.
+type moduleBytes struct {
+	bin  []byte
+	text string
+}
+
+func (b moduleBytes) size() int { return len(b.bin) + len(b.text) }
+
+func (b moduleBytes) isWasmBinary() bool { return b.text == "" && isWasmBinary(b.bin) }
+
+// textKey is the cache key of a text before it has an id.
+func (b moduleBytes) textKey() string {
+	h := sha256.New()
+	h.Write(b.bin)
+	io.WriteString(h, b.text)
+	return "wat:" + hex.EncodeToString(h.Sum(nil))
+}
+
+func (b moduleBytes) writeTo(w io.Writer) (int64, error) {
+	if b.text != "" {
+		n, err := io.WriteString(w, b.text)
+		return int64(n), err
 	}
-	var raw []byte
+	n, err := w.Write(b.bin)
+	return int64(n), err
+}
+
+// maxPeekText bounds the WAT text peekWasm converts in this process.
+const maxPeekText = 256 << 10
+
+// peekWasm returns the wasm of a binary, or of a text of at most
+// maxPeekText converted here, for a look at its imports before any
+// compile; nil for anything else. wasmtime's parser takes memory in
+// proportion to its input (about 20 times), so this stays small; bigger
+// texts are converted only by the compile child.
+func (b moduleBytes) peekWasm() []byte {
+	if b.isWasmBinary() {
+		return b.bin
+	}
+	if b.size() > maxPeekText {
+		return nil
+	}
+	wasm, err := wasmtime.Wat2Wasm(string(b.bytes()))
+	if err != nil {
+		releaseWasmtimeError(err)
+		return nil
+	}
+	return wasm
+}
+
+// bytes returns the content as bytes (copying a text).
+func (b moduleBytes) bytes() []byte {
+	if b.text != "" {
+		return []byte(b.text)
+	}
+	return b.bin
+}
+
+// loadBytes returns the content of a source, bounded by MaxModuleBytes.
+// Converting text is the compile child's job.
+func (e *Engine) loadBytes(src Source) (moduleBytes, error) {
+	var mod moduleBytes
 	switch {
 	case src.WAT != "":
-		raw = []byte(src.WAT)
+		mod.text = src.WAT
 	case src.Wasm != nil:
-		raw = src.Wasm
+		mod.bin = src.Wasm
 	case src.Path != "":
-		var err error
-		if raw, err = readModuleFile(src.Path, e.cfg.MaxModuleBytes, e.pathDirs); err != nil {
-			return nil, err
+		raw, err := readModuleFile(src.Path, e.cfg.MaxModuleBytes, e.pathDirs)
+		if err != nil {
+			return mod, err
 		}
+		mod.bin = raw
 	}
-	if len(raw) > e.cfg.MaxModuleBytes {
-		return nil, tooBig(int64(len(raw)), e.cfg.MaxModuleBytes)
+	if mod.size() > e.cfg.MaxModuleBytes {
+		return mod, tooBig(int64(mod.size()), e.cfg.MaxModuleBytes)
 	}
-	if bytes.HasPrefix(raw, wasmMagic) {
-		return raw, nil
-	}
-	wasm, err := wasmtime.Wat2Wasm(string(raw))
-	if err != nil {
-		defer releaseWasmtimeError(err)
-		if src.Path != "" { // never quote a file's content: it may be anything
-			return nil, &Error{Kind: KindInvalidModule, Message: fmt.Sprintf("module file %q is neither a wasm binary nor valid WAT%s", src.Path, watLocation(err.Error()))}
-		}
-		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + cleanMessage(err.Error())}
-	}
-	if len(wasm) > e.cfg.MaxModuleBytes {
-		return nil, tooBig(int64(len(wasm)), e.cfg.MaxModuleBytes)
-	}
-	return wasm, nil
+	return mod, nil
 }
 
 func tooBig(n int64, max int) *Error {
 	return newError(KindInvalidModule, "module is %d bytes; the maximum is %d", n, max)
 }
 
-// validate reports wasmtime's verdict on the original bytes as an
-// invalid_module error, or nil.
-func (e *Engine) validate(wasm []byte) *Error {
-	err := wasmtime.ModuleValidate(e.wt, wasm)
-	if err == nil {
-		return nil
-	}
-	defer releaseWasmtimeError(err)
-	return &Error{Kind: KindInvalidModule, Message: cleanMessage(err.Error())}
-}
-
-// compile validates, instruments and compiles wasm. The caller's bytes are
-// always validated first, with the engine's feature set: the rewriter
-// assumes a valid module, and an invalid one (a global index past the
-// module's own count, say) could otherwise name what the rewrite injects.
-// Validation is one pass, a few ms per MiB.
-func (e *Engine) compile(id string, wasm []byte) (*Module, error) {
-	if err := e.validate(wasm); err != nil {
-		return nil, err
-	}
-	instrumented, info, ierr := wasmbin.Instrument(wasm)
-	if ierr != nil {
-		return nil, &Error{Kind: KindInvalidModule, Message: "unsupported module: " + ierr.Error(), err: ierr}
-	}
-	wt, err := wasmtime.NewModule(e.wt, instrumented)
-	if err != nil {
-		defer releaseWasmtimeError(err)
-		return nil, &Error{Kind: KindInvalidModule, Message: cleanMessage(err.Error())}
-	}
-	m := &Module{ID: id, Size: len(wasm), wt: wt, info: info}
+// newModule describes a compiled module for callers.
+func newModule(id string, size, compiledSize int, wt *wasmtime.Module, info *wasmbin.Info) *Module {
+	m := &Module{ID: id, Size: size, CompiledSize: compiledSize, wt: wt, info: info}
 	for _, imp := range wt.Imports() {
 		name := ""
 		if n := imp.Name(); n != nil {
@@ -234,7 +316,7 @@ func (e *Engine) compile(id string, wasm []byte) (*Module, error) {
 		}
 		m.Exports = append(m.Exports, x)
 	}
-	return m, nil
+	return m
 }
 
 func describeExtern(t *wasmtime.ExternType) (kind, typ string) {
@@ -286,93 +368,4 @@ func valTypeName(t *wasmtime.ValType) string {
 		return "funcref"
 	}
 	return "v128"
-}
-
-// moduleCache is an LRU of compiled modules bounded by count and by summed
-// wasm size. Evicted modules stay valid for runs still holding them; the
-// garbage collector frees them after.
-type moduleCache struct {
-	maxEntries int
-	maxBytes   int64
-	flight     singleflight.Group
-
-	mu     sync.Mutex
-	order  *list.List // front = most recent; values are *Module
-	byID   map[string]*list.Element
-	bytes  int64
-	hits   uint64
-	misses uint64
-}
-
-func newModuleCache(maxEntries int, maxBytes int64) *moduleCache {
-	return &moduleCache{maxEntries: maxEntries, maxBytes: maxBytes, order: list.New(), byID: map[string]*list.Element{}}
-}
-
-func (c *moduleCache) get(id string) (*Module, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.byID[id]
-	if !ok {
-		return nil, false
-	}
-	c.hits++
-	c.order.MoveToFront(el)
-	return el.Value.(*Module), true
-}
-
-// miss counts a lookup that found nothing and led to a compile (or an
-// unknown id).
-func (c *moduleCache) miss() {
-	c.mu.Lock()
-	c.misses++
-	c.mu.Unlock()
-}
-
-// hit counts a lookup served by a compile another caller did.
-func (c *moduleCache) hit() {
-	c.mu.Lock()
-	c.hits++
-	c.mu.Unlock()
-}
-
-// peek looks up id without touching the counters or the LRU order.
-func (c *moduleCache) peek(id string) (*Module, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.byID[id]
-	if !ok {
-		return nil, false
-	}
-	return el.Value.(*Module), true
-}
-
-func (c *moduleCache) put(m *Module) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byID[m.ID]; ok || c.maxEntries == 0 || int64(m.Size) > c.maxBytes {
-		return
-	}
-	c.byID[m.ID] = c.order.PushFront(m)
-	c.bytes += int64(m.Size)
-	for c.order.Len() > c.maxEntries || c.bytes > c.maxBytes {
-		old := c.order.Remove(c.order.Back()).(*Module)
-		delete(c.byID, old.ID)
-		c.bytes -= int64(old.Size)
-	}
-}
-
-// CacheStats is a snapshot of the compile cache.
-type CacheStats struct {
-	Entries int    `json:"entries"`
-	Bytes   int64  `json:"bytes"`
-	Hits    uint64 `json:"hits"`
-	Misses  uint64 `json:"misses"`
-}
-
-// CacheStats reports the compile cache's counters.
-func (e *Engine) CacheStats() CacheStats {
-	c := e.cache
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return CacheStats{Entries: c.order.Len(), Bytes: c.bytes, Hits: c.hits, Misses: c.misses}
 }

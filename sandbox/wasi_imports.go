@@ -144,11 +144,11 @@ func (e *Engine) CheckWASIGrant(src Source, caps Capabilities) error {
 		}
 		return nil
 	}
-	wasm, err := e.loadBytes(src)
+	mod, err := e.loadBytes(src)
 	if err != nil {
 		return nil // Compile reports it
 	}
-	names, _ := importNames(wasm, WASIModule)
+	names, _ := importNames(mod.peekWasm(), WASIModule)
 	if len(names) > 0 {
 		return wasiRefusal(names)
 	}

@@ -235,3 +235,206 @@ func TestAllowPathDir(t *testing.T) {
 		}
 	}
 }
+
+// ---------------------------------------------------------------------------
+// The compile fence (issue 10 item 6)
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: fields after the last ')'.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
+			f := strings.Fields(string(b[i+1:]))
+			if len(f) > 1 && f[1] == strconv.Itoa(pid) && !processGone(child) {
+				out = append(out, child)
+			}
+		}
+	}
+	return out
+}
+
+// waitForCompileChild waits until the sidecar has a child process (the
+// compile child of a request in flight) and returns its pid.
+func waitForCompileChild(t *testing.T, s *rawSidecar) int {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if kids := childrenOf(s.pid()); len(kids) > 0 {
+			return kids[0]
+		}
+	}
+	t.Fatal("the sidecar never started a compile child")
+	return 0
+}
+
+// bombLimits let the bomb compile for long: it must be stopped by
+// something else.
+var bombLimits = map[string]uint64{"compileTimeoutMs": 300_000, "compileMemoryBytes": 4 << 30}
+
+func addRun(id string) map[string]any {
+	return map[string]any{"module": map[string]any{"id": id}, "function": "add", "args": []int{2, 40}}
+}
+
+// compileAdd compiles the add fixture and returns its id.
+func compileAdd(t *testing.T, s *rawSidecar) string {
+	t.Helper()
+	s.request(`"add"`, "compile", map[string]any{"module": map[string]any{"path": fixture("well_behaved.wat")}})
+	m, _ := s.response(`"add"`, 60*time.Second)
+	var r struct{ ModuleID string }
+	if m.Error != nil || json.Unmarshal(m.Result, &r) != nil || r.ModuleID == "" {
+		t.Fatalf("compile of add: %s", m.raw)
+	}
+	return r.ModuleID
+}
+
+// TestCompileBombIsFenced: the nested-loop bomb of the issue (300 KB,
+// 27 s and 2.2 GB of Cranelift) is answered compile_limit_exceeded under
+// per-request compile limits, the sidecar's memory stays small, and a
+// cached add is answered while a bomb compiles.
+func TestCompileBombIsFenced(t *testing.T) {
+	s := startRaw(t, binPath, "--max-concurrency", "2")
+	s.startReading()
+	add := compileAdd(t, s)
+
+	s.request("1", "run", map[string]any{"module": wasmSpec(nestedLoops(100_000, 1)), "limits": map[string]uint64{"compileTimeoutMs": 500, "compileMemoryBytes": 4 << 30}})
+	m, _ := s.response("1", 120*time.Second)
+	kind, _, data := errorOf(t, m)
+	if kind != "compile_limit_exceeded" || data["resource"] != "compile_time" || data["limit"] != 500.0 {
+		t.Errorf("bomb under compileTimeoutMs 500: %s", m.raw)
+	}
+	s.request("2", "run", map[string]any{"module": wasmSpec(nestedLoops(100_000, 2)), "limits": map[string]uint64{"compileMemoryBytes": 128 << 20}})
+	m, _ = s.response("2", 120*time.Second)
+	kind, _, data = errorOf(t, m)
+	if kind != "compile_limit_exceeded" || data["resource"] != "compile_memory" || data["limit"] != float64(128<<20) {
+		t.Errorf("bomb under compileMemoryBytes 128 MiB: %s", m.raw)
+	}
+	// The memory went with the child.
+	if rss, err := vmRSS(s.pid()); err == nil && rss > 256<<20 {
+		t.Errorf("sidecar RSS %s after two bombs", mib(rss))
+	}
+
+	// A bomb compiling does not hold up a run of a cached module.
+	s.request("3", "run", map[string]any{"module": wasmSpec(nestedLoops(100_000, 3)), "limits": bombLimits})
+	waitForCompileChild(t, s)
+	s.request("4", "run", addRun(add))
+	m, msgs := s.response("4", 60*time.Second)
+	if m.Error != nil || !strings.Contains(string(m.Result), `"value":42`) {
+		t.Errorf("cached add: %s", m.raw)
+	}
+	for _, x := range msgs {
+		if x.isResponse() && x.idKey() == "3" {
+			t.Errorf("the cached add was answered only after the bomb: %s", x.raw)
+		}
+	}
+	s.notify("$/cancelRequest", map[string]any{"id": 3})
+	if m, _ := s.response("3", 60*time.Second); m.kind() != "cancelled" {
+		t.Errorf("cancelled bomb: %s", m.raw)
+	}
+	// Limits are checked against the sidecar's maximums.
+	s.request("5", "run", map[string]any{"module": wasmSpec(nestedLoops(10, 5)), "limits": map[string]uint64{"compileTimeoutMs": 300_001}})
+	if m, _ := s.response("5", 60*time.Second); m.Error == nil || m.Error.Code != -32602 || !strings.Contains(m.Error.Message, "limits.compileTimeoutMs") {
+		t.Errorf("compileTimeoutMs past the maximum: %s", m.raw)
+	}
+}
+
+// TestCancelAndEOFStopACompile: cancelling a request whose module is
+// compiling is answered at once, not when the compile ends: before a run
+// with a 3 s deadline sent after it is answered (before the fence, the
+// cancel waited for the whole compile). Closing stdin during a compile
+// makes the sidecar exit promptly and leaves no compile child behind.
+func TestCancelAndEOFStopACompile(t *testing.T) {
+	s := startRaw(t, binPath, "--max-concurrency", "2")
+	s.startReading()
+	s.request("1", "run", map[string]any{"module": wasmSpec(nestedLoops(100_000, 11)), "limits": bombLimits})
+	child := waitForCompileChild(t, s)
+	s.notify("$/cancelRequest", map[string]any{"id": 1})
+	s.request("2", "run", map[string]any{"module": map[string]any{"path": fixture("infinite_loop.wat")},
+		"limits": map[string]uint64{"fuel": hugeFuel, "timeoutMs": 3000}})
+	m, msgs := s.response("1", 120*time.Second)
+	if m.kind() != "cancelled" {
+		t.Errorf("cancelled compile: %s", m.raw)
+	}
+	for _, x := range msgs {
+		if x.isResponse() && x.idKey() == "2" {
+			t.Errorf("the cancel was answered after a 3 s deadline: the compile was not stopped")
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); !processGone(child); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("compile child %d still alive after the cancel", child)
+		}
+	}
+	s.response("2", 60*time.Second)
+
+	s2 := startRaw(t, binPath)
+	s2.startReading()
+	s2.request("1", "run", map[string]any{"module": wasmSpec(nestedLoops(100_000, 12)), "limits": bombLimits})
+	child = waitForCompileChild(t, s2)
+	_ = s2.stdin.Close()
+	if _, _, killed := s2.wait(10 * time.Second); killed {
+		t.Fatal("the sidecar did not exit within 10 s of stdin EOF during a compile")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !processGone(child); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("compile child %d outlived the sidecar", child)
+		}
+	}
+}
+
+// TestCacheCountsCompiledBytes: the cache is bounded by compiled size,
+// which outweighs the wasm many times (40 distinct 120 KB modules held
+// 604 MB while cache.bytes said 4.8 MB). And --cache-entries 0 turns the
+// cache off (0 used to mean the default).
+func TestCacheCountsCompiledBytes(t *testing.T) {
+	manyFuncs := func(tag string) string {
+		var b strings.Builder
+		b.WriteString("(module\n")
+		for i := range 1000 {
+			b.WriteString("(func (export \"" + tag + strconv.Itoa(i) + "\") (param i32) (result i32) (i32.mul (i32.add (local.get 0) (i32.const " + strconv.Itoa(i) + ")) (i32.const 3)))\n")
+		}
+		return b.String() + ")"
+	}
+	const cacheBytes = 4 << 20
+	s := startRaw(t, binPath, "--cache-bytes", strconv.Itoa(cacheBytes))
+	s.startReading()
+	const n = 8
+	for i := range n {
+		id := strconv.Itoa(i + 1)
+		s.request(id, "compile", map[string]any{"module": map[string]any{"wat": manyFuncs("m" + id + "_")}})
+		if m, _ := s.response(id, 60*time.Second); m.Error != nil {
+			t.Fatalf("compile %d: %s", i, m.raw)
+		}
+	}
+	s.request(`"st"`, "stats", nil)
+	m, _ := s.response(`"st"`, 10*time.Second)
+	var st struct{ Cache struct{ Entries, Bytes int } }
+	if err := json.Unmarshal(m.Result, &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cache after %d modules: %+v", n, st.Cache)
+	if st.Cache.Bytes > cacheBytes || st.Cache.Entries >= n || st.Cache.Entries == 0 {
+		t.Errorf("cache %+v: want at most %d bytes of compiled modules, so fewer than %d entries", st.Cache, cacheBytes, n)
+	}
+	if per := st.Cache.Bytes / st.Cache.Entries; per < 200<<10 {
+		t.Errorf("%d bytes per cached module: that is not its compiled size", per)
+	}
+
+	off := startRaw(t, binPath, "--cache-entries", "0")
+	off.startReading()
+	for i, id := range []string{"1", "2"} {
+		off.request(id, "compile", map[string]any{"module": map[string]any{"path": fixture("well_behaved.wat")}})
+		m, _ := off.response(id, 60*time.Second)
+		if m.Error != nil || !strings.Contains(string(m.Result), `"cached":false`) {
+			t.Errorf("compile %d with --cache-entries 0: %s", i, m.raw)
+		}
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sandboxd/sandboxd/sandbox"
 )
 
 // version is reported by `sandboxd version` and the sidecar's initialize.
@@ -30,6 +32,9 @@ Run "sandboxd serve -h" or "sandboxd run -h" for their flags.
 `
 
 func main() {
+	if sandbox.IsCompileChild() { // the engine's compile fence re-executes us
+		os.Exit(sandbox.CompileChildMain())
+	}
 	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

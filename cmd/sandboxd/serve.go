@@ -33,9 +33,10 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	maxConc := fs.Int("max-concurrency", runtime.NumCPU(), "runs executing at once")
 	maxQueue := fs.Int("max-queue", rpc.DefaultMaxQueue, "runs waiting for a worker before requests get busy")
 	maxMsg := fs.Int64("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted message")
-	cacheEntries := fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory")
-	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "summed wasm bytes of the modules kept in memory")
-	cacheDir := fs.String("cache-dir", "", "directory for wasmtime's persistent compilation cache (off when empty)")
+	cacheEntries := fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory (0: none, the cache is off)")
+	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "summed compiled size of the modules kept in memory")
+	cacheDir := fs.String("cache-dir", "", "directory that keeps compiled modules across restarts (off when empty; must be writable only by the operator)")
+	maxCompiles := fs.Int("max-compiles", sandbox.DefaultMaxCompiles(), "compiles running at once, each a child process on one core")
 	maxModule := fs.Int("max-module-bytes", sandbox.DefaultMaxModuleBytes, "largest accepted module")
 	var pathDirs multiFlag
 	fs.Var(&pathDirs, "allow-path-dir", "read module.path files only inside this directory (repeatable; default: any regular file)")
@@ -69,8 +70,18 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 
+	if *cacheEntries == 0 {
+		*cacheEntries = sandbox.CacheOff
+	}
+	if *maxCompiles < 1 {
+		fmt.Fprintln(stderr, "sandboxd serve: --max-compiles: must be >= 1")
+		return exitServeNoShutdown
+	}
+	// The engine's compile limits apply to `compile` requests; a run's
+	// limits carry their own (the same defaults unless overridden).
 	eng, err := sandbox.NewEngine(sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
-		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs})
+		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs, MaxCompiles: *maxCompiles,
+		CompileTimeout: defaults().CompileTimeout, CompileMemoryBytes: defaults().CompileMemoryBytes})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown

@@ -1,0 +1,16 @@
+package sandbox
+
+// NewInProcessEngine is NewEngine whose compiles run in this process,
+// without the compile fence: for the fuzz target, where a child process
+// per input would make fuzzing a hundred times slower. The work done is
+// the child's own (compileRequest).
+func NewInProcessEngine(cfg Config) (*Engine, error) {
+	e, err := NewEngine(cfg)
+	if e != nil {
+		e.compileInProcess = true
+	}
+	return e, err
+}
+
+// ModuleInfo is what the rewrite learnt about m.
+func ModuleInfo(m *Module) any { return m.info }
