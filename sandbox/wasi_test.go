@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -338,5 +339,71 @@ func TestWASIOutputCoalesced(t *testing.T) {
 	}
 	if calls > 1000 {
 		t.Errorf("%d pieces for 20000 bytes: not coalesced", calls)
+	}
+}
+
+// Hundreds of WASI runs, with files, output, sleeps past the deadline and
+// cancels, leave no goroutine, temporary directory or resident memory
+// behind.
+func TestWASINoLeaks(t *testing.T) {
+	e := newEngine(t, sandbox.Config{})
+	ctx := context.Background()
+	hello, _, err := e.Compile(ctx, sandbox.Source{WAT: strings.ReplaceAll(wasiHello, "CODE", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper, _, err := e.Compile(ctx, sandbox.Source{WAT: strings.ReplaceAll(wasiSleeper, "NS", "30000000000")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpDirs := func() int {
+		entries, _ := os.ReadDir(os.TempDir())
+		n := 0
+		for _, en := range entries {
+			if strings.HasPrefix(en.Name(), "sandboxd-wasi-files-") {
+				n++
+			}
+		}
+		return n
+	}
+	round := func(n int) {
+		for i := 0; i < n; i++ {
+			req := sandbox.Request{Module: hello, Limits: limits.Defaults(), Output: func(string, []byte) {},
+				Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{Files: map[string][]byte{"/in": []byte("x")}, Stdin: []byte("in")}}}
+			if res, err := e.Run(ctx, req); err != nil || res.ExitCode != 1 {
+				t.Fatalf("run %d: %v", i, err)
+			}
+			if i%20 == 0 {
+				req = sandbox.Request{Module: sleeper, Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{}}}
+				req.Limits.Timeout = 2 * time.Millisecond
+				if _, err := e.Run(ctx, req); sandbox.KindOf(err) != sandbox.KindTimeout {
+					t.Fatalf("sleeper: %v", err)
+				}
+				cctx, cancel := context.WithCancel(ctx)
+				cancel()
+				req.Limits.Timeout = time.Minute
+				if _, err := e.Run(cctx, req); sandbox.KindOf(err) != sandbox.KindCancelled {
+					t.Fatalf("cancelled sleeper: %v", err)
+				}
+			}
+		}
+	}
+	round(100) // warm up
+	settle()
+	goroutines, dirs := runtime.NumGoroutine(), tmpDirs()
+	rss0, rssOK := vmRSS()
+	round(1000)
+	settle()
+	if g := runtime.NumGoroutine(); g > goroutines+2 {
+		t.Errorf("goroutines %d -> %d", goroutines, g)
+	}
+	if d := tmpDirs(); d > dirs {
+		t.Errorf("temporary file trees %d -> %d", dirs, d)
+	}
+	if rss1, ok := vmRSS(); rssOK && ok {
+		t.Logf("RSS %d MiB -> %d MiB over 1000 WASI runs", rss0>>20, rss1>>20)
+		if rss1 > rss0+64<<20 {
+			t.Errorf("RSS grew by %d MiB", (rss1-rss0)>>20)
+		}
 	}
 }
