@@ -54,6 +54,12 @@ export interface SessionHooks {
   onWriteError?(error: Error): void;
 }
 
+/**
+ * Handles one kind of notification; `run` is the state of the pending run
+ * whose id the params carry (`params.id`), if there is one.
+ */
+export type NotificationHandler<P> = (params: P, run: RunState | undefined) => void;
+
 interface Pending {
   method: string;
   resolve: (result: unknown) => void;
@@ -65,13 +71,25 @@ export class Session {
   private nextId = 0;
   private readonly pending = new Map<RequestId, Pending>();
   private closedWith: (() => SidecarError) | undefined;
+  private readonly handlers = new Map<string, NotificationHandler<unknown>>();
 
   constructor(
     private readonly reader: MessageReader,
     private readonly writer: MessageWriter,
     private readonly hooks: SessionHooks,
   ) {
+    this.onNotification(LogNotification, (params, run) => this.log(params, run));
     reader.listen((message) => this.receive(message));
+  }
+
+  /**
+   * Handles the notifications of `type` with `handler` (replacing an earlier
+   * one). Run-scoped notifications carry the run's request id as `params.id`;
+   * the handler gets that run's state. Notifications without a handler are
+   * ignored.
+   */
+  onNotification<P>(type: NotificationType<P>, handler: NotificationHandler<P>): void {
+    this.handlers.set(type.method, handler as NotificationHandler<unknown>);
   }
 
   /** Number of requests awaiting their response. */
@@ -127,8 +145,11 @@ export class Session {
     if (Message.isResponse(message)) {
       this.settle(message);
     } else if (Message.isNotification(message)) {
-      if (message.method === LogNotification.method) this.log(message.params as Partial<LogParams> | undefined);
-      // other notifications (none defined yet) are ignored
+      const handler = this.handlers.get(message.method);
+      if (handler === undefined) return;
+      const id = (message.params as { id?: unknown } | undefined)?.id;
+      const run = typeof id === "number" || typeof id === "string" ? this.pending.get(id)?.run : undefined;
+      handler(message.params, run);
     }
     // the sidecar sends no requests
   }
@@ -160,11 +181,9 @@ export class Session {
     }
   }
 
-  private log(params: Partial<LogParams> | undefined): void {
-    const p = params ?? {};
-    if (typeof p.id !== "number" && typeof p.id !== "string") return;
-    const run = this.pending.get(p.id)?.run;
+  private log(params: Partial<LogParams> | undefined, run: RunState | undefined): void {
     if (!run) return; // a run that already settled, or not a run
+    const p = params ?? {};
     const expected = run.logs.length;
     if (p.seq !== expected && run.seqProblem === undefined) {
       run.seqProblem = `log notification seq ${JSON.stringify(p.seq)} where ${expected} was expected`;

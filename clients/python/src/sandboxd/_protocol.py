@@ -24,6 +24,9 @@ from .errors import SidecarError, error_from_rpc
 
 Settle = Callable[[Any, Optional[BaseException]], None]
 Transform = Callable[[Any, "Call"], Any]
+#: Handles a notification's params; gets the pending call whose id the
+#: params carry (``params["id"]``), or None.
+NotificationHandler = Callable[[Any, Optional["Call"]], None]
 
 
 # --------------------------------------------------------------------------
@@ -138,6 +141,14 @@ class Session:
         self._closed: Optional[Callable[[], BaseException]] = None
         self._stderr_tail = stderr_tail
         self._decoder = FrameDecoder()
+        self._notifications: Dict[str, NotificationHandler] = {"log": self._log}
+
+    def on_notification(self, method: str, handler: NotificationHandler) -> None:
+        """Handle notifications of ``method`` with ``handler`` (replacing an
+        earlier one). Run-scoped notifications carry the request id as
+        ``params["id"]``; the handler gets that pending call. Notifications
+        without a handler are ignored. Handlers run on the reader."""
+        self._notifications[method] = handler
 
     # -- requests
 
@@ -239,9 +250,16 @@ class Session:
 
     def receive(self, message: Dict[str, Any]) -> None:
         if "method" in message:
-            if message["method"] == "log":
-                self._log(message.get("params"))
-            return  # other notifications (none defined yet) are ignored
+            handler = self._notifications.get(message["method"]) if isinstance(message["method"], str) else None
+            if handler is not None:
+                params = message.get("params")
+                call = None
+                id = params.get("id") if isinstance(params, dict) else None
+                if isinstance(id, int) and not isinstance(id, bool):
+                    with self._lock:
+                        call = self._pending.get(id)
+                handler(params, call)
+            return
         id = message.get("id")
         if id is None:
             self._orphan(message)
@@ -270,16 +288,10 @@ class Session:
                 exc = SidecarError("response to %s has neither result nor error: %r" % (call.method, message))
         call.settle(result, exc)
 
-    def _log(self, params: Any) -> None:
-        if not isinstance(params, dict):
+    def _log(self, params: Any, call: Optional[Call]) -> None:
+        if call is None or not isinstance(params, dict):
             return
-        id = params.get("id")
-        if isinstance(id, bool) or not isinstance(id, int):
-            return
-        with self._lock:
-            call = self._pending.get(id)
-        if call is None:
-            return
+        id = call.id
         line, seq = params.get("line"), params.get("seq")
         if not isinstance(line, str):
             line = str(line)
