@@ -32,7 +32,7 @@ if (!has("typescript") || !has("vscode-jsonrpc") || !has("@types/node")) {
   const [command, pre] = npm ? [process.execPath, [npm]] : ["npm", []];
   run(command, [
     ...pre, "ci", "--prefix", pkgDir, "--global=false", "--include=dev", "--include=optional",
-    "--ignore-scripts", "--install-links=false", "--workspaces=false", "--no-audit", "--no-fund",
+    "--ignore-scripts", "--install-links=false", "--workspaces=false", "--prefer-offline", "--no-audit", "--no-fund",
   ]);
 }
 run(process.execPath, [join(pkgDir, "node_modules", "typescript", "bin", "tsc"), "-p", join(pkgDir, "tsconfig.json")]);
