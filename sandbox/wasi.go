@@ -430,35 +430,35 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 	if !inBounds(mem, in, n*subscriptionSize) || !inBounds(mem, out, n*eventSize) || !inBounds(mem, neventsPtr, 4) {
 		return errno(errnoFault)
 	}
-	type clockSub struct {
-		userdata uint64
-		due      time.Time
-	}
-	subs := make([]clockSub, 0, n)
+	// Two passes over the guest's subscriptions, nothing allocated per
+	// subscription (there may be millions): find the earliest, sleep, then
+	// report every clock that is due.
 	now := time.Now()
-	for i := uint64(0); i < n; i++ {
+	due := func(mem []byte, i uint64) (userdata uint64, at time.Time, clock bool) {
 		s := mem[in+i*subscriptionSize:][:subscriptionSize]
 		id := binary.LittleEndian.Uint32(s[16:])
 		if s[8] != eventClock || (id != clockRealtime && id != clockMonotonic) {
-			return r.delegatePoll(c, args)
+			return 0, time.Time{}, false
 		}
 		timeout := binary.LittleEndian.Uint64(s[24:])
-		flags := binary.LittleEndian.Uint16(s[40:])
-		var due time.Time
-		switch {
+		switch flags := binary.LittleEndian.Uint16(s[40:]); {
 		case flags&subAbstime == 0:
-			due = addNanos(now, timeout)
+			at = addNanos(now, timeout)
 		case id == clockRealtime:
-			due = now.Add(time.Unix(0, int64(min(timeout, math.MaxInt64))).Sub(now))
+			at = now.Add(time.Unix(0, int64(min(timeout, math.MaxInt64))).Sub(now))
 		default:
-			due = addNanos(r.wasi.monoBase, timeout)
+			at = addNanos(r.wasi.monoBase, timeout)
 		}
-		subs = append(subs, clockSub{binary.LittleEndian.Uint64(s), due})
+		return binary.LittleEndian.Uint64(s), at, true
 	}
-	earliest := subs[0].due
-	for _, s := range subs[1:] {
-		if s.due.Before(earliest) {
-			earliest = s.due
+	var earliest time.Time
+	for i := uint64(0); i < n; i++ {
+		_, at, clock := due(mem, i)
+		if !clock {
+			return r.delegatePoll(c, args)
+		}
+		if i == 0 || at.Before(earliest) {
+			earliest = at
 		}
 	}
 	if time.Until(earliest) >= time.Millisecond {
@@ -472,15 +472,16 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 		return nil, wasmtime.NewTrap("sandboxd: deadline exceeded")
 	}
 	mem = guestMemory(c) // the same memory: the guest could not run meanwhile
-	now = time.Now()
+	woke := time.Now()
 	var events uint32
-	for _, s := range subs {
-		if s.due.After(now) && !s.due.Equal(earliest) {
+	for i := uint64(0); i < n; i++ {
+		userdata, at, _ := due(mem, i)
+		if at.After(woke) && !at.Equal(earliest) {
 			continue
 		}
 		ev := mem[out+uint64(events)*eventSize:][:eventSize]
 		clear(ev)
-		binary.LittleEndian.PutUint64(ev, s.userdata)
+		binary.LittleEndian.PutUint64(ev, userdata)
 		ev[10] = eventClock
 		events++
 	}

@@ -407,3 +407,54 @@ func TestWASINoLeaks(t *testing.T) {
 		}
 	}
 }
+
+// wasiAbsSleep reads clock CLOCK with clock_time_get, then sleeps in
+// poll_oneoff until 30 ms past it (an absolute subscription on that clock),
+// next to a second, relative subscription of 60 s; it writes the userdata
+// of the one event it got (1 byte) and the event count.
+const wasiAbsSleep = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "clock_time_get" (func $now (param i32 i64 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start")
+    (drop (call $now (i32.const CLOCK) (i64.const 1) (i32.const 8)))
+    ;; subscription 0 at 104: userdata 65 ('A'), clock CLOCK, absolute, now + 30 ms
+    (i64.store (i32.const 104) (i64.const 65))
+    (i32.store (i32.const 120) (i32.const CLOCK))
+    (i64.store (i32.const 128) (i64.add (i64.load (i32.const 8)) (i64.const 30000000)))
+    (i32.store16 (i32.const 144) (i32.const 1))
+    ;; subscription 1 at 152: userdata 66 ('B'), monotonic, relative 60 s
+    (i64.store (i32.const 152) (i64.const 66))
+    (i32.store (i32.const 168) (i32.const 1))
+    (i64.store (i32.const 176) (i64.const 60000000000))
+    (drop (call $poll (i32.const 104) (i32.const 256) (i32.const 2) (i32.const 248)))
+    ;; write the first event's userdata byte and '0' + nevents
+    (i32.store8 (i32.const 400) (i32.load8_u (i32.const 256)))
+    (i32.store8 (i32.const 401) (i32.add (i32.const 48) (i32.load (i32.const 248))))
+    (i32.store (i32.const 0) (i32.const 400))
+    (i32.store (i32.const 4) (i32.const 2))
+    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 16)))))`
+
+// Absolute sleeps on both clocks end when due, and only the due clock of
+// several is reported.
+func TestWASIAbsoluteSleep(t *testing.T) {
+	for _, clock := range []string{"0", "1"} {
+		m := compileWAT(t, strings.ReplaceAll(wasiAbsSleep, "CLOCK", clock))
+		req := wasiRequest(m, &sandbox.WASI{})
+		req.Limits.Timeout = 30 * time.Second
+		start := time.Now()
+		res, err := engine(t).Run(context.Background(), req)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("clock %s: %v", clock, err)
+		}
+		t.Logf("clock %s: a 30 ms absolute sleep took %v", clock, took)
+		if string(res.Output.Stdout) != "A1" {
+			t.Errorf("clock %s: events %q, want A1", clock, res.Output.Stdout)
+		}
+		if took < 25*time.Millisecond || took > 20*time.Second {
+			t.Errorf("clock %s: took %v", clock, took)
+		}
+	}
+}
