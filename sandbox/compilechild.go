@@ -127,10 +127,16 @@ func readPayload(r io.Reader, n, max int) ([]byte, error) {
 // and stdout, and returns the process exit status. See IsCompileChild.
 func CompileChildMain() int {
 	quietRustBacktraces()
+	// A child may be started ahead of need (a spare): it warms up while
+	// it waits, so that its compile costs what one in the sidecar would.
+	engine := wasmtime.NewEngineWithConfig(wasmtimeConfig())
+	warmUp(engine)
 	in := bufio.NewReaderSize(os.Stdin, 64<<10)
 	var req childRequest
 	if err := readFrameHeader(in, &req); err != nil {
-		fmt.Fprintf(os.Stderr, "sandboxd compile child: reading the request: %v\n", err)
+		if !errors.Is(err, io.EOF) { // EOF: a spare the parent no longer needs
+			fmt.Fprintf(os.Stderr, "sandboxd compile child: reading the request: %v\n", err)
+		}
 		return 2
 	}
 	// The limit comes before the bytes: holding them is part of the
@@ -150,12 +156,33 @@ func CompileChildMain() int {
 		_, _ = io.Copy(io.Discard, in)
 		os.Exit(3)
 	}()
-	reply, compiled := compileRequest(req, raw)
+	reply, compiled := compileRequest(engine, req, raw)
 	if err := writeFrame(bufio.NewWriterSize(os.Stdout, 64<<10), reply, moduleBytes{bin: compiled}); err != nil {
 		fmt.Fprintf(os.Stderr, "sandboxd compile child: writing the reply: %v\n", err)
 		return 2
 	}
 	return 0
+}
+
+// warmUpWAT touches the code paths of a compile (the text parser, the
+// validator, the rewriter, Cranelift's common lowering), so that their
+// pages are loaded before a request arrives.
+const warmUpWAT = `(module (memory 1)
+  (func (export "f") (param i32) (result i32) (local i32)
+    (loop (local.set 1 (i32.add (local.get 1) (i32.load (local.get 0))))
+      (br_if 0 (i32.eqz (memory.grow (local.get 0)))))
+    (call 1 (local.get 1)))
+  (func (param i32) (result i32) (i64.eqz (i64.extend_i32_u (local.get 0)))))`
+
+func warmUp(engine *wasmtime.Engine) {
+	wasm, err := wasmtime.Wat2Wasm(warmUpWAT)
+	if err != nil {
+		releaseWasmtimeError(err)
+		return
+	}
+	if wt, _, err := compileWasm(engine, wasm); err == nil {
+		_, _ = wt.Serialize()
+	}
 }
 
 // limitMemory sets RLIMIT_DATA: every allocation of the Go runtime, of
@@ -176,7 +203,7 @@ func limitMemory(n uint64) error {
 
 // compileRequest does the child's work: convert, validate, instrument,
 // compile, serialize.
-func compileRequest(req childRequest, raw []byte) (*childReply, []byte) {
+func compileRequest(engine *wasmtime.Engine, req childRequest, raw []byte) (*childReply, []byte) {
 	fail := func(err error) (*childReply, []byte) {
 		var se *Error
 		if errors.As(err, &se) {
@@ -188,7 +215,6 @@ func compileRequest(req childRequest, raw []byte) (*childReply, []byte) {
 	if err != nil {
 		return fail(err)
 	}
-	engine := wasmtime.NewEngineWithConfig(wasmtimeConfig())
 	wt, info, err := compileWasm(engine, wasm)
 	if err != nil {
 		return fail(err)
@@ -289,34 +315,14 @@ type childResult struct {
 func (e *Engine) compileInChildProcess(ctx context.Context, mod moduleBytes, path string, lim compileLimits) (*childResult, error) {
 	req := childRequest{Payload: mod.size(), Path: path, MemoryBytes: lim.memoryBytes, MaxModuleBytes: e.cfg.MaxModuleBytes}
 	if e.compileInProcess { // tests only: see export_test.go
-		reply, compiled := compileRequest(req, mod.bytes())
+		reply, compiled := compileRequest(wasmtime.NewEngineWithConfig(wasmtimeConfig()), req, mod.bytes())
 		return childOutcome(reply, compiled, lim)
 	}
-	startErr := func(err error) error {
-		return &Error{Kind: KindHost, Message: "cannot start the compile process: " + err.Error(), err: err}
-	}
-	exe, err := e.childExecutable()
+	c, err := e.takeChild()
 	if err != nil {
-		return nil, startErr(err)
+		return nil, &Error{Kind: KindHost, Message: "cannot start the compile process: " + err.Error(), err: err}
 	}
-	cmd := exec.Command(exe)
-	// The child inherits nothing from the parent's environment: it needs
-	// no secrets to compile, and no backtraces should reach its stderr.
-	cmd.Env = []string{compileChildEnv + "=" + compileChildProtocol, "RUST_BACKTRACE=0", "RUST_LIB_BACKTRACE=0", "GOMAXPROCS=1"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr := &headBuffer{max: 8 << 10}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, startErr(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, startErr(err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, startErr(err)
-	}
+	cmd, stdin, stdout, stderr := c.cmd, c.stdin, c.stdout, c.stderr
 
 	// Whatever happens next, the child has exited (killed if need be) and
 	// been waited for when this function returns.
@@ -345,26 +351,30 @@ func (e *Engine) compileInChildProcess(ctx context.Context, mod moduleBytes, pat
 	var compiled []byte
 	if readErr == nil {
 		// The child cannot have produced more than its memory limit.
-		compiled, readErr = readPayload(out, reply.Payload, int(min(lim.memoryBytes, math.MaxInt32)))
+		if compiled, readErr = readPayload(out, reply.Payload, int(min(lim.memoryBytes, math.MaxInt32))); readErr != nil {
+			kill(errBadReply) // it would block writing the rest
+		}
 	}
 	_ = stdin.Close() // a child still running without a reply exits on EOF
-	if readErr != nil {
-		kill(nil) // and one that sent half a reply is not waited for
+	if readErr == nil {
+		// Its work is done: it is killed rather than waited for, since an
+		// exiting process may wait long for a core on a busy machine.
+		kill(errDone)
+		e.reap(cmd, wrote)
+		return childOutcome(&reply, compiled, lim)
 	}
-	waitErr := cmd.Wait()
-	<-wrote
 	once.Do(func() {}) // no kill from here on: why is settled
 	switch {
-	case readErr == nil:
-		// The exit status does not matter once the reply is whole: the
-		// child may see its stdin close before it returns.
-		return childOutcome(&reply, compiled, lim)
 	case errors.Is(why, errCancelled):
+		e.reap(cmd, wrote)
 		return nil, &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
 	case errors.Is(why, errCompileTime):
+		e.reap(cmd, wrote)
 		return nil, &Error{Kind: KindCompileLimitExceeded, Resource: ResourceCompileTime, Limit: uint64(lim.timeout / time.Millisecond),
 			Message: fmt.Sprintf("compiling the module took longer than the compile time limit of %d ms", lim.timeout/time.Millisecond)}
 	}
+	waitErr := cmd.Wait()
+	<-wrote
 	// The child died without a reply. An allocation that failed under the
 	// memory limit ends it with a message on stderr (Rust aborts, Go
 	// throws); a signal we did not send (SIGSEGV for a stack that could not
@@ -394,7 +404,22 @@ func childOutcome(reply *childReply, compiled []byte, lim compileLimits) (*child
 	return &childResult{id: reply.ID, wasmSize: reply.WasmSize, info: reply.Info, compiled: compiled}, nil
 }
 
-var errCompileTime = errors.New("compile time limit")
+var (
+	errCompileTime = errors.New("compile time limit")
+	errBadReply    = errors.New("reply past the memory limit")
+	errDone        = errors.New("reply read")
+)
+
+// reap waits for a child that was killed, in the background; Close waits
+// for every reaper.
+func (e *Engine) reap(cmd *exec.Cmd, wrote <-chan struct{}) {
+	e.reapers.Add(1)
+	go func() {
+		defer e.reapers.Done()
+		_ = cmd.Wait()
+		<-wrote
+	}()
+}
 
 func killedBySignal(err error) bool {
 	var ee *exec.ExitError
@@ -403,6 +428,102 @@ func killedBySignal(err error) bool {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled()
+}
+
+// childProc is a started compile child, waiting for its request.
+type childProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	stderr *headBuffer
+}
+
+// startChild starts a compile child.
+func (e *Engine) startChild() (*childProc, error) {
+	exe, err := e.childExecutable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	// The child inherits nothing from the parent's environment: it needs
+	// no secrets to compile, and no backtraces should reach its stderr.
+	cmd.Env = []string{compileChildEnv + "=" + compileChildProtocol, "RUST_BACKTRACE=0", "RUST_LIB_BACKTRACE=0", "GOMAXPROCS=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c := &childProc{cmd: cmd, stderr: &headBuffer{max: 8 << 10}}
+	cmd.Stderr = c.stderr
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if c.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// takeChild returns the spare child, started ahead of need, or starts one,
+// and has a new spare started in the background: a new module then pays
+// for writing and reading pipes, not for starting and warming a process.
+// Engine.Close kills the spare.
+func (e *Engine) takeChild() (*childProc, error) {
+	e.spareMu.Lock()
+	c := e.spare
+	e.spare = nil
+	e.spareMu.Unlock()
+	e.refillSpare()
+	if c != nil {
+		return c, nil
+	}
+	return e.startChild()
+}
+
+// refillSpare starts a spare child unless one is there or being started,
+// or the engine is closing.
+func (e *Engine) refillSpare() {
+	e.spareMu.Lock()
+	defer e.spareMu.Unlock()
+	if e.spare != nil || e.spareStarting || e.spareClosed || e.compileInProcess {
+		return
+	}
+	e.spareStarting = true
+	e.spareWG.Add(1)
+	go func() {
+		defer e.spareWG.Done()
+		c, err := e.startChild()
+		e.spareMu.Lock()
+		defer e.spareMu.Unlock()
+		e.spareStarting = false
+		switch {
+		case err != nil: // takeChild will start one and report the error
+		case e.spareClosed:
+			c.discard()
+		default:
+			e.spare = c
+		}
+	}()
+}
+
+// closeSpare stops keeping a spare and ends the one there is.
+func (e *Engine) closeSpare() {
+	e.spareMu.Lock()
+	e.spareClosed = true
+	c := e.spare
+	e.spare = nil
+	e.spareMu.Unlock()
+	e.spareWG.Wait()
+	if c != nil {
+		c.discard()
+	}
+}
+
+// discard ends a child that was given no request: EOF on its stdin ends
+// it, a kill makes sure.
+func (c *childProc) discard() {
+	_ = c.stdin.Close()
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
 }
 
 // childExecutable is the program re-executed as compile child: this one.

@@ -133,6 +133,13 @@ type Engine struct {
 	exe     string
 	exeErr  error
 
+	spareMu       sync.Mutex
+	spare         *childProc // a compile child started ahead of need
+	spareStarting bool
+	spareClosed   bool
+	spareWG       sync.WaitGroup
+	reapers       sync.WaitGroup // goroutines waiting for killed children
+
 	stopCompiles     context.CancelFunc
 	closeOnce        sync.Once
 	compileInProcess bool // tests only (export_test.go): no child process
@@ -169,6 +176,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		ticker:       newEpochTicker(wt, cfg.Tick),
 		stopCompiles: stop,
 	}
+	e.refillSpare() // the first new module need not wait for a process start
 	return e, nil
 }
 
@@ -178,6 +186,8 @@ func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.stopCompiles()
 		e.flight.wg.Wait()
+		e.closeSpare()
+		e.reapers.Wait()
 		e.ticker.close()
 	})
 	return nil

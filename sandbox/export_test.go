@@ -7,6 +7,7 @@ package sandbox
 func NewInProcessEngine(cfg Config) (*Engine, error) {
 	e, err := NewEngine(cfg)
 	if e != nil {
+		e.closeSpare() // no child is ever needed
 		e.compileInProcess = true
 	}
 	return e, err
