@@ -44,8 +44,9 @@ type Limits struct {
 	// engine has not compiled before (converting WAT, validating,
 	// instrumenting, Cranelift). A cached module costs no compile.
 	CompileTimeout time.Duration
-	// CompileMemoryBytes caps the memory of that compile: the address
-	// space of the child process that does it, its own baseline included.
+	// CompileMemoryBytes caps the memory of that compile: the data size
+	// (RLIMIT_DATA) of the child process that does it, its own baseline
+	// of about 65 MiB included.
 	CompileMemoryBytes uint64
 }
 

@@ -78,7 +78,7 @@ const (
 
 	// What a compile_limit_exceeded error ran into.
 	ResourceCompileTime   Resource = "compile_time"   // the compile deadline (Limit in ms)
-	ResourceCompileMemory Resource = "compile_memory" // the compile's address space (Limit in bytes)
+	ResourceCompileMemory Resource = "compile_memory" // the compile child's data size (Limit in bytes)
 )
 
 // Frame is one wasm stack frame of a trap.

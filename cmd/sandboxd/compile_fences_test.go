@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -435,6 +436,33 @@ func TestCacheCountsCompiledBytes(t *testing.T) {
 		m, _ := off.response(id, 60*time.Second)
 		if m.Error != nil || !strings.Contains(string(m.Result), `"cached":false`) {
 			t.Errorf("compile %d with --cache-entries 0: %s", i, m.raw)
+		}
+	}
+}
+
+// TestCLICompileLimits: `sandboxd run` fences the compile too, with
+// --compile-timeout-ms and --compile-memory-mb; exit status 11.
+func TestCLICompileLimits(t *testing.T) {
+	bomb := filepath.Join(t.TempDir(), "bomb.wasm")
+	if err := os.WriteFile(bomb, nestedLoops(100_000, 21), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flags []string
+		inMsg string
+	}{
+		{[]string{"--compile-timeout-ms", "300", "--compile-memory-mb", "4096"}, "compile time limit of 300 ms"},
+		{[]string{"--compile-memory-mb", "128"}, "compile memory limit of 134217728 bytes"},
+	} {
+		var stderr syncBuffer
+		cmd := exec.Command(binPath, append([]string{"run", bomb}, tc.flags...)...)
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		code, _, killed := waitTimeout(cmd, 120*time.Second)
+		if killed || code != 11 || !strings.Contains(stderr.String(), tc.inMsg) {
+			t.Errorf("sandboxd run %v: exit %d (killed %v), stderr %q; want 11 and %q", tc.flags, code, killed, stderr.String(), tc.inMsg)
 		}
 	}
 }

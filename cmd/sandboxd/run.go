@@ -40,6 +40,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	tableElems := fs.Uint64("table-elements", def.TableElements, "cap on the elements of each table")
 	memories := fs.Uint64("memories", def.Memories, "number of linear memories allowed")
 	logBytes := fs.Uint64("log-bytes", def.LogBytes, "total guest log bytes kept")
+	compileTimeoutMs := fs.Uint64("compile-timeout-ms", uint64(def.CompileTimeout/time.Millisecond), "compile deadline in milliseconds")
+	compileMemoryMB := fs.Uint64("compile-memory-mb", def.CompileMemoryBytes>>20, "compile memory limit in MiB (the compile process's data size)")
 	allowLog := fs.Bool("allow-log", false, "grant host::log")
 	seed := fs.String("seed", "", "grant host::random, seeded with this unsigned integer")
 	allowClock := fs.Bool("allow-clock", false, "grant host::now_ns")
@@ -56,6 +58,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	l := def
 	l.Fuel, l.Timeout, l.MemoryBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20
 	l.TableElements, l.Memories, l.LogBytes = *tableElems, *memories, *logBytes
+	l.CompileTimeout, l.CompileMemoryBytes = time.Duration(*compileTimeoutMs)*time.Millisecond, *compileMemoryMB<<20
 	if err := l.Validate(limits.HardMaximums()); err != nil {
 		fmt.Fprintf(stderr, "sandboxd run: %s\n", cliLimitError(err))
 		return exitUsage
@@ -83,7 +86,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err := eng.CheckWASIGrant(sandbox.Source{Path: positional[0]}, caps); err != nil {
 		return out.failure(err) // before spending seconds compiling it
 	}
-	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: positional[0]})
+	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: positional[0], CompileTimeout: l.CompileTimeout, CompileMemoryBytes: l.CompileMemoryBytes})
 	if err != nil {
 		return out.failure(err)
 	}
@@ -120,7 +123,8 @@ func cliLimitError(err error) string {
 	var fe *limits.FieldError
 	if errors.As(err, &fe) {
 		name := map[string]string{"timeoutMs": "--timeout-ms", "memoryBytes": "--memory-mb", "tableElements": "--table-elements",
-			"logBytes": "--log-bytes", "fuel": "--fuel", "memories": "--memories", "instances": "--instances"}[fe.Field]
+			"logBytes": "--log-bytes", "fuel": "--fuel", "memories": "--memories", "instances": "--instances",
+			"compileTimeoutMs": "--compile-timeout-ms", "compileMemoryBytes": "--compile-memory-mb"}[fe.Field]
 		return name + ": " + fe.Problem
 	}
 	return err.Error()
