@@ -133,6 +133,14 @@ func TestWASIGuests(t *testing.T) {
 				mustExit(t, res, err, 1)
 				res, err = runGuest(t, e, file, sandbox.WASI{Args: []string{"/etc/passwd"}}, "cat")
 				mustExit(t, res, err, 1)
+				if guest.lang != "go" { // the files tree is read-only
+					g.Args = []string{"/data/new.txt", "x"}
+					res, err = runGuest(t, e, file, g, "write")
+					mustExit(t, res, err, 1)
+					g.Args = []string{"/data/in.txt", "overwritten"}
+					res, err = runGuest(t, e, file, g, "write")
+					mustExit(t, res, err, 1)
+				}
 			})
 			t.Run("exit code", func(t *testing.T) {
 				res, err := runGuest(t, e, file, sandbox.WASI{Args: []string{"7"}}, "exit")
