@@ -82,6 +82,15 @@ static void sbx_fence_cancel(sbx_fence *f) {
 	__atomic_store_n(&f->stop, SBX_CANCELLED, __ATOMIC_RELEASE);
 }
 
+// sbx_fence_rearm starts a new call on a long-lived store: no stop
+// requested, no reason recorded, a fresh deadline. Only between calls (the
+// store's thread is not in the guest).
+static void sbx_fence_rearm(sbx_fence *f, int64_t timeout_ns) {
+	__atomic_store_n(&f->stop, SBX_RUNNING, __ATOMIC_RELEASE);
+	f->reason = SBX_RUNNING;
+	f->deadline_ns = sbx_now_ns() + timeout_ns;
+}
+
 static int64_t sbx_fence_remaining_ns(sbx_fence *f) {
 	return f->deadline_ns - sbx_now_ns();
 }
@@ -166,6 +175,13 @@ func installFence(store *wasmtime.Store, timeout time.Duration) (*fence, error) 
 // cancel asks the guest to stop at its next epoch check. Safe from any
 // goroutine, any number of times.
 func (f *fence) cancel() { C.sbx_fence_cancel(f.c) }
+
+// rearm readies the fence of a long-lived instance for its next call: the
+// deadline is timeout from now and any earlier stop is forgotten. Only
+// between calls, from the goroutine that owns the store.
+func (f *fence) rearm(timeout time.Duration) {
+	C.sbx_fence_rearm(f.c, C.int64_t(timeout.Nanoseconds()))
+}
 
 // reason reports why the callback stopped the guest. Only meaningful after
 // the guest returned control to the host (the store's thread wrote it).

@@ -60,6 +60,12 @@ type Config struct {
 	// WASIDirs are the host directories a WASI run may preopen, each with
 	// everything under it (serve --allow-dir). None by default.
 	WASIDirs []string
+	// MaxInstances bounds the live long-lived instances (instance.go).
+	// Default DefaultMaxInstances.
+	MaxInstances int
+	// InstanceIdle is how long an instance may go without a call before
+	// it is evicted. Default DefaultInstanceIdle.
+	InstanceIdle time.Duration
 }
 
 // Documented defaults of Config.
@@ -101,6 +107,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxCompiles == 0 {
 		c.MaxCompiles = DefaultMaxCompiles()
 	}
+	if c.MaxInstances == 0 {
+		c.MaxInstances = DefaultMaxInstances
+	}
+	if c.InstanceIdle == 0 {
+		c.InstanceIdle = DefaultInstanceIdle
+	}
 	switch {
 	case c.Tick < 100*time.Microsecond || c.Tick > time.Second:
 		return c, fmt.Errorf("tick: %v is outside [100µs, 1s]", c.Tick)
@@ -112,6 +124,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("cache bytes: must be >= 0")
 	case c.MaxModuleBytes < 0:
 		return c, errors.New("max module bytes: must be >= 0")
+	case c.MaxInstances < 0:
+		return c, errors.New("max instances: must be >= 0")
+	case c.InstanceIdle < 0:
+		return c, errors.New("instance idle: must be >= 0")
 	}
 	return c, nil
 }
@@ -143,6 +159,9 @@ type Engine struct {
 	stopCompiles     context.CancelFunc
 	closeOnce        sync.Once
 	compileInProcess bool // tests only (export_test.go): no child process
+
+	instances instanceTable // long-lived instances (instance.go)
+	kernelMod kernelModule  // the Extism kernel, compiled on first use (extism.go)
 }
 
 // NewEngine builds the wasmtime engine and starts the (idle) ticker.
@@ -177,15 +196,18 @@ func NewEngine(cfg Config) (*Engine, error) {
 		stopCompiles: stop,
 	}
 	e.refillSpare() // the first new module need not wait for a process start
+	e.instances = instanceTable{max: cfg.MaxInstances, idle: cfg.InstanceIdle, live: map[string]*Instance{}}
 	return e, nil
 }
 
-// Close kills the compiles in flight and waits for them, and stops the
+// Close kills the compiles in flight and waits for them, closes every
+// instance (cancelling their calls and waiting for them), and stops the
 // ticker. Runs in flight must have returned. Idempotent.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.stopCompiles()
 		e.flight.wg.Wait()
+		e.instances.closeAll()
 		e.closeSpare()
 		e.reapers.Wait()
 		e.ticker.close()

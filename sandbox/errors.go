@@ -25,6 +25,9 @@ const (
 	// KindCompileLimitExceeded: compiling the module passed the compile
 	// time or memory limit (data.resource says which, data.limit the value).
 	KindCompileLimitExceeded Kind = "compile_limit_exceeded"
+	// KindPluginError: an Extism plugin function reported an error (set
+	// an error message, or returned non-zero); Message is the plugin's own.
+	KindPluginError Kind = "plugin_error"
 )
 
 // Error makes a Kind usable as an errors.Is target.
@@ -53,7 +56,7 @@ var Kinds = []KindInfo{
 	{KindExport, 7, 7, "the export is missing or its signature does not fit"},
 	{KindTrap, 8, 8, "the guest trapped"},
 	{KindCancelled, 9, -32800, "the caller cancelled the run"},
-	// 10 is reserved for plugin_error (Extism plugin ABI).
+	{KindPluginError, 10, 10, "a plugin function reported an error"},
 	{KindCompileLimitExceeded, 11, 11, "compiling the module passed the compile time or memory limit"},
 }
 
@@ -75,6 +78,7 @@ const (
 	ResourceTable    Resource = "table"    // table elements
 	ResourceMemories Resource = "memories" // number of memories
 	ResourceTables   Resource = "tables"   // number of tables
+	ResourceVars     Resource = "vars"     // a plugin instance's var bytes
 
 	// What a compile_limit_exceeded error ran into.
 	ResourceCompileTime   Resource = "compile_time"   // the compile deadline (Limit in ms)
@@ -102,7 +106,8 @@ type Error struct {
 	Resource     Resource // memory_limit_exceeded, compile_limit_exceeded: which cap
 	TrapCode     string   // trap: stable code, see TrapCodes
 	Frames       []Frame  // trap: wasm frames, innermost first, at most MaxFrames
-	Function     string   // export: the export concerned
+	Function     string   // export, plugin_error: the function concerned
+	ReturnCode   int32    // plugin_error: what the plugin function returned
 	Output       *Output  // a WASI run's output until it stopped
 
 	// Usage is set once the run had a store: fuel consumed and peak memory

@@ -177,6 +177,10 @@ func capabilityOf(fn string) string {
 func (r *run) hostImports() []wasmtime.AsExtern {
 	var out []wasmtime.AsExtern
 	for _, imp := range r.module.Imports {
+		if imp.Module == ExtismEnvModule && r.plugin != nil { // checkPluginImports checked it
+			out = append(out, r.plugin.extern(r, imp.Name))
+			continue
+		}
 		h, _ := lookupHost(imp.Module, imp.Name)
 		ty := wasmtime.NewFuncType(valTypes(h.params), valTypes(h.results))
 		var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)

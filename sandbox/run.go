@@ -55,7 +55,8 @@ type run struct {
 	log      logSink
 	hostTrap string // set when a host function trapped the guest, with why
 
-	wasi *wasiRun // nil unless the run was granted WASI (wasi.go)
+	wasi   *wasiRun     // nil unless the run was granted WASI (wasi.go)
+	plugin *pluginState // nil unless an Extism plugin instance (extism.go)
 }
 
 // Run executes req. It returns a *Result, or an *Error whose Kind says why

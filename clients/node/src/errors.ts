@@ -177,6 +177,23 @@ export class Cancelled extends SandboxError {
   }
 }
 
+/** Kind `plugin_error`: an Extism plugin function set an error or returned non-zero; the instance stays usable. */
+export class PluginError extends SandboxError {
+  /** The plugin's own message (`data.message`). */
+  readonly pluginMessage: string | undefined;
+  /** The plugin function that failed. */
+  readonly function: string | undefined;
+  /** What the plugin function returned. */
+  readonly returnCode: number | undefined;
+  constructor(message: string, init: SandboxErrorInit = {}) {
+    super("plugin_error", message, init);
+    const d = asData(init.data);
+    this.pluginMessage = str(d, "message");
+    this.function = str(d, "function");
+    this.returnCode = num(d, "returnCode");
+  }
+}
+
 /** Kind `compile_limit_exceeded`: compiling the module passed the compile time or memory limit. */
 export class CompileLimitExceeded extends SandboxError {
   /** Which limit: `compile_time` or `compile_memory`. */
@@ -271,6 +288,7 @@ export const ERROR_KINDS: Readonly<Record<string, { readonly errorClass: Sandbox
     export: { errorClass: ExportError, rpcCode: 7 },
     trap: { errorClass: Trap, rpcCode: 8 },
     cancelled: { errorClass: Cancelled, rpcCode: -32800 },
+    plugin_error: { errorClass: PluginError, rpcCode: 10 },
     compile_limit_exceeded: { errorClass: CompileLimitExceeded, rpcCode: 11 },
   });
 

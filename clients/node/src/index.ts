@@ -40,6 +40,7 @@ export {
   Trap,
   Cancelled,
   CompileLimitExceeded,
+  PluginError,
   InvalidParams,
   INVALID_PARAMS_CODE,
   SidecarError,

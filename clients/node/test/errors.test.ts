@@ -6,6 +6,7 @@ import { describe, it } from "node:test";
 import {
   Cancelled,
   CompileLimitExceeded,
+  PluginError,
   DisallowedImport,
   ERROR_KINDS,
   ExportError,
@@ -40,6 +41,7 @@ const expectedClass: Record<string, unknown> = {
   export: ExportError,
   trap: Trap,
   cancelled: Cancelled,
+  plugin_error: PluginError,
   compile_limit_exceeded: CompileLimitExceeded,
 };
 

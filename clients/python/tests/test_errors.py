@@ -19,6 +19,7 @@ EXPECTED_CLASSES = {
     "export": sandboxd.ExportError,
     "trap": sandboxd.Trap,
     "cancelled": sandboxd.Cancelled,
+    "plugin_error": sandboxd.PluginError,
     "compile_limit_exceeded": sandboxd.CompileLimitExceeded,
 }
 
@@ -56,7 +57,7 @@ class MappingTest(unittest.TestCase):
         # The same facts as docs/protocol.md's table, independent of the file.
         codes = {"host": 1, "fuel_exhausted": 2, "timeout": 3, "memory_limit_exceeded": 4,
                  "disallowed_import": 5, "invalid_module": 6, "export": 7, "trap": 8, "cancelled": -32800,
-                 "compile_limit_exceeded": 11}
+                 "plugin_error": 10, "compile_limit_exceeded": 11}
         self.assertEqual(set(KIND_CLASSES), set(codes))
         for kind, code in codes.items():
             cls = KIND_CLASSES[kind]

@@ -17,7 +17,7 @@ from ._client import RunHandle, Sidecar
 from ._types import Capabilities, Limits, Module, RunOptions, RunResult
 from ._values import F32, F64, I32, I64, WasmValue
 from .errors import (
-    Cancelled, CompileLimitExceeded, DisallowedImport, ExportError, FuelExhausted, HostError, InvalidModule,
+    Cancelled, CompileLimitExceeded, PluginError, DisallowedImport, ExportError, FuelExhausted, HostError, InvalidModule,
     InvalidParams, MemoryLimitExceeded, SandboxError, SidecarError, Timeout, Trap,
 )
 
@@ -27,6 +27,6 @@ __all__ = [
     "Sidecar", "AsyncSidecar", "RunHandle", "RunOptions", "Limits", "Capabilities", "Module", "RunResult",
     "I32", "I64", "F32", "F64", "WasmValue",
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
-    "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "CompileLimitExceeded",
+    "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "PluginError", "CompileLimitExceeded",
     "InvalidParams", "SidecarError",
 ]

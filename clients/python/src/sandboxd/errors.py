@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Type
 __all__ = [
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled",
-    "CompileLimitExceeded", "InvalidParams", "SidecarError", "KIND_CLASSES", "error_from_rpc",
+    "CompileLimitExceeded", "PluginError", "InvalidParams", "SidecarError", "KIND_CLASSES", "error_from_rpc",
 ]
 
 
@@ -165,6 +165,20 @@ class CompileLimitExceeded(SandboxError, kind="compile_limit_exceeded", exit_cod
         self.limit: Optional[int] = data.get("limit")
 
 
+class PluginError(SandboxError, kind="plugin_error", exit_code=10):
+    """An Extism plugin function reported an error: it set an error message
+    or returned non-zero. The instance stays usable.
+
+    ``plugin_message`` is the plugin's own message (``data.message``),
+    ``function`` the plugin function, ``return_code`` what it returned.
+    """
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.plugin_message: Optional[str] = data.get("message")
+        self.function: Optional[str] = data.get("function")
+        self.return_code: Optional[int] = data.get("returnCode")
+
+
 class InvalidParams(SandboxError, ValueError, TypeError, kind="invalid_params"):
     """A call was refused for its arguments, naming the field: by this client
     before anything was sent (two module sources, a bool as a wasm value, a
@@ -197,7 +211,7 @@ class SidecarError(SandboxError, kind="sidecar"):
 KIND_CLASSES: Dict[str, Type[SandboxError]] = {
     cls.kind: cls
     for cls in (HostError, FuelExhausted, Timeout, MemoryLimitExceeded, DisallowedImport,
-                InvalidModule, ExportError, Trap, Cancelled, CompileLimitExceeded)
+                InvalidModule, ExportError, Trap, Cancelled, PluginError, CompileLimitExceeded)
 }
 
 _CODE_CLASSES: Dict[int, Type[SandboxError]] = {

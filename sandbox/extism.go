@@ -1,0 +1,566 @@
+package sandbox
+
+// The Extism plugin ABI, host side. A module that imports from
+// extism:host/env is a plugin: it reads its input, sets its output and
+// reports errors through a kernel (extism_kernel.wat, ours) that owns a
+// memory of its own, and calls the host for config, vars and logging.
+//
+// The kernel is a wasm module instantiated in the plugin's store, so every
+// kernel instruction is fenced like the plugin's own (fuel, deadline,
+// cancellation), and its memory grows only through the host's grow
+// function, which counts the kernel's bytes and the plugin's memories and
+// tables together against the instance's memory cap. The plugin's own
+// memory.grow helper (wasmbin) is given the cap less the kernel's bytes, so
+// the sum holds from either side.
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
+)
+
+// The import modules of the Extism ABI.
+const (
+	ExtismEnvModule  = "extism:host/env"
+	ExtismUserModule = "extism:host/user"
+)
+
+//go:embed extism_kernel.wat
+var kernelWAT string
+
+// kernelInitialBytes is the kernel's memory before any call: one page.
+const kernelInitialBytes = 64 << 10
+
+// Kernel layout (see extism_kernel.wat).
+const (
+	kernelInputOffset  = 16
+	kernelOutputOffset = 32
+	kernelOutputLength = 40
+	kernelError        = 48
+	kernelFirstBlock   = 64
+	kernelBlockHeader  = 16
+	kernelBlockActive  = 1
+)
+
+// MaxPluginErrorBytes caps the message of a plugin_error; longer messages
+// are cut on a UTF-8 boundary.
+const MaxPluginErrorBytes = 16 << 10
+
+// extismFunc is one function of extism:host/env.
+type extismFunc struct {
+	signature string
+	kernel    bool   // provided by the kernel module, not by Go
+	need      string // the capability it needs ("" for none)
+	refused   string // why it is never granted ("" if it can be)
+}
+
+var extismABI = map[string]extismFunc{
+	// kernel
+	"alloc":          {"(i64) -> (i64)", true, "", ""},
+	"free":           {"(i64) -> ()", true, "", ""},
+	"length":         {"(i64) -> (i64)", true, "", ""},
+	"length_unsafe":  {"(i64) -> (i64)", true, "", ""},
+	"load_u8":        {"(i64) -> (i32)", true, "", ""},
+	"load_u64":       {"(i64) -> (i64)", true, "", ""},
+	"store_u8":       {"(i64, i32) -> ()", true, "", ""},
+	"store_u64":      {"(i64, i64) -> ()", true, "", ""},
+	"input_set":      {"(i64, i64) -> ()", true, "", ""},
+	"input_length":   {"() -> (i64)", true, "", ""},
+	"input_offset":   {"() -> (i64)", true, "", ""},
+	"input_load_u8":  {"(i64) -> (i32)", true, "", ""},
+	"input_load_u64": {"(i64) -> (i64)", true, "", ""},
+	"output_set":     {"(i64, i64) -> ()", true, "", ""},
+	"output_length":  {"() -> (i64)", true, "", ""},
+	"output_offset":  {"() -> (i64)", true, "", ""},
+	"error_set":      {"(i64) -> ()", true, "", ""},
+	"error_get":      {"() -> (i64)", true, "", ""},
+	"reset":          {"() -> ()", true, "", ""},
+	"memory_bytes":   {"() -> (i64)", true, "", ""},
+	// host
+	"config_get":       {"(i64) -> (i64)", false, "", ""},
+	"var_get":          {"(i64) -> (i64)", false, "", ""},
+	"var_set":          {"(i64, i64) -> ()", false, "", ""},
+	"log_trace":        {"(i64) -> ()", false, "log", ""},
+	"log_debug":        {"(i64) -> ()", false, "log", ""},
+	"log_info":         {"(i64) -> ()", false, "log", ""},
+	"log_warn":         {"(i64) -> ()", false, "log", ""},
+	"log_error":        {"(i64) -> ()", false, "log", ""},
+	"get_log_level":    {"() -> (i32)", false, "log", ""},
+	"http_request":     {"(i64, i64) -> (i64)", false, "", "sandboxd gives plugins no network"},
+	"http_status_code": {"() -> (i32)", false, "", "sandboxd gives plugins no network"},
+	"http_headers":     {"() -> (i64)", false, "", "sandboxd gives plugins no network"},
+}
+
+// ExtismFunctions lists the extism:host/env functions a plugin may import
+// (those sandboxd refuses are not listed).
+func ExtismFunctions() []string {
+	var names []string
+	for n, f := range extismABI {
+		if f.refused == "" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// isPlugin says whether m imports the Extism ABI.
+func isPlugin(m *Module) bool {
+	for _, imp := range m.Imports {
+		if imp.Module == ExtismEnvModule || imp.Module == ExtismUserModule {
+			return true
+		}
+	}
+	return false
+}
+
+// isPluginFunction says whether the export name of a plugin is a plugin
+// function: no parameters, one i32 result (the return code).
+func isPluginFunction(m *Module, name string) bool {
+	exp, ok := m.Export(name)
+	return ok && exp.Kind == "func" && len(exp.Params) == 0 && len(exp.Results) == 1 && exp.Results[0] == "i32"
+}
+
+// checkPluginImports checks the Extism imports of m against caps, before
+// any store exists: known functions with their exact signatures, the log
+// functions only with the log capability, never the network or user
+// host functions.
+func checkPluginImports(m *Module, caps Capabilities) *Error {
+	for _, imp := range m.Imports {
+		if imp.Module != ExtismEnvModule && imp.Module != ExtismUserModule {
+			continue
+		}
+		deny := func(why string) *Error {
+			return &Error{Kind: KindDisallowedImport, Module: imp.Module, Name: imp.Name,
+				Message: fmt.Sprintf("import %s::%s is not allowed: %s", imp.Module, imp.Name, why)}
+		}
+		if imp.Module == ExtismUserModule {
+			return deny("sandboxd provides no user host functions (extism:host/user)")
+		}
+		f, known := extismABI[imp.Name]
+		switch {
+		case imp.Kind != "func":
+			return deny("it is a " + imp.Kind + "; the Extism ABI has only functions")
+		case !known:
+			return deny("the Extism ABI as sandboxd implements it has no such function (see docs/protocol.md)")
+		case f.refused != "":
+			return deny(f.refused)
+		case imp.Type != f.signature:
+			return deny(fmt.Sprintf("wrong signature %s, expected %s", imp.Type, f.signature))
+		case f.need == "log" && !caps.Log:
+			return deny("the log capability was not granted for this instance")
+		}
+	}
+	return nil
+}
+
+// withoutPluginImports is a view of m without its Extism imports, for the
+// checks of the other imports.
+func withoutPluginImports(m *Module) *Module {
+	view := *m
+	view.Imports = nil
+	for _, imp := range m.Imports {
+		if imp.Module != ExtismEnvModule && imp.Module != ExtismUserModule {
+			view.Imports = append(view.Imports, imp)
+		}
+	}
+	return &view
+}
+
+// kernelModule compiles the kernel once per engine.
+type kernelModule struct {
+	once sync.Once
+	mod  *wasmtime.Module
+	err  error
+}
+
+func (e *Engine) kernel() (*wasmtime.Module, error) {
+	k := &e.kernelMod
+	k.once.Do(func() {
+		wasm, err := wasmtime.Wat2Wasm(kernelWAT)
+		if err != nil {
+			k.err = fmt.Errorf("plugin kernel: %s", cleanMessage(err.Error()))
+			return
+		}
+		k.mod, err = wasmtime.NewModule(e.wt, wasm)
+		if err != nil {
+			k.err = fmt.Errorf("plugin kernel: %s", cleanMessage(err.Error()))
+		}
+	})
+	return k.mod, k.err
+}
+
+// pluginState is the Extism side of one plugin instance.
+type pluginState struct {
+	in       *Instance
+	config   map[string]string
+	vars     map[string][]byte
+	varBytes uint64 // the budget
+	varUsed  uint64 // sum of len(key)+len(value)
+
+	kernel      *wasmtime.Instance
+	mem         *wasmtime.Memory
+	alloc, free *wasmtime.Func
+	reset       *wasmtime.Func
+	inputSet    *wasmtime.Func
+	kernelBytes uint64 // the kernel memory's size
+
+	guestMems   []*wasmtime.Memory // the plugin's own, for the cap
+	guestTables []*wasmtime.Table
+	tableElem   []uint64
+
+	// per call
+	log    func(level LogLevel, line string)
+	denied uint64 // a kernel growth to this many bytes (all memories) was refused
+	trap   *Error // why a host function stopped the guest
+}
+
+func newPluginState(in *Instance, config map[string]string, varBytes uint64) *pluginState {
+	if config == nil {
+		config = map[string]string{}
+	}
+	return &pluginState{in: in, config: config, vars: map[string][]byte{}, varBytes: varBytes}
+}
+
+func (p *pluginState) beginCall(log func(LogLevel, string)) {
+	p.log, p.denied, p.trap = log, 0, nil
+}
+
+// instantiateKernel instantiates the kernel in store.
+func (p *pluginState) instantiateKernel(store *wasmtime.Store) error {
+	mod, err := p.in.e.kernel()
+	if err != nil {
+		return &Error{Kind: KindHost, Message: err.Error(), err: err}
+	}
+	i32 := wasmtime.NewValType(wasmtime.KindI32)
+	grow := wasmtime.NewFunc(store, wasmtime.NewFuncType([]*wasmtime.ValType{i32}, []*wasmtime.ValType{i32}), p.grow)
+	k, err := wasmtime.NewInstance(store, mod, []wasmtime.AsExtern{grow})
+	if err != nil {
+		return err
+	}
+	p.kernel = k
+	p.mem = k.GetExport(store, "memory").Memory()
+	p.alloc = k.GetFunc(store, "alloc")
+	p.free = k.GetFunc(store, "free")
+	p.reset = k.GetFunc(store, "reset")
+	p.inputSet = k.GetFunc(store, "input_set")
+	p.kernelBytes = uint64(p.mem.DataSize(store))
+	return nil
+}
+
+// bindGuest remembers the plugin's own memories and tables, for the sum
+// the cap bounds.
+func (p *pluginState) bindGuest(r *run) {
+	info := r.module.info
+	for i := 0; i < info.ImportedMemories+len(info.Memories); i++ {
+		if ext := r.instance.GetExport(r.store, wasmbin.MemoryExportName(i)); ext != nil && ext.Memory() != nil {
+			p.guestMems = append(p.guestMems, ext.Memory())
+		}
+	}
+	for i := 0; i < info.ImportedTables+len(info.Tables); i++ {
+		if ext := r.instance.GetExport(r.store, wasmbin.TableExportName(i)); ext != nil && ext.Table() != nil {
+			p.guestTables = append(p.guestTables, ext.Table())
+			p.tableElem = append(p.tableElem, r.module.tableElemBytes(i))
+		}
+	}
+}
+
+// grow is the kernel's only way to grow its memory: delta pages, if the
+// kernel and the plugin together stay within the cap. It returns the old
+// size in pages, or -1.
+func (p *pluginState) grow(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	delta := uint64(uint32(args[0].I32()))
+	var guest uint64
+	for _, m := range p.guestMems {
+		guest += uint64(m.DataSize(c))
+	}
+	for i, t := range p.guestTables {
+		guest += t.Size(c) * p.tableElem[i]
+	}
+	want := p.kernelBytes + delta*65536
+	capBytes := p.in.limits.MemoryBytes
+	if guest+want > capBytes {
+		p.denied = max(p.denied, guest+want)
+		return []wasmtime.Val{wasmtime.ValI32(-1)}, nil
+	}
+	old, err := p.mem.Grow(c, delta)
+	if err != nil {
+		return []wasmtime.Val{wasmtime.ValI32(-1)}, nil
+	}
+	p.kernelBytes = uint64(p.mem.DataSize(c))
+	info := p.in.module.info
+	if info.GrowsMemory || info.GrowsTable {
+		if ext := p.in.r.instance.GetExport(c, wasmbin.ExportMemCapBytes); ext != nil && ext.Global() != nil {
+			ext.Global().Set(c, wasmtime.ValI64(int64(capBytes-p.kernelBytes)))
+		}
+	}
+	return []wasmtime.Val{wasmtime.ValI32(int32(old))}, nil
+}
+
+// setInput empties the kernel and puts input in it, before a plugin call.
+func (p *pluginState) setInput(store wasmtime.Storelike, input []byte) error {
+	if _, err := p.reset.Call(store); err != nil {
+		return err
+	}
+	var h int64
+	if len(input) > 0 {
+		out, err := p.alloc.Call(store, int64(len(input)))
+		if err != nil {
+			return err
+		}
+		if h = out.(int64); h == 0 {
+			if p.denied > 0 {
+				return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: p.in.limits.MemoryBytes, Requested: p.denied,
+					Message: fmt.Sprintf("the input of %d bytes does not fit in the plugin's memory cap of %d bytes", len(input), p.in.limits.MemoryBytes)}
+			}
+			return newError(KindHost, "the plugin kernel could not hold an input of %d bytes", len(input))
+		}
+		copy(p.mem.UnsafeData(store)[h:], input)
+	}
+	_, err := p.inputSet.Call(store, h, int64(len(input)))
+	return err
+}
+
+// result reads what a plugin function left in the kernel: its output, or
+// the plugin_error it reported (an error message set, or a non-zero
+// return code).
+func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32) ([]byte, *Error) {
+	data := p.mem.UnsafeData(store)
+	if h := binary.LittleEndian.Uint64(data[kernelError:]); h != 0 || rc != 0 {
+		msg := ""
+		if b, ok := kernelBlock(data, h); ok {
+			msg = validUTF8(b[:min(len(b), MaxPluginErrorBytes)])
+			if len(msg) > MaxPluginErrorBytes {
+				msg = cutUTF8(msg, MaxPluginErrorBytes)
+			}
+		}
+		if msg == "" {
+			msg = fmt.Sprintf("plugin function %q returned %d", fn, rc)
+		}
+		return nil, &Error{Kind: KindPluginError, Message: msg, Function: fn, ReturnCode: rc}
+	}
+	off := binary.LittleEndian.Uint64(data[kernelOutputOffset:])
+	n := binary.LittleEndian.Uint64(data[kernelOutputLength:])
+	if n == 0 || off < kernelFirstBlock || off > uint64(len(data)) || n > uint64(len(data))-off {
+		return []byte{}, nil
+	}
+	return append([]byte(nil), data[off:off+n]...), nil
+}
+
+// kernelBlock returns the bytes of the live block h, checked against the
+// memory's bounds (the plugin can write block headers, so nothing in them
+// is trusted).
+func kernelBlock(data []byte, h uint64) ([]byte, bool) {
+	size := uint64(len(data))
+	if h < kernelFirstBlock+kernelBlockHeader || h > size || h%8 != 0 {
+		return nil, false
+	}
+	hdr := data[h-kernelBlockHeader : h]
+	used := uint64(binary.LittleEndian.Uint32(hdr[8:]))
+	if binary.LittleEndian.Uint32(hdr[12:]) != kernelBlockActive || used > size-h {
+		return nil, false
+	}
+	return data[h : h+used], true
+}
+
+// extern returns what the plugin's import extism:host/env::name links to:
+// a kernel export or one of the host functions below.
+func (p *pluginState) extern(r *run, name string) wasmtime.AsExtern {
+	if f := extismABI[name]; f.kernel {
+		return p.kernel.GetExport(r.store, name).Func()
+	}
+	i32, i64 := wasmtime.NewValType(wasmtime.KindI32), wasmtime.NewValType(wasmtime.KindI64)
+	vt := func(ts ...*wasmtime.ValType) []*wasmtime.ValType { return ts }
+	var ty *wasmtime.FuncType
+	var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
+	switch name {
+	case "config_get":
+		ty, fn = wasmtime.NewFuncType(vt(i64), vt(i64)), p.configGet
+	case "var_get":
+		ty, fn = wasmtime.NewFuncType(vt(i64), vt(i64)), p.varGet
+	case "var_set":
+		ty, fn = wasmtime.NewFuncType(vt(i64, i64), vt()), p.varSet
+	case "get_log_level":
+		ty = wasmtime.NewFuncType(vt(), vt(i32))
+		fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+			return []wasmtime.Val{wasmtime.ValI32(0)}, nil // trace: every line is forwarded
+		}
+	default: // log_<level>
+		level := LogLevel(strings.TrimPrefix(name, "log_"))
+		ty = wasmtime.NewFuncType(vt(i64), vt())
+		fn = func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+			return p.logLine(r, c, level, args)
+		}
+	}
+	return wasmtime.NewFunc(r.store, ty, fn)
+}
+
+// stop records why a host function stopped the guest and returns the trap.
+func (p *pluginState) stop(e *Error) *wasmtime.Trap {
+	p.trap = e
+	return wasmtime.NewTrap("sandboxd: " + e.Message)
+}
+
+func (p *pluginState) badHandle(fn, what string, h uint64) *wasmtime.Trap {
+	return p.stop(&Error{Kind: KindTrap, TrapCode: "host",
+		Message: fmt.Sprintf("%s::%s: %s %d is not a live kernel block", ExtismEnvModule, fn, what, h)})
+}
+
+// take copies block h out of the kernel and frees it (the ABI gives the
+// host ownership of the handles passed to it).
+func (p *pluginState) take(c *wasmtime.Caller, h uint64) ([]byte, bool) {
+	b, ok := kernelBlock(p.mem.UnsafeData(c), h)
+	if !ok {
+		return nil, false
+	}
+	b = append([]byte(nil), b...)
+	if _, err := p.free.Call(c, int64(h)); err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// give allocates a kernel block holding b and returns its handle, or 0 if
+// the kernel memory cannot grow (the refusal is recorded).
+func (p *pluginState) give(c *wasmtime.Caller, b []byte) (int64, *wasmtime.Trap) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	out, err := p.alloc.Call(c, int64(len(b)))
+	if err != nil {
+		return 0, asTrap(err)
+	}
+	h := out.(int64)
+	if h != 0 {
+		copy(p.mem.UnsafeData(c)[h:], b)
+	}
+	return h, nil
+}
+
+// asTrap passes on the trap of a nested call (fuel or the deadline ran out
+// inside the kernel).
+func asTrap(err error) *wasmtime.Trap {
+	if t, ok := err.(*wasmtime.Trap); ok {
+		return t
+	}
+	return wasmtime.NewTrap(cleanMessage(err.Error()))
+}
+
+func (p *pluginState) configGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	h := uint64(args[0].I64())
+	key, ok := p.take(c, h)
+	if !ok {
+		return nil, p.badHandle("config_get", "key", h)
+	}
+	v, found := p.config[string(key)]
+	if !found {
+		return []wasmtime.Val{wasmtime.ValI64(0)}, nil
+	}
+	out, trap := p.give(c, []byte(v))
+	return []wasmtime.Val{wasmtime.ValI64(out)}, trap
+}
+
+func (p *pluginState) varGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	h := uint64(args[0].I64())
+	key, ok := p.take(c, h)
+	if !ok {
+		return nil, p.badHandle("var_get", "key", h)
+	}
+	v, found := p.vars[string(key)]
+	if !found {
+		return []wasmtime.Val{wasmtime.ValI64(0)}, nil
+	}
+	out, trap := p.give(c, v)
+	return []wasmtime.Val{wasmtime.ValI64(out)}, trap
+}
+
+// varSet sets (or, for a value handle of 0, removes) a var. The vars of
+// an instance are bounded by VarBytes, keys and values together; a set
+// past it stops the call with memory_limit_exceeded (resource vars).
+func (p *pluginState) varSet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	kh, vh := uint64(args[0].I64()), uint64(args[1].I64())
+	key, ok := p.take(c, kh)
+	if !ok {
+		return nil, p.badHandle("var_set", "key", kh)
+	}
+	k := string(key)
+	old, had := p.vars[k]
+	if vh == 0 {
+		if had {
+			p.varUsed -= uint64(len(k) + len(old))
+			delete(p.vars, k)
+		}
+		return nil, nil
+	}
+	val, ok := p.take(c, vh)
+	if !ok {
+		return nil, p.badHandle("var_set", "value", vh)
+	}
+	used := p.varUsed + uint64(len(k)+len(val))
+	if had {
+		used -= uint64(len(k) + len(old))
+	}
+	if used > p.varBytes {
+		return nil, p.stop(&Error{Kind: KindMemoryLimitExceeded, Resource: ResourceVars, Limit: p.varBytes, Requested: used,
+			Message: fmt.Sprintf("var_set of %q would hold %d bytes of vars; the limit is %d (limits.varBytes)", quoteKey(key), used, p.varBytes)})
+	}
+	p.vars[k] = val
+	p.varUsed = used
+	return nil, nil
+}
+
+// logLevelOverhead is what a level costs on the wire: `,"level":""` and
+// the level's name, on top of LogLineCost.
+const logLevelOverhead = len(`,"level":""`)
+
+// logLine forwards a plugin's log line with its level, against the same
+// logBytes budget as host::log and at its wire cost.
+func (p *pluginState) logLine(r *run, c *wasmtime.Caller, level LogLevel, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	h := uint64(args[0].I64())
+	s := &r.log
+	if s.full { // dropped without copying, as host::log does
+		if _, ok := kernelBlock(p.mem.UnsafeData(c), h); ok {
+			p.free.Call(c, int64(h))
+		}
+		return nil, nil
+	}
+	b, ok := p.take(c, h)
+	if !ok {
+		return nil, p.badHandle("log_"+string(level), "message", h)
+	}
+	if len(b) > MaxLogLineBytes {
+		b = b[:MaxLogLineBytes]
+		s.truncated = true
+	}
+	line := validUTF8(b)
+	if len(line) > MaxLogLineBytes {
+		line = cutUTF8(line, MaxLogLineBytes)
+	}
+	cost := LogLineCost(line) + uint64(logLevelOverhead+len(level))
+	if cost > s.budget-s.used {
+		s.truncated, s.full = true, true
+		return nil, nil
+	}
+	s.used += cost
+	s.lines++
+	if p.log != nil {
+		p.log(level, line)
+	}
+	return nil, nil
+}
+
+// quoteKey is a var key for a message: valid UTF-8, at most 64 bytes.
+func quoteKey(key []byte) string {
+	s := validUTF8(key)
+	if len(s) > 64 {
+		s = cutUTF8(s, 64) + "…"
+	}
+	return s
+}
