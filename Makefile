@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/sandboxd
 export SANDBOXD_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build install demo test test-go test-python test-node bench fuzz clean wasi-guests
+.PHONY: all build install demo test test-go test-python test-node bench fuzz clean wasi-guests plugins
 
 all: build
 
@@ -60,6 +60,11 @@ wasi-guests:
 	clang --target=wasm32-wasi -O2 -Wl,--strip-all -o $(WASI_GUESTS)/guest_c.wasm $(WASI_GUESTS)/guest.c
 	$(RUSTC) --target wasm32-wasi -O -C strip=symbols -o $(WASI_GUESTS)/guest_rust.wasm $(WASI_GUESTS)/guest.rs
 	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -ldflags="-s -w" -o $(WASI_GUESTS)/guest_go.wasm ./$(WASI_GUESTS)/go
+
+# The test plugins built with Extism's Go PDK (a nested module; not run by
+# make test, the .wasm files are committed next to their source).
+plugins:
+	cd testdata/plugins/go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags="-s -w" -o plugin.wasm .
 
 clean:
 	rm -rf bin
