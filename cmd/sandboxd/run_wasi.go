@@ -74,6 +74,8 @@ Flags:`)
 	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB (all linear memories together)")
 	outputBytes := fs.Uint64("output-bytes", def.OutputBytes, "bytes of stdout and of stderr kept (each); the rest is dropped")
 	seed := fs.String("seed", "", "make random_get deterministic, seeded with this unsigned integer")
+	compileTimeoutMs := fs.Uint64("compile-timeout-ms", uint64(def.CompileTimeout/time.Millisecond), "compile deadline in milliseconds")
+	compileMemoryMB := fs.Uint64("compile-memory-mb", def.CompileMemoryBytes>>20, "compile memory limit in MiB (the compile process's data size)")
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
 	if !ok {
 		return status
@@ -87,6 +89,7 @@ Flags:`)
 	}
 	l := def
 	l.Fuel, l.Timeout, l.MemoryBytes, l.OutputBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20, *outputBytes
+	l.CompileTimeout, l.CompileMemoryBytes = time.Duration(*compileTimeoutMs)*time.Millisecond, *compileMemoryMB<<20
 	if err := l.Validate(limits.HardMaximums()); err != nil {
 		var fe *limits.FieldError
 		if errors.As(err, &fe) && fe.Field == "outputBytes" {
@@ -141,7 +144,7 @@ Flags:`)
 		return fail("%v", err)
 	}
 	defer eng.Close()
-	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: positional[0]})
+	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: positional[0], CompileTimeout: l.CompileTimeout, CompileMemoryBytes: l.CompileMemoryBytes})
 	if err != nil {
 		return wasiFailure(stderr, err)
 	}
