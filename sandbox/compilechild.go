@@ -32,9 +32,9 @@ import (
 // settings. The child converts WAT, validates, instruments and compiles
 // under a data-size limit (RLIMIT_DATA: heap and every private writable
 // mapping, the Go runtime's and Rust's alike) that it sets on itself
-// before it reads the bytes, and the parent kills it when the compile deadline
-// passes or the caller cancels. When the child exits, its memory is the
-// kernel's again.
+// before it reads the bytes, and the parent kills it when the compile
+// deadline passes or the caller cancels. When the child exits, its memory
+// is the kernel's again.
 
 const (
 	// compileChildEnv marks a compile child; its value is the protocol
@@ -324,8 +324,8 @@ func (e *Engine) compileInChildProcess(ctx context.Context, mod moduleBytes, pat
 	}
 	cmd, stdin, stdout, stderr := c.cmd, c.stdin, c.stdout, c.stderr
 
-	// Whatever happens next, the child has exited (killed if need be) and
-	// been waited for when this function returns.
+	// Whatever happens next, the child has exited or is killed when this
+	// function returns, and is waited for, here or by a reaper.
 	var once sync.Once
 	var why error // what ended the child early: errCancelled or errCompileTime
 	kill := func(reason error) {
