@@ -54,6 +54,7 @@ func (m *module) assemble(rw *rewriter, code []byte) []byte {
 	}
 
 	out := append([]byte(nil), wasmHeader...)
+	seenNames := false
 	for _, s := range m.withNewSections(replaced) {
 		if s.id == secStart {
 			continue // the host runs the start function via ExportStart
@@ -61,6 +62,12 @@ func (m *module) assemble(rw *rewriter, code []byte) []byte {
 		payload := s.payload
 		if p, ok := replaced[s.id]; ok {
 			payload = p
+		}
+		if s.id == secCustom {
+			var drop bool
+			if payload, drop = customPayload(s, &seenNames); drop {
+				continue
+			}
 		}
 		out = append(out, s.id)
 		out = appendULEB(out, uint64(len(payload)))

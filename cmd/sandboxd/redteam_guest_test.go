@@ -1,0 +1,77 @@
+package main
+
+// Regression tests for the second red-team pass as a hostile module author
+// (after issue 10's fixes): each is the attack through the real binary,
+// and each failed on the code before its fix.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vmHWM reads the peak resident set (VmHWM) of pid in bytes.
+func vmHWM(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM line")
+	return 0
+}
+
+// trapData is the data of a trap error.
+type trapData struct {
+	Kind     string `json:"kind"`
+	TrapCode string `json:"trapCode"`
+	Frames   []struct {
+		Func string `json:"func"`
+	} `json:"frames"`
+}
+
+// TestLongFunctionNamesDoNotMultiplyPerFrame: wasmtime copies a frame's
+// function name into every frame of a trap's backtrace, and a stack
+// overflow has thousands of frames. A 64 KiB name on a recursive function
+// made one run take 725 MiB (a 4 MiB name, a 4 MiB module, took the whole
+// 24 GiB machine); the rewriter now keeps at most 128 bytes of each name.
+func TestLongFunctionNamesDoNotMultiplyPerFrame(t *testing.T) {
+	name := strings.Repeat("A", 64<<10)
+	guest := writeGuest(t, "long_name.wat", fmt.Sprintf(`(module (func $%s (export "run") (call $%s)))`, name, name))
+	s := startRaw(t, binPath)
+	s.request("1", "run", runParams(guest, "", nil, nil, nil))
+	m, _ := s.response("1", 60*time.Second)
+	var d trapData
+	if m.Error == nil || json.Unmarshal(m.Error.Data, &d) != nil || d.TrapCode != "stack_overflow" {
+		t.Fatalf("want a stack_overflow trap, got %s", trunc(m.raw))
+	}
+	if len(d.Frames) == 0 || len(m.raw) > 64<<10 {
+		t.Errorf("response of %d bytes with %d frames; want frames and a response under 64 KiB", len(m.raw), len(d.Frames))
+	}
+	for _, f := range d.Frames {
+		if len(f.Func) > 128 || !strings.HasPrefix(f.Func, "AAAA") {
+			t.Fatalf("frame name of %d bytes, want a prefix of at most 128", len(f.Func))
+			break
+		}
+	}
+	if peak := vmHWM(t, s.pid()); peak > 300<<20 {
+		t.Errorf("sidecar peak RSS %s after one trap, want well under 300 MiB", mib(peak))
+	}
+	s.request("2", "run", runParams(fixture("well_behaved.wat"), "add", []any{2, 40}, nil, nil))
+	if r, _ := s.response("2", 10*time.Second); r.Error != nil || !strings.Contains(string(r.Result), `"value":42`) {
+		t.Errorf("next run: %s", trunc(r.raw))
+	}
+}
