@@ -75,3 +75,21 @@ func TestLongFunctionNamesDoNotMultiplyPerFrame(t *testing.T) {
 		t.Errorf("next run: %s", trunc(r.raw))
 	}
 }
+
+// TestTableGrowPaysFuel: wasmtime writes the init value into every element
+// a table.grow adds, inside one instruction: one grow of 10 M elements was
+// 40 ms of work for one fuel and no epoch check, so a run with 100,000 fuel
+// could write the whole memory cap's worth of table (4 GiB: 2 s). The
+// helper now grows in chunks inside a loop, at the table fill's rate.
+func TestTableGrowPaysFuel(t *testing.T) {
+	guest := writeGuest(t, "table_grow.wat", `(module (table 0 funcref)
+	  (func (export "run") (result i32) (table.grow (ref.null func) (i32.const 10000000))))`)
+	r := runCLI(t, guest, "--fuel", "100000", "--table-elements", "10000000", "--memory-mb", "4096")
+	wantCode(t, r, 2)
+	// Within the fuel it pays, the grow does what the instruction does.
+	r = runCLI(t, guest, "--fuel", "100000000", "--table-elements", "10000000", "--memory-mb", "4096", "--json")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, `"value":0`) || !strings.Contains(r.stdout, `"peakMemoryBytes":80000000`) {
+		t.Errorf("want the old size 0 and 80,000,000 bytes of table: %s", r.stdout)
+	}
+}

@@ -246,11 +246,15 @@ func (g *helperGen) body(k helperKey) []byte {
 	}
 	table := k.op == opGrowTable
 	it := g.indexType(k)
-	// Locals: params, then one i64 scratch local holding the request.
+	// Locals: params, then one i64 scratch local holding the request (and,
+	// for a 32-bit table, the two i64 locals of the chunked grow).
 	b := []byte{1, 1, valI64}
 	var delta, scratch byte = 0, 1
 	if table {
 		delta, scratch = 1, 2
+		if it == valI32 {
+			b = []byte{1, 3, valI64}
+		}
 	}
 	ret := func(b []byte) []byte { // return -1 of the index type
 		if it == valI64 {
@@ -302,6 +306,9 @@ func (g *helperGen) body(k helperKey) []byte {
 	b = append(b, opLocalSet, scratch)
 	b = g.denyAbove(b, scratch, globalMemCap, globalMemDenied, ret)
 	// The original grow.
+	if table && it == valI32 {
+		return append(g.chunkedTableGrow(b, k.a), opEnd)
+	}
 	if table {
 		b = append(b, opLocalGet, 0, opLocalGet, 1, prefixFC, fcTableGrow)
 	} else {
@@ -365,4 +372,68 @@ func extendU(b []byte, t byte) []byte {
 		return append(b, opI64ExtendU)
 	}
 	return b
+}
+
+// Locals of the chunked table.grow, after the helper's scratch local.
+const (
+	growLocalRem = 3 // elements still to add
+	growLocalK   = 4 // elements added by this iteration
+)
+
+// More opcodes used by the chunked table.grow.
+const (
+	opI32Eq  = 0x46
+	opI32Sub = 0x6b
+)
+
+// chunkedTableGrow appends the growth of a 32-bit table, after the caps:
+// wasmtime writes the init value into every new element inside one
+// instruction (10 M elements, 40 ms, for one fuel and no epoch check), so
+// the helper grows in steps of tableChunkElems inside a loop, where fuel
+// and the deadline apply, at the table fill's rate. The instruction is all
+// or nothing, so what wasmtime would refuse is refused first, with nothing
+// grown: past the declared maximum (or 2^32-1 elements). The caps were
+// checked above, so the store's limiter (the same per-table cap) never
+// refuses a step; only a host allocation failure could stop it midway,
+// and then the helper returns -1 with the steps already taken kept.
+// table64 tables keep the single grow: memory64 is off in the engine, so
+// none reaches the rewriter.
+func (g *helperGen) chunkedTableGrow(b []byte, table uint32) []byte {
+	t := g.m.tables[table]
+	limit := int64(0xFFFFFFFF)
+	if t.HasMax && int64(t.Max) < limit {
+		limit = int64(t.Max)
+	}
+	size := func(b []byte) []byte {
+		b = append(b, prefixFC, fcTableSize)
+		return appendULEB(b, uint64(table))
+	}
+	minusOne := func(b []byte) []byte { return append(b, opI32Const, 0x7f, opReturn) }
+	// if size + delta > limit { return -1 }
+	b = append(b, opLocalGet, 1, opI64ExtendU)
+	b = size(b)
+	b = append(b, opI64ExtendU, opI64Add, opI64Const)
+	b = appendSLEB(b, limit)
+	b = append(b, opI64GtU, opIf, blockTypeEmpty)
+	b = minusOne(b)
+	b = append(b, opEnd)
+	b = append(b, opLocalGet, 1, opI64ExtendU, opLocalSet, growLocalRem)
+	b = append(b, opBlock, blockTypeEmpty, opLoop, blockTypeEmpty,
+		opLocalGet, growLocalRem, opI64Eqz, opBrIf, 1)
+	// K = min(rem, chunk)
+	b = append(b, opLocalGet, growLocalRem, opI64Const)
+	b = appendSLEB(b, tableChunkElems)
+	b = append(b, opLocalGet, growLocalRem, opI64Const)
+	b = appendSLEB(b, tableChunkElems)
+	b = append(b, opI64LtU, opSelect, opLocalSet, growLocalK)
+	b = append(b, opLocalGet, 0, opLocalGet, growLocalK, opI32Wrap, prefixFC, fcTableGrow)
+	b = appendULEB(b, uint64(table))
+	b = append(b, opI32Const, 0x7f, opI32Eq, opIf, blockTypeEmpty)
+	b = minusOne(b)
+	b = append(b, opEnd)
+	b = append(b, opLocalGet, growLocalRem, opLocalGet, growLocalK, opI64Sub, opLocalSet, growLocalRem,
+		opBr, 0, opEnd, opEnd)
+	// The size before the growth.
+	b = size(b)
+	return append(b, opLocalGet, 1, opI32Sub)
 }

@@ -90,3 +90,27 @@ func TestTablesCountInTheByteCap(t *testing.T) {
 		}
 	}
 }
+
+// TestTableGrowInChunks: a grow of many chunks keeps the instruction's
+// result and effect (every new element holds the init value), and one past
+// the declared maximum grows nothing.
+func TestTableGrowInChunks(t *testing.T) {
+	s := instantiate(t, `(module (table $t 3 1000 funcref) 
+	  (func $f (result i32) (i32.const 7))
+	  (elem declare func $f)
+	  (type $r (func (result i32)))
+	  (func (export "grow") (param i32) (result i32) (table.grow $t (ref.func $f) (local.get 0)))
+	  (func (export "size") (result i32) (table.size $t))
+	  (func (export "callAt") (param i32) (result i32) (call_indirect $t (type $r) (local.get 0))))`)
+	s.run([]step{
+		{"grow", []any{int32(0)}, 3},
+		{"grow", []any{int32(tableChunkElems*3 + 5)}, 3},
+		{"size", nil, 3 + tableChunkElems*3 + 5},
+		{"callAt", []any{int32(3)}, 7},
+		{"callAt", []any{int32(3 + tableChunkElems*3 + 4)}, 7},
+		{"grow", []any{int32(1000)}, -1}, // past the declared maximum
+		{"size", nil, 3 + tableChunkElems*3 + 5},
+		{"grow", []any{int32(1000 - 3 - tableChunkElems*3 - 5)}, 3 + tableChunkElems*3 + 5},
+		{"size", nil, 1000},
+	})
+}
