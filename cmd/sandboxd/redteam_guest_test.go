@@ -93,3 +93,26 @@ func TestTableGrowPaysFuel(t *testing.T) {
 		t.Errorf("want the old size 0 and 80,000,000 bytes of table: %s", r.stdout)
 	}
 }
+
+// TestDistinctBulkOperationsAreBounded: every distinct (operation, memory
+// or table, segment) gets a helper of its own, 100-300 bytes for 10 bytes
+// of input, so 20,000 memory.init of distinct segments (263 KB) became a
+// 3 MB module that compiled 17 times as long as the original. The rewriter
+// refuses past MaxBulkHelpers (1,024) distinct bulk operations.
+func TestDistinctBulkOperationsAreBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("(module (memory 1)\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, "(data $d%d \"\")\n", i)
+	}
+	b.WriteString("(func (export \"run\")\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, "(memory.init $d%d (i32.const 0) (i32.const 0) (i32.const 0))\n", i)
+	}
+	b.WriteString("))")
+	r := runCLI(t, writeGuest(t, "many_inits.wat", b.String()))
+	wantCode(t, r, 6)
+	if !strings.Contains(r.stderr, "more than 1024 distinct bulk operations") {
+		t.Errorf("want the bound named: %s", r.stderr)
+	}
+}

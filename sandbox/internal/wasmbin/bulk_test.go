@@ -2,6 +2,8 @@ package wasmbin
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
@@ -38,5 +40,33 @@ func TestBulkOn64BitMemory(t *testing.T) {
 	}
 	if got := s.call("at", int64(65535)); got != 0 {
 		t.Errorf("a trapping fill wrote byte 65535: %d", got)
+	}
+}
+
+// TestBulkHelpersAreBounded: one helper per distinct bulk operation, at
+// most MaxBulkHelpers; the next distinct one refuses the module, however
+// often the ones already seen repeat.
+func TestBulkHelpersAreBounded(t *testing.T) {
+	module := func(segments int) []byte {
+		var b strings.Builder
+		b.WriteString("(module (memory 1)\n")
+		for i := range segments {
+			fmt.Fprintf(&b, "(data $d%d \"\")\n", i)
+		}
+		b.WriteString("(func (export \"run\")\n")
+		for i := range segments {
+			fmt.Fprintf(&b, "(memory.init $d%d (i32.const 0) (i32.const 0) (i32.const 0))\n", i)
+			b.WriteString("(memory.fill (i32.const 0) (i32.const 0) (i32.const 0))\n")
+		}
+		b.WriteString("))")
+		return wat2wasm(t, b.String())
+	}
+	// MaxBulkHelpers-1 init helpers and one fill helper.
+	if _, _, err := Instrument(module(MaxBulkHelpers - 1)); err != nil {
+		t.Fatalf("%d distinct bulk operations: %v", MaxBulkHelpers, err)
+	}
+	_, _, err := Instrument(module(MaxBulkHelpers))
+	if err == nil || !strings.Contains(err.Error(), "more than 1024 distinct bulk operations") {
+		t.Fatalf("%d distinct bulk operations: err %v, want the bound", MaxBulkHelpers+1, err)
 	}
 }
