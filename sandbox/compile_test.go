@@ -143,7 +143,13 @@ func TestCompileSlotsBoundAndWaitCancellably(t *testing.T) {
 		_, _, err := e.Compile(bombCtx, sandbox.Source{Wasm: nestedLoops(100_000, 5), CompileTimeout: 10 * time.Minute, CompileMemoryBytes: 1 << 30})
 		bombDone <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	for sandbox.CompilesRunning(e) == 0 { // until the bomb holds the one slot
+		select {
+		case err := <-bombDone:
+			t.Fatalf("the bomb ended before it was seen compiling: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if err := compileWithin(t, e, ctx, sandbox.Source{WAT: uniqueWAT("waits for a slot")}); sandbox.KindOf(err) != sandbox.KindCancelled {

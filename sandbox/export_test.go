@@ -15,3 +15,6 @@ func NewInProcessEngine(cfg Config) (*Engine, error) {
 
 // ModuleInfo is what the rewrite learnt about m.
 func ModuleInfo(m *Module) any { return m.info }
+
+// CompilesRunning is the number of compile slots taken.
+func CompilesRunning(e *Engine) int { return len(e.compileSlots) }

@@ -264,16 +264,20 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-// waitForCompileChild waits until the sidecar has a child process (the
-// compile child of a request in flight) and returns its pid.
+// waitForCompileChild waits until the sidecar has a child process that
+// is compiling a bomb, and returns its pid. The sidecar keeps a spare
+// child too, idle at about 15 MiB; the compiling one is known by its
+// growing memory.
 func waitForCompileChild(t *testing.T, s *rawSidecar) int {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if kids := childrenOf(s.pid()); len(kids) > 0 {
-			return kids[0]
+		for _, kid := range childrenOf(s.pid()) {
+			if rss, err := vmRSS(kid); err == nil && rss > 64<<20 {
+				return kid
+			}
 		}
 	}
-	t.Fatal("the sidecar never started a compile child")
+	t.Fatal("the sidecar never started compiling the bomb in a child")
 	return 0
 }
 
