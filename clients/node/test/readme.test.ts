@@ -38,12 +38,12 @@ function userEnv(): NodeJS.ProcessEnv {
 /** A fresh project directory with a package.json. */
 function project(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "consumer", version: "1.0.0", private: true }));
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "consumer", version: "1.0.0", private: true, type: "module" }));
   return dir;
 }
 
 describe("README.md", () => {
-  it("the Node snippet runs as printed", async () => {
+  it("the Node snippet runs as printed, and type-checks as TypeScript", async () => {
     const snippet = readmeBlock("snippet: node");
     const expected = readmeBlock("output: node");
     assert.ok(
@@ -58,6 +58,29 @@ describe("README.md", () => {
       writeFileSync(join(dir, "example.mjs"), snippet);
       const { stdout } = await exec(process.execPath, ["example.mjs"], { cwd: dir, env: userEnv(), timeout: 30_000 });
       assert.equal(stdout, expected);
+
+      // the README says the same code is valid TypeScript: type-check it against the package's types
+      writeFileSync(join(dir, "example.mts"), snippet);
+      writeFileSync(
+        join(dir, "tsconfig.json"),
+        JSON.stringify({
+          compilerOptions: {
+            target: "ES2022",
+            module: "NodeNext",
+            moduleResolution: "NodeNext",
+            strict: true,
+            noEmit: true,
+            skipLibCheck: true,
+            types: ["node"],
+            typeRoots: [join(packageDir, "node_modules", "@types")],
+          },
+          files: ["example.mts"],
+        }),
+      );
+      const tsc = join(packageDir, "node_modules", "typescript", "bin", "tsc");
+      await exec(process.execPath, [tsc, "-p", join(dir, "tsconfig.json")], { cwd: dir, timeout: 60_000 }).catch(
+        (err: { stdout?: string }) => assert.fail(`the README's Node snippet does not type-check:\n${err.stdout}`),
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
