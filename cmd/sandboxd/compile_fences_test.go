@@ -470,3 +470,36 @@ func TestCLICompileLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheDirServesAfterRestart: with --cache-dir, a restarted sidecar
+// loads a module it compiled before instead of compiling it: the second
+// sidecar cannot compile anything (a compile memory limit of 1 byte), and
+// still runs the module.
+func TestCacheDirServesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	answer := wasmModule([]byte{0, 1, 0x7f}, false, []byte{0, 0x41, 42}) // run() = 42
+	other := wasmModule([]byte{0, 1, 0x7f}, false, []byte{0, 0x41, 7})
+	run := func(s *rawSidecar, id string, wasm []byte) *message {
+		s.request(id, "run", map[string]any{"module": wasmSpec(wasm)})
+		m, _ := s.response(id, 60*time.Second)
+		return m
+	}
+	first := startRaw(t, binPath, "--cache-dir", dir)
+	first.startReading()
+	if m := run(first, "1", answer); m.Error != nil || !strings.Contains(string(m.Result), `"value":42`) {
+		t.Fatalf("first sidecar: %s", m.raw)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.cwasm"))
+	if len(files) != 1 {
+		t.Fatalf("cache dir holds %v, want one compiled module", files)
+	}
+
+	second := startRaw(t, binPath, "--cache-dir", dir, "--default-compile-memory-bytes", "1")
+	second.startReading()
+	if m := run(second, "1", answer); m.Error != nil || !strings.Contains(string(m.Result), `"value":42`) {
+		t.Errorf("restarted sidecar, module compiled before: %s", m.raw)
+	}
+	if m := run(second, "2", other); m.kind() != "compile_limit_exceeded" {
+		t.Errorf("restarted sidecar, new module under a 1-byte compile limit: %s", m.raw)
+	}
+}
