@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { PassThrough } from "node:stream";
 import { describe, it } from "node:test";
 
-import { AbstractMessageWriter, type Message, type MessageWriter } from "vscode-jsonrpc/node";
+import { AbstractMessageWriter, NotificationType, type Message, type MessageWriter } from "vscode-jsonrpc/node";
 
 import { Cancelled, InvalidParams, SidecarError } from "sandboxd";
 
@@ -118,6 +118,21 @@ describe("Session", () => {
     const bad = session.request(RunRequest, { module: { wat: "" } });
     send({ jsonrpc: "2.0", id: bad.id, error: { code: -32602, message: "limits.fuel: must be positive" } });
     assert.ok((await rejection(bad.result)) instanceof InvalidParams);
+  });
+
+  it("dispatches notifications by method, with the run their id names", async () => {
+    const { session, send } = setup();
+    const seen: [unknown, RunState | undefined][] = [];
+    session.onNotification(new NotificationType<{ id: number; data: string }>("output"), (params, run) =>
+      seen.push([params.data, run]),
+    );
+    const state: RunState = { logs: [] };
+    const run = session.request(RunRequest, { module: { wat: "" } }, state);
+    send({ jsonrpc: "2.0", method: "output", params: { id: run.id, data: "x" } });
+    send({ jsonrpc: "2.0", method: "output", params: { id: 999, data: "y" } });
+    send({ jsonrpc: "2.0", method: "unknown", params: {} }); // ignored
+    await flush();
+    assert.deepEqual(seen, [["x", state], ["y", undefined]]);
   });
 
   it("close fails what is pending and refuses what comes later", async () => {

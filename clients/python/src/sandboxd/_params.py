@@ -16,7 +16,7 @@ import os
 from typing import Any, Dict, Mapping, Optional
 
 from . import _values
-from ._types import Capabilities, Limits, Module, OnLog, RunOptions
+from ._types import Capabilities, Limits, Module, RunOptions
 from .errors import InvalidParams
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _values
 from ._framing import FrameDecoder, FramingError, encode_message
-from ._params import OnLog
+from ._types import OnLog
 from ._process import describe_exit, sidecar_failure
 from ._types import Module, RunResult
 from .errors import SidecarError, error_from_rpc
