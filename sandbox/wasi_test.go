@@ -356,6 +356,8 @@ func TestWASINoLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A private TMPDIR: other test processes on the machine make file trees too.
+	t.Setenv("TMPDIR", t.TempDir())
 	tmpDirs := func() int {
 		entries, _ := os.ReadDir(os.TempDir())
 		n := 0
