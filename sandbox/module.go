@@ -164,10 +164,15 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 // compileNew compiles bytes the engine has not seen, in a compile child,
 // under one of the engine's compile slots.
 func (e *Engine) compileNew(ctx context.Context, mod moduleBytes, path string, lim compileLimits) (*Module, error) {
+	cancelled := &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
 	select {
 	case e.compileSlots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
+		return nil, cancelled
+	}
+	if ctx.Err() != nil { // both were ready: no child for a compile nobody wants
+		<-e.compileSlots
+		return nil, cancelled
 	}
 	r, err := e.compileInChildProcess(ctx, mod, path, lim)
 	<-e.compileSlots
