@@ -15,6 +15,9 @@ import (
 // The compile fence: compiles run in a child process under a deadline and
 // a memory limit, are cancellable, and are bounded in number.
 
+// The bomb tests are not parallel: a bomb takes a core for up to a
+// second, and other tests of the package run guests under 1 s deadlines.
+
 // hangBound detects a hang; it is not a speed assertion.
 const hangBound = 60 * time.Second
 
@@ -75,7 +78,6 @@ func wantCompileLimit(t *testing.T, err error, resource sandbox.Resource, limit 
 }
 
 func TestCompileTimeLimit(t *testing.T) {
-	t.Parallel()
 	e := newEngine(t, sandbox.Config{})
 	src := sandbox.Source{Wasm: nestedLoops(100_000, 1), CompileTimeout: 300 * time.Millisecond, CompileMemoryBytes: 1 << 30}
 	wantCompileLimit(t, compileWithin(t, e, context.Background(), src), sandbox.ResourceCompileTime, 300)
@@ -85,7 +87,6 @@ func TestCompileTimeLimit(t *testing.T) {
 }
 
 func TestCompileMemoryLimit(t *testing.T) {
-	t.Parallel()
 	e := newEngine(t, sandbox.Config{CompileMemoryBytes: 256 << 20})
 	src := sandbox.Source{Wasm: nestedLoops(100_000, 2), CompileTimeout: hangBound}
 	wantCompileLimit(t, compileWithin(t, e, context.Background(), src), sandbox.ResourceCompileMemory, 256<<20)
@@ -97,7 +98,6 @@ func TestCompileMemoryLimit(t *testing.T) {
 }
 
 func TestCompileCancel(t *testing.T) {
-	t.Parallel()
 	e := newEngine(t, sandbox.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
@@ -110,7 +110,6 @@ func TestCompileCancel(t *testing.T) {
 // TestSharedCompileSurvivesOneCancel: callers of the same bytes share one
 // compile; one cancelling does not fail the others.
 func TestSharedCompileSurvivesOneCancel(t *testing.T) {
-	t.Parallel()
 	e := newEngine(t, sandbox.Config{})
 	src := sandbox.Source{Wasm: nestedLoops(100_000, 4), CompileTimeout: time.Second, CompileMemoryBytes: 1 << 30}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,7 +134,6 @@ func TestSharedCompileSurvivesOneCancel(t *testing.T) {
 // TestCompileSlotsBoundAndWaitCancellably: with MaxCompiles 1, a second
 // compile waits for the first, and gives up when its context is done.
 func TestCompileSlotsBoundAndWaitCancellably(t *testing.T) {
-	t.Parallel()
 	e := newEngine(t, sandbox.Config{MaxCompiles: 1})
 	bombCtx, stopBomb := context.WithCancel(context.Background())
 	bombDone := make(chan error, 1)
@@ -168,7 +166,6 @@ func TestCompileSlotsBoundAndWaitCancellably(t *testing.T) {
 // TestCloseStopsCompiles: Close kills compiles in flight and waits for
 // them.
 func TestCloseStopsCompiles(t *testing.T) {
-	t.Parallel()
 	e, err := sandbox.NewEngine(sandbox.Config{})
 	if err != nil {
 		t.Fatal(err)
