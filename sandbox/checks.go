@@ -7,6 +7,7 @@ package sandbox
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
@@ -41,17 +42,46 @@ func checkSignature(m *Module, name string, args []Value) *Error {
 	return nil
 }
 
+// maxListedExports bounds the export names an export error lists, and
+// maxQuotedName each name it quotes: the names are the module's, and a
+// module of 9 MB exporting 80,000 functions made every such error 9 MB.
+const (
+	maxListedExports = 16
+	maxQuotedName    = 128
+)
+
 func funcNames(m *Module) string {
 	var names []string
+	n := 0
 	for _, e := range m.Exports {
 		if e.Kind == "func" {
-			names = append(names, fmt.Sprintf("%q", e.Name))
+			n++
+			if len(names) < maxListedExports {
+				names = append(names, fmt.Sprintf("%q", boundedName(e.Name)))
+			}
 		}
 	}
-	if len(names) == 0 {
+	if n == 0 {
 		return "no functions"
 	}
-	return strings.Join(names, ", ")
+	list := strings.Join(names, ", ")
+	if n > len(names) {
+		list += fmt.Sprintf(" and %d more", n-len(names))
+	}
+	return list
+}
+
+// boundedName is a module's name for a message: cut to maxQuotedName
+// bytes on a rune boundary, with "…" where it was cut.
+func boundedName(s string) string {
+	if len(s) <= maxQuotedName {
+		return s
+	}
+	n := maxQuotedName
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func supported(t string) bool {

@@ -115,7 +115,7 @@ func checkImports(m *Module, caps Capabilities) *Error {
 	for _, imp := range m.Imports {
 		deny := func(why string) *Error {
 			return &Error{Kind: KindDisallowedImport, Module: imp.Module, Name: imp.Name,
-				Message: fmt.Sprintf("import %s::%s is not allowed: %s", imp.Module, imp.Name, why)}
+				Message: fmt.Sprintf("import %s::%s is not allowed: %s", boundedName(imp.Module), boundedName(imp.Name), why)}
 		}
 		h, known := lookupHost(imp.Module, imp.Name)
 		switch {

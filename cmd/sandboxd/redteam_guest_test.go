@@ -116,3 +116,23 @@ func TestDistinctBulkOperationsAreBounded(t *testing.T) {
 		t.Errorf("want the bound named: %s", r.stderr)
 	}
 }
+
+// TestExportErrorsListABoundedPrefix: an export error lists the module's
+// functions, and the names are the module's: 80,000 exports of 100-byte
+// names made each such error 9 MB (and every run of the module by id
+// could ask for it again). The list now holds at most 16 names of at most
+// 128 bytes, then the count of the rest.
+func TestExportErrorsListABoundedPrefix(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("(module (func)\n")
+	long := strings.Repeat("E", 300)
+	for i := range 20_000 {
+		fmt.Fprintf(&b, "(export \"%s%05d\" (func 0))\n", long, i)
+	}
+	b.WriteString(")")
+	r := runCLI(t, writeGuest(t, "many_exports.wat", b.String()), "--invoke", "nope", "--json")
+	wantCode(t, r, 7)
+	if len(r.stdout) > 16<<10 || !strings.Contains(r.stdout, "and 19984 more") || strings.Contains(r.stdout, long) {
+		t.Errorf("export error of %d bytes, want a bounded list ending \"and 19984 more\": %.300s", len(r.stdout), r.stdout)
+	}
+}
