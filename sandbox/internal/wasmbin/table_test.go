@@ -1,6 +1,11 @@
 package wasmbin
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+)
 
 func TestTableGrowCap(t *testing.T) {
 	tests := []struct {
@@ -113,4 +118,57 @@ func TestTableGrowInChunks(t *testing.T) {
 		{"grow", []any{int32(1000 - 3 - tableChunkElems*3 - 5)}, 3 + tableChunkElems*3 + 5},
 		{"size", nil, 1000},
 	})
+}
+
+// TestTableGrowMatchesWasmtime runs the same grows on the original module
+// directly in wasmtime and on the rewritten one (no caps set): every result
+// and the final size must agree, including deltas of 0, exact chunk
+// multiples, one past a chunk, and grows past the declared maximum.
+func TestTableGrowMatchesWasmtime(t *testing.T) {
+	wat := `(module (table 3 700 externref) (table $f 0 funcref)
+	  (func (export "grow") (param i32) (result i32) (table.grow (ref.null extern) (local.get 0)))
+	  (func (export "growF") (param i32) (result i32) (table.grow $f (ref.null func) (local.get 0)))
+	  (func (export "size") (result i32) (i32.add (table.size 0) (i32.mul (table.size $f) (i32.const 1000)))))`
+	engine := newTestEngine()
+	orig, err := wasmtime.NewModule(engine, wat2wasm(t, wat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := instrumentWAT(t, engine, wat)
+	rewritten, err := wasmtime.NewModule(engine, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(m *wasmtime.Module) []int32 {
+		store := wasmtime.NewStore(engine)
+		inst, err := wasmtime.NewInstance(store, m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int32
+		for _, c := range []struct {
+			fn    string
+			delta int32
+		}{
+			{"grow", 0}, {"grow", tableChunkElems}, {"grow", 1}, {"grow", tableChunkElems + 1},
+			{"grow", 700}, {"grow", 700 - 3 - 2*tableChunkElems - 2}, {"grow", 1}, {"grow", 0},
+			{"growF", 2*tableChunkElems - 1}, {"growF", 0}, {"growF", 3},
+		} {
+			res, err := inst.GetFunc(store, c.fn).Call(store, c.delta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, res.(int32))
+		}
+		size, err := inst.GetFunc(store, "size").Call(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(got, size.(int32))
+	}
+	want, got := run(orig), run(rewritten)
+	t.Logf("results and final size: %v", want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rewritten %v\noriginal  %v", got, want)
+	}
 }
