@@ -3,6 +3,7 @@
 //
 //	sandboxd serve [flags]        the JSON-RPC sidecar on stdin/stdout
 //	sandboxd run FILE [flags]     one run, for shell users
+//	sandboxd call FILE FUNCTION   an Extism plugin function, output on stdout
 //	sandboxd version              (or --version)
 //
 // See README.md and docs/protocol.md.
@@ -26,9 +27,10 @@ const usage = `sandboxd runs untrusted WebAssembly under fuel, deadline and memo
 Usage:
   sandboxd serve [flags]                 serve JSON-RPC on stdin/stdout (see docs/protocol.md)
   sandboxd run FILE [flags]              run one export of a .wasm or .wat file
+  sandboxd call FILE FUNCTION [flags]    call an Extism plugin function; its output goes to stdout
   sandboxd version                       print the version (also --version)
 
-Run "sandboxd serve -h" or "sandboxd run -h" for their flags.
+Run "sandboxd serve -h", "sandboxd run -h" or "sandboxd call -h" for their flags.
 `
 
 func main() {
@@ -51,6 +53,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runWASIMain(args[1:], stdin, stdout, stderr) // run_wasi.go
 		}
 		return runMain(args[1:], stdout, stderr)
+	case "call":
+		return callMain(args[1:], stdout, stderr) // call.go
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "sandboxd %s (wasmtime-go %s)\n", version, wasmtimeVersion())
 		return 0

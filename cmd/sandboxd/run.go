@@ -28,7 +28,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: sandboxd run FILE [--invoke NAME] [--arg V]... [flags]\n       sandboxd run FILE --wasi [flags] [-- ARGS...]   (a WASI program: sandboxd run --wasi -h)\n\nFILE is a .wasm or .wat file. Flags:")
 		fs.PrintDefaults()
-		fmt.Fprintln(fs.Output(), "\nExit codes: 0 ok, 1 host/usage error, 2 fuel_exhausted, 3 timeout, 4 memory_limit_exceeded,\n5 disallowed_import, 6 invalid_module, 7 export, 8 trap, 9 cancelled (SIGINT),\n11 compile_limit_exceeded.")
+		fmt.Fprintln(fs.Output(), "\nExit codes: 0 ok, 1 host/usage error, 2 fuel_exhausted, 3 timeout, 4 memory_limit_exceeded,\n5 disallowed_import, 6 invalid_module, 7 export, 8 trap, 9 cancelled (SIGINT),\n10 plugin_error (sandboxd call), 11 compile_limit_exceeded.")
 	}
 	def := limits.Defaults()
 	invoke := fs.String("invoke", "run", "the export to call")

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// maxCLIInputBytes bounds a plugin call's --input-file.
+const maxCLIInputBytes = 64 << 20
+
+// callMain is `sandboxd call FILE FUNCTION`: an Extism plugin function
+// called on one instance (--loop times), its output bytes written to
+// stdout exactly as the plugin set them, like `extism call`. Log lines
+// and the plugin's WASI stdout and stderr go to stderr. A plugin error
+// exits 10; a fence or another failure exits with its kind's code.
+func callMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandboxd call", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `Usage: sandboxd call FILE FUNCTION [--input TEXT | --input-file F] [--config K=V]... [--allow-wasi] [--allow-log] [--loop N] [flags]
+
+Calls an Extism plugin function (a module importing extism:host/env) and
+writes the bytes it outputs to stdout, unchanged. With --loop N the same
+instance is called N times (vars persist between the calls), each output
+followed by a newline. Log lines ([guest log] LEVEL: line) and the plugin's
+WASI stdout and stderr go to stderr. Exit codes as for sandboxd run, and 10
+for a plugin error (the plugin's message is printed on stderr).
+Flags:`)
+		fs.PrintDefaults()
+	}
+	def := limits.Defaults()
+	input := fs.String("input", "", "the input, as text")
+	inputFile := fs.String("input-file", "", "read the input bytes from this file (at most 64 MiB)")
+	var configs multiFlag
+	fs.Var(&configs, "config", "a config entry KEY=VALUE for config_get (repeat for each)")
+	allowWASI := fs.Bool("allow-wasi", false, "grant WASI preview1 (plugins built with the Go PDK need it)")
+	allowLog := fs.Bool("allow-log", false, "grant the log functions (log_info … and host::log)")
+	loop := fs.Int("loop", 1, "call the function this many times on the same instance")
+	fuel := fs.Uint64("fuel", def.Fuel, "fuel budget of each call (instructions)")
+	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline of each call in milliseconds")
+	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB for the instance's life (the plugin's memory and the kernel's together)")
+	logBytes := fs.Uint64("log-bytes", def.LogBytes, "guest log bytes kept per call")
+	varBytes := fs.Uint64("var-bytes", sandbox.DefaultVarBytes, "cap on the plugin's vars (keys and values together)")
+	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
+	if !ok {
+		return status
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "sandboxd call: "+format+"\n", a...)
+		return exitUsage
+	}
+	if len(positional) != 2 {
+		return fail("give a FILE (.wasm or .wat) and a FUNCTION")
+	}
+	file, fn := positional[0], positional[1]
+	if *loop < 1 {
+		return fail("--loop: must be >= 1")
+	}
+	var in []byte
+	switch {
+	case *input != "" && *inputFile != "":
+		return fail("give --input or --input-file, not both")
+	case *inputFile != "":
+		b, err := readBounded(*inputFile, maxCLIInputBytes)
+		if err != nil {
+			return fail("--input-file: %v", err)
+		}
+		in = b
+	default:
+		in = []byte(*input)
+	}
+	config := map[string]string{}
+	for _, kv := range configs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fail("--config %q: want KEY=VALUE", kv)
+		}
+		config[k] = v
+	}
+	if *varBytes == 0 || *varBytes > sandbox.MaxVarBytes {
+		return fail("--var-bytes: must be in [1, %d]", sandbox.MaxVarBytes)
+	}
+	l := def
+	l.Fuel, l.Timeout, l.MemoryBytes, l.LogBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20, *logBytes
+	if err := l.Validate(limits.HardMaximums()); err != nil {
+		return fail("%s", cliLimitError(err))
+	}
+	caps := sandbox.Capabilities{Log: *allowLog}
+	if *allowWASI {
+		caps.WASI = &sandbox.WASI{Argv0: filepath.Base(file)}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	eng, err := sandbox.NewEngine(sandbox.Config{})
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer eng.Close()
+	logs := newLogPrinter(stderr)
+	streams := newStreamPrinter(stderr, stderr) // stdout carries the plugin's output only
+	var flushOnce sync.Once
+	flush := func() { flushOnce.Do(func() { logs.close(); streams.close() }) }
+	defer flush()
+	report := func(err error) int {
+		flush() // the guest's lines come before ours
+		kind := sandbox.KindOf(err)
+		fmt.Fprintf(stderr, "sandboxd call: %s\n", escapeText(err.Error()))
+		if kind == sandbox.KindDisallowedImport && strings.Contains(err.Error(), sandbox.WASIModule) {
+			fmt.Fprintln(stderr, "sandboxd call: (grant WASI with --allow-wasi)")
+		}
+		if errors.Is(err, sandbox.ErrInstanceClosed) {
+			return sandbox.KindHost.Info().ExitCode
+		}
+		return kind.Info().ExitCode
+	}
+	if err := eng.CheckWASIGrant(sandbox.Source{Path: file}, caps); err != nil {
+		return report(err) // before spending seconds compiling it
+	}
+	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: file, CompileTimeout: l.CompileTimeout, CompileMemoryBytes: l.CompileMemoryBytes})
+	if err != nil {
+		return report(err)
+	}
+	logLine := func(level sandbox.LogLevel, line string) {
+		if level != "" {
+			line = string(level) + ": " + line
+		}
+		logs.add(line)
+	}
+	inst, err := eng.Instantiate(ctx, sandbox.InstanceRequest{Module: mod, Capabilities: caps, Limits: l, Config: config,
+		VarBytes: *varBytes, Log: logLine, Output: streams.add})
+	if err != nil {
+		return report(err)
+	}
+	defer inst.Release()
+	if !inst.IsPlugin() {
+		return fail("%s is not an Extism plugin (it imports nothing from %s)", file, sandbox.ExtismEnvModule)
+	}
+	for i := 0; i < *loop; i++ {
+		res, err := inst.Call(ctx, sandbox.CallRequest{Function: fn, Input: in, Log: logLine, Output: streams.add})
+		if err != nil {
+			return report(err)
+		}
+		if _, err := stdout.Write(res.PluginOutput); err != nil {
+			return fail("writing the output: %v", err)
+		}
+		if *loop > 1 {
+			fmt.Fprintln(stdout)
+		}
+	}
+	return 0
+}

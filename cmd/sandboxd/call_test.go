@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func pluginPath(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", "testdata", "plugins", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sandboxdCall runs the real binary's call command.
+func sandboxdCall(t *testing.T, args ...string) (stdout []byte, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(binPath, append([]string{"call"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.Bytes(), errb.String(), exitCode(err)
+}
+
+func TestCLICallGoPlugin(t *testing.T) {
+	t.Parallel()
+	plugin := pluginPath(t, "go/plugin.wasm")
+	grant := []string{"--allow-wasi", "--allow-log"}
+	cases := []struct {
+		name   string
+		args   []string
+		stdout string
+		stderr string
+		code   int
+	}{
+		{"greet", []string{"greet", "--input", "Ada"}, "Hello, Ada!", "", 0},
+		{"counter persists across --loop", []string{"count", "--loop", "3"}, "1\n2\n3\n", "", 0},
+		{"config", []string{"config", "--config", "greeting=hi there"}, "hi there", "", 0},
+		{"logs go to stderr with levels", []string{"logs"}, "", "[guest log] warn: a warn line", 0},
+		{"plugin error exits 10", []string{"fail", "--input", "x"}, "", "plugin_error: failed on purpose: x", 10},
+		{"deadline", []string{"spin", "--timeout-ms", "50", "--fuel", "1000000000000"}, "", "timeout", 3},
+		{"memory cap", []string{"hog", "--memory-mb", "32"}, "", "memory_limit_exceeded", 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			out, errText, code := sandboxdCall(t, append(append([]string{plugin}, c.args...), grant...)...)
+			if code != c.code || string(out) != c.stdout || !strings.Contains(errText, c.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", code, out, errText, c.code, c.stdout, c.stderr)
+			}
+		})
+	}
+}
+
+func TestCLICallNeedsTheGrants(t *testing.T) {
+	t.Parallel()
+	_, errText, code := sandboxdCall(t, pluginPath(t, "go/plugin.wasm"), "greet", "--input", "x")
+	if code != 5 || !strings.Contains(errText, "--allow-wasi") {
+		t.Fatalf("without --allow-wasi: exit %d, stderr %q", code, errText)
+	}
+	_, errText, code = sandboxdCall(t, pluginPath(t, "wat/plugin.wat"), "greet", "--input", "x")
+	if code != 5 || !strings.Contains(errText, "log capability") {
+		t.Fatalf("without --allow-log: exit %d, stderr %q", code, errText)
+	}
+}
+
+func TestCLICallBinaryEcho(t *testing.T) {
+	t.Parallel()
+	input := make([]byte, 100_000)
+	for i := range input {
+		input[i] = byte(i * 13)
+	}
+	f := filepath.Join(t.TempDir(), "in.bin")
+	if err := os.WriteFile(f, input, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, plugin := range []string{"wat/plugin.wat", "go/plugin.wasm"} {
+		out, errText, code := sandboxdCall(t, pluginPath(t, plugin), "echo", "--input-file", f, "--allow-wasi", "--allow-log")
+		if code != 0 || !bytes.Equal(out, input) {
+			t.Fatalf("%s echo: exit %d, %d bytes out (stderr %q)", plugin, code, len(out), errText)
+		}
+	}
+}
+
+func TestCLICallRefusesANonPlugin(t *testing.T) {
+	t.Parallel()
+	_, errText, code := sandboxdCall(t, fixture("well_behaved.wat"), "add")
+	if code != 1 || !strings.Contains(errText, "not an Extism plugin") {
+		t.Fatalf("exit %d, stderr %q", code, errText)
+	}
+	_, errText, code = sandboxdCall(t, pluginPath(t, "wat/plugin.wat"), "greet", "--input", "a", "--input-file", "b", "--allow-log")
+	if code != 1 || !strings.Contains(errText, "not both") {
+		t.Fatalf("exit %d, stderr %q", code, errText)
+	}
+}
