@@ -70,6 +70,7 @@ var sections = []benchSection{
 	{"python", pythonSection},
 	{"node", nodeSection},
 	{"peers", nodePeerSection},
+	{"instances", instanceSection},
 }
 
 func main() {
