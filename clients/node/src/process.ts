@@ -166,5 +166,6 @@ export class SidecarProcess {
 }
 
 function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+  // unref: what the grace periods wait for (the child, its pipes) keeps the loop alive by itself
+  return new Promise((r) => setTimeout(r, ms).unref());
 }

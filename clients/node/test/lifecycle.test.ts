@@ -49,6 +49,18 @@ describe("close", () => {
     await closing;
   });
 
+  it("leaves no timer behind that would keep a script alive after close", async () => {
+    const program = `
+      import { Sidecar } from ${JSON.stringify(join(packageDir, "dist", "index.js"))};
+      const sb = await Sidecar.spawn({ binary: ${JSON.stringify(requireBinary())} });
+      await sb.run({ wat: '(module (func (export "run")))' });
+      await sb.close();
+      console.log(JSON.stringify(process.getActiveResourcesInfo()));`;
+    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", program], { timeout: 20_000 });
+    const active = JSON.parse(stdout) as string[];
+    assert.ok(!active.includes("Timeout"), `still active after close: ${stdout}`);
+  });
+
   it("supports Symbol.asyncDispose", async () => {
     const sb = await spawnSidecar();
     const pid = sb.pid!;
