@@ -776,7 +776,11 @@ func (in *Instance) fenced(ctx context.Context, what string, req CallRequest, l 
 	defer cancel()
 	in.mu.Lock()
 	in.cancel = cancel
+	released := in.closed != nil // Release came before the cancel func was set
 	in.mu.Unlock()
+	if released {
+		cancel()
+	}
 	f := r.fence
 	cancelDone := make(chan struct{})
 	stopWatching := context.AfterFunc(callCtx, func() { f.cancel(); close(cancelDone) })
