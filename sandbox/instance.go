@@ -440,6 +440,18 @@ func (in *Instance) callLimits(cl CallLimits) limits.Limits {
 	return l
 }
 
+// CallOnce instantiates req, makes one call and releases the instance: a
+// plugin function (or any export) without a long-lived instance, the
+// one-shot path for a run with input.
+func (e *Engine) CallOnce(ctx context.Context, req InstanceRequest, call CallRequest) (*CallResult, error) {
+	in, err := e.Instantiate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Release()
+	return in.Call(ctx, call)
+}
+
 // Call runs one call, after every call that reached Call before it. A
 // trap or fence (fuel, timeout, memory, cancellation) closes the instance;
 // a plugin error (plugin_error) does not.
