@@ -128,7 +128,9 @@ const MaxFrames = 32
 
 // frames reports the trap's wasm frames in the caller's terms: frames of
 // functions the rewriter injected (a bulk-operation helper that ran the
-// original, trapping instruction) are left out, so the innermost frame is
+// original, trapping instruction) and of modules sandboxd instantiates
+// beside the guest (a plugin's kernel: its function indices and offsets
+// are not the guest's) are left out, so the innermost frame is
 // the caller's function at the instruction the helper stands for, and
 // every offset is mapped back to the bytes the caller sent (for WAT, the
 // wasm the text became). An offset with no original (or unknown to
@@ -139,7 +141,7 @@ func frames(t *wasmtime.Trap, info *wasmbin.Info) []Frame {
 		if len(out) == MaxFrames {
 			break
 		}
-		if f.FuncIndex() >= info.FirstInjectedFunc {
+		if f.FuncIndex() >= info.FirstInjectedFunc || !guestFrame(f) {
 			continue
 		}
 		fr := Frame{FuncIndex: f.FuncIndex()}
@@ -154,4 +156,11 @@ func frames(t *wasmtime.Trap, info *wasmbin.Info) []Frame {
 		out = append(out, fr)
 	}
 	return out
+}
+
+// guestFrame says whether f is a frame of the caller's module: every
+// rewritten module is named wasmbin.GuestModuleName, and nothing else is.
+func guestFrame(f *wasmtime.Frame) bool {
+	name := f.ModuleName()
+	return name != nil && *name == wasmbin.GuestModuleName
 }

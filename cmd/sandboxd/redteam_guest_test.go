@@ -5,9 +5,12 @@ package main
 // and each failed on the code before its fix.
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,5 +137,27 @@ func TestExportErrorsListABoundedPrefix(t *testing.T) {
 	wantCode(t, r, 7)
 	if len(r.stdout) > 16<<10 || !strings.Contains(r.stdout, "and 19984 more") || strings.Contains(r.stdout, long) {
 		t.Errorf("export error of %d bytes, want a bounded list ending \"and 19984 more\": %.300s", len(r.stdout), r.stdout)
+	}
+}
+
+// TestPluginKernelFramesAreNotTheGuests: a plugin that recursed through
+// the kernel's alloc overflowed the stack inside the kernel, and the trap
+// named the kernel's function ("stack overflow in memsize"), with the
+// kernel's function index and an offset mapped through the plugin's own
+// offset map. Frames of any module but the rewritten guest are left out.
+func TestPluginKernelFramesAreNotTheGuests(t *testing.T) {
+	guest := writeGuest(t, "plugin_recursion.wat", `(module
+	  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+	  (memory (export "memory") 1)
+	  (func $rec (result i32) (drop (call $alloc (i64.const 8))) (drop (call $rec)) (i32.const 0))
+	  (func (export "run") (result i32) (call $rec)))`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, binPath, "call", guest, "run")
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if code := exitCode(err); code != 8 || !strings.Contains(stderr.String(), "stack overflow in rec at module offset") {
+		t.Errorf("want exit 8 naming the plugin's own function rec, got %d: %s", code, stderr.String())
 	}
 }

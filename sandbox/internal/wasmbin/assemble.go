@@ -54,20 +54,16 @@ func (m *module) assemble(rw *rewriter, code []byte) []byte {
 	}
 
 	out := append([]byte(nil), wasmHeader...)
-	seenNames := false
 	for _, s := range m.withNewSections(replaced) {
 		if s.id == secStart {
 			continue // the host runs the start function via ExportStart
 		}
+		if isNameSection(s) {
+			continue // replaced by the bounded one at the end (names.go)
+		}
 		payload := s.payload
 		if p, ok := replaced[s.id]; ok {
 			payload = p
-		}
-		if s.id == secCustom {
-			var drop bool
-			if payload, drop = customPayload(s, &seenNames); drop {
-				continue
-			}
 		}
 		out = append(out, s.id)
 		out = appendULEB(out, uint64(len(payload)))
@@ -77,7 +73,7 @@ func (m *module) assemble(rw *rewriter, code []byte) []byte {
 		}
 		out = append(out, payload...)
 	}
-	return out
+	return append(out, m.nameSection()...)
 }
 
 // withNewSections returns the section list with an empty placeholder for

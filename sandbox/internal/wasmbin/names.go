@@ -8,38 +8,60 @@ import "unicode/utf8"
 // every frame of every trap's backtrace (a stack overflow has thousands of
 // frames), so a module that names its recursive function with 4 MiB of
 // text made one trap allocate tens of gigabytes. The rewriter therefore
-// rewrites the "name" custom section: only function names survive, each
-// cut to MaxFuncNameBytes on a rune boundary; module, local and every
-// other kind of name are dropped, and so is any later name section. A
-// name section that does not decode is dropped whole (wasmtime would
+// replaces every "name" custom section with one of its own, at the end of
+// the module: the module name GuestModuleName, then the function names of
+// the module's first name section, each cut to MaxFuncNameBytes on a rune
+// boundary. Local and every other kind of name are dropped; a name section
+// that does not decode contributes no function names (wasmtime would
 // ignore it too).
 const MaxFuncNameBytes = 128
 
-// nameSubsectionFuncs is the id of the function names subsection.
-const nameSubsectionFuncs = 1
+// GuestModuleName is the module name every rewritten module carries, so
+// that a trap's frames can be told apart from those of modules sandboxd
+// instantiates beside it (a plugin's kernel, say): only rewritten modules
+// have it, since the module's own module name is dropped.
+const GuestModuleName = "sandboxd:guest"
 
-// customPayload returns what the rewritten module keeps of custom section
-// s: other custom sections unchanged, the first name section bounded, and
-// nothing (drop=true) for any further or undecodable name section.
-func customPayload(s section, seenNames *bool) (payload []byte, drop bool) {
-	r := newReader(s.payload, s.offset)
-	name, err := r.name()
-	if err != nil || name != "name" {
-		return s.payload, false // wasmtime reads no other custom section
+// Ids of the name subsections the rewriter writes.
+const (
+	nameSubsectionModule = 0
+	nameSubsectionFuncs  = 1
+)
+
+// isNameSection says whether s is a "name" custom section.
+func isNameSection(s section) bool {
+	if s.id != secCustom {
+		return false
 	}
-	if *seenNames {
-		return nil, true
+	name, err := newReader(s.payload, s.offset).name()
+	return err == nil && name == "name"
+}
+
+// nameSection encodes the rewritten module's name section (the whole
+// section, id and size included).
+func (m *module) nameSection() []byte {
+	var funcs []byte
+	for _, s := range m.sections {
+		if isNameSection(s) {
+			r := newReader(s.payload, s.offset)
+			_, _ = r.name()
+			funcs, _ = boundedFuncNames(r)
+			break
+		}
 	}
-	*seenNames = true
-	funcs, ok := boundedFuncNames(r)
-	if !ok || funcs == nil {
-		return nil, true
+	p := appendULEB(nil, uint64(len("name")))
+	p = append(p, "name"...)
+	p = append(p, nameSubsectionModule)
+	p = appendULEB(p, uint64(len(GuestModuleName)+1))
+	p = appendULEB(p, uint64(len(GuestModuleName)))
+	p = append(p, GuestModuleName...)
+	if funcs != nil {
+		p = append(p, nameSubsectionFuncs)
+		p = appendULEB(p, uint64(len(funcs)))
+		p = append(p, funcs...)
 	}
-	out := appendULEB(nil, uint64(len("name")))
-	out = append(out, "name"...)
-	out = append(out, nameSubsectionFuncs)
-	out = appendULEB(out, uint64(len(funcs)))
-	return append(out, funcs...), false
+	out := appendULEB([]byte{secCustom}, uint64(len(p)))
+	return append(out, p...)
 }
 
 // boundedFuncNames finds the function names subsection and re-encodes it

@@ -39,7 +39,8 @@ func TestFunctionNamesAreBounded(t *testing.T) {
 		t.Fatalf("%d name sections, want 1", len(secs))
 	}
 	cut := strings.Repeat("é", MaxFuncNameBytes/2)
-	want := []byte{nameSubsectionFuncs}
+	want := append([]byte{nameSubsectionModule, byte(len(GuestModuleName) + 1), byte(len(GuestModuleName))}, GuestModuleName...)
+	want = append(want, nameSubsectionFuncs)
 	sub := appendULEB(nil, 2)
 	sub = append(appendULEB(append(sub, 0), uint64(len(cut))), cut...)
 	sub = append(appendULEB(append(sub, 1), 5), "short"...)
@@ -52,14 +53,16 @@ func TestFunctionNamesAreBounded(t *testing.T) {
 	}
 }
 
-func TestUndecodableNameSectionIsDropped(t *testing.T) {
+func TestUndecodableNameSectionKeepsNoNames(t *testing.T) {
 	wasm := wat2wasm(t, `(module (func (export "run")))`)
 	wasm = append(wasm, customSection("name", "\x01\x09\x01\x00")...) // subsection longer than the section
 	out, _, err := Instrument(wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(nameSections(t, out)); n != 0 {
-		t.Errorf("%d name sections kept, want 0", n)
+	secs := nameSections(t, out)
+	want := append([]byte{nameSubsectionModule, byte(len(GuestModuleName) + 1), byte(len(GuestModuleName))}, GuestModuleName...)
+	if len(secs) != 1 || !bytes.Equal(secs[0], want) {
+		t.Errorf("name sections % x, want only the module name % x", secs, want)
 	}
 }
