@@ -164,6 +164,10 @@ export function encodeArg(arg: ArgValue, index = 0): unknown {
       }
       return encodeFloat(arg);
     case "bigint":
+      // no integer parameter takes it; refused here so the problem is named as a range
+      if (arg < -(2n ** 63n) || arg > 2n ** 64n - 1n) {
+        throw new InvalidParams(`${what}: ${arg} is out of range for every integer type (-2^63..2^64-1)`);
+      }
       return arg.toString();
     case "string":
       return arg;

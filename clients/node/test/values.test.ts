@@ -166,6 +166,9 @@ describe("argument encoding", () => {
     assert.deepEqual(encodeArg(f64(2 ** 60)), { type: "f64", value: 2 ** 60 });
     assert.equal(encodeArg(1.5e300), 1.5e300); // beyond 2^64: no integer parameter could take it
     assert.throws(() => encodeArg(2 ** 64), InvalidParams);
+    assert.throws(() => encodeArg(2n ** 64n), /args\[0\]: 18446744073709551616 is out of range for every integer type/);
+    assert.throws(() => encodeArg(-(2n ** 63n) - 1n), InvalidParams);
+    assert.equal(encodeArg(2n ** 64n - 1n), "18446744073709551615");
     assert.equal(encodeArg(2 ** 64 * 2), 2 ** 65);
   });
 });
