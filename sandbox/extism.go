@@ -328,10 +328,11 @@ func (p *pluginState) setInput(store wasmtime.Storelike, input []byte) error {
 	return err
 }
 
-// result reads what a plugin function left in the kernel: its output, or
-// the plugin_error it reported (an error message set, or a non-zero
-// return code).
-func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32) ([]byte, *Error) {
+// result reads what a plugin function left in the kernel: its output (at
+// most limit+1 bytes copied, so the caller can tell it was cut), or the
+// plugin_error it reported (an error message set, or a non-zero return
+// code).
+func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32, limit uint64) ([]byte, *Error) {
 	data := p.mem.UnsafeData(store)
 	if h := binary.LittleEndian.Uint64(data[kernelError:]); h != 0 || rc != 0 {
 		msg := ""
@@ -351,7 +352,7 @@ func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32) ([]b
 	if n == 0 || off < kernelFirstBlock || off > uint64(len(data)) || n > uint64(len(data))-off {
 		return []byte{}, nil
 	}
-	return append([]byte(nil), data[off:off+n]...), nil
+	return append([]byte(nil), data[off:off+min(n, limit+1)]...), nil // one byte past the limit marks truncation
 }
 
 // kernelBlock returns the bytes of the live block h, checked against the

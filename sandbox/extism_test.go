@@ -274,3 +274,19 @@ func TestWATPluginFileIsCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestWATPluginOutputBoundedByOutputBytes(t *testing.T) {
+	in := pluginInstance(t, engine(t), watPlugin, nil)
+	input := []byte(strings.Repeat("abcdefgh", 1000))
+	res, err := in.Call(context.Background(), sandbox.CallRequest{Function: "echo", Input: input, Limits: sandbox.CallLimits{OutputBytes: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.PluginOutput) != string(input[:100]) || !res.PluginOutputTruncated {
+		t.Fatalf("%d bytes, truncated %v: want the first 100 and truncated", len(res.PluginOutput), res.PluginOutputTruncated)
+	}
+	res = pluginCall(t, in, "echo", input)
+	if len(res.PluginOutput) != len(input) || res.PluginOutputTruncated {
+		t.Fatalf("under the default budget: %d bytes, truncated %v", len(res.PluginOutput), res.PluginOutputTruncated)
+	}
+}

@@ -113,8 +113,11 @@ type CallRequest struct {
 type CallResult struct {
 	Result
 	// PluginOutput is the bytes a plugin function set as its output (nil
-	// for other functions).
+	// for other functions), at most the call's outputBytes.
 	PluginOutput []byte
+	// PluginOutputTruncated says the plugin set more than outputBytes and
+	// only that prefix is in PluginOutput.
+	PluginOutputTruncated bool
 	// Queued is how long the call waited for the calls before it.
 	Queued time.Duration
 }
@@ -687,6 +690,7 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 	}
 	l := in.callLimits(req.Limits)
 	var output []byte
+	var truncated bool
 	res, closeReason, err := in.fenced(ctx, fmt.Sprintf("a call of %q", req.Function), req, l, func() ([]Value, error) {
 		r := in.r
 		if pluginFn {
@@ -707,9 +711,12 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 		values := fromWasmtime(out, exp.Results)
 		if pluginFn {
 			var perr *Error
-			output, perr = in.plugin.result(r.store, req.Function, values[0].I32())
+			output, perr = in.plugin.result(r.store, req.Function, values[0].I32(), l.OutputBytes)
 			if perr != nil {
 				return values, perr
+			}
+			if uint64(len(output)) > l.OutputBytes {
+				output, truncated = output[:l.OutputBytes], true
 			}
 		}
 		return values, nil
@@ -720,7 +727,7 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 	if err != nil {
 		return nil, err
 	}
-	return &CallResult{Result: *res, PluginOutput: output}, nil
+	return &CallResult{Result: *res, PluginOutput: output, PluginOutputTruncated: truncated}, nil
 }
 
 func validCallLimits(cl CallLimits) error {

@@ -51,6 +51,7 @@ Flags:`)
 	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline of each call in milliseconds")
 	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB for the instance's life (the plugin's memory and the kernel's together)")
 	logBytes := fs.Uint64("log-bytes", def.LogBytes, "guest log bytes kept per call")
+	outputBytes := fs.Uint64("output-bytes", def.OutputBytes, "bytes of each call's output kept (and of WASI stdout and stderr); the rest is dropped")
 	varBytes := fs.Uint64("var-bytes", sandbox.DefaultVarBytes, "cap on the plugin's vars (keys and values together)")
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
 	if !ok {
@@ -93,7 +94,12 @@ Flags:`)
 	}
 	l := def
 	l.Fuel, l.Timeout, l.MemoryBytes, l.LogBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20, *logBytes
+	l.OutputBytes = *outputBytes
 	if err := l.Validate(limits.HardMaximums()); err != nil {
+		var fe *limits.FieldError
+		if errors.As(err, &fe) && fe.Field == "outputBytes" {
+			return fail("--output-bytes: %s", fe.Problem)
+		}
 		return fail("%s", cliLimitError(err))
 	}
 	caps := sandbox.Capabilities{Log: *allowLog}
@@ -157,6 +163,9 @@ Flags:`)
 		}
 		if *loop > 1 {
 			fmt.Fprintln(stdout)
+		}
+		if res.PluginOutputTruncated {
+			fmt.Fprintf(stderr, "sandboxd call: output truncated to %d bytes (--output-bytes)\n", l.OutputBytes)
 		}
 	}
 	return 0

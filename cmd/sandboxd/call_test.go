@@ -46,6 +46,7 @@ func TestCLICallGoPlugin(t *testing.T) {
 		{"plugin error exits 10", []string{"fail", "--input", "x"}, "", "plugin_error: failed on purpose: x", 10},
 		{"deadline", []string{"spin", "--timeout-ms", "50", "--fuel", "1000000000000"}, "", "timeout", 3},
 		{"memory cap", []string{"hog", "--memory-mb", "32"}, "", "memory_limit_exceeded", 4},
+		{"output budget", []string{"greet", "--input", "Ada", "--output-bytes", "5"}, "Hello", "output truncated to 5 bytes", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
