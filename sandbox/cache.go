@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"container/list"
 	"context"
 	"crypto/sha256"
@@ -304,6 +305,45 @@ func (s *artefactStore) path(id string) string {
 	return filepath.Join(s.dir, strings.TrimPrefix(id, IDPrefix)+".cwasm")
 }
 
+// aliasPath names the file that maps a text key ("wat:<hex>") to the id of
+// the wasm the text became.
+func (s *artefactStore) aliasPath(key string) string {
+	return filepath.Join(s.dir, strings.Replace(key, ":", "-", 1)+".id")
+}
+
+// idOfText returns the id a text compiled to, from the persistent cache.
+func (e *Engine) idOfText(key string) string {
+	if e.store == nil {
+		return ""
+	}
+	b, err := os.ReadFile(e.store.aliasPath(key))
+	if id := string(b); err == nil && strings.HasPrefix(id, IDPrefix) && len(id) == len(IDPrefix)+64 {
+		return id
+	}
+	return ""
+}
+
+// saveAlias records the id a text compiled to.
+func (e *Engine) saveAlias(key, id string) {
+	if e.store != nil {
+		e.writeAtomically(e.store.aliasPath(key), []byte(id))
+	}
+}
+
+// writeAtomically writes a file of the persistent cache through a
+// temporary file renamed into place. A failure only costs a compile later.
+func (e *Engine) writeAtomically(path string, b []byte) {
+	tmp, err := os.CreateTemp(e.store.dir, ".tmp-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(b)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+		os.Remove(tmp.Name())
+	}
+}
+
 // loadFromDisk returns the module id from the persistent cache, or nil.
 func (e *Engine) loadFromDisk(id string) *Module {
 	if e.store == nil {
@@ -339,16 +379,12 @@ func (e *Engine) saveToDisk(m *Module, compiled []byte) {
 	if e.store == nil {
 		return
 	}
-	tmp, err := os.CreateTemp(e.store.dir, ".tmp-*")
-	if err != nil {
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	w.WriteString(artefactMagic)
+	sum := sha256.Sum256(compiled)
+	if writeFrame(w, storedArtefact{Payload: len(compiled), ID: m.ID, WasmSize: m.Size, Info: m.info, Sum: hex.EncodeToString(sum[:])}, moduleBytes{bin: compiled}) != nil {
 		return
 	}
-	sum := sha256.Sum256(compiled)
-	w := bufio.NewWriter(tmp)
-	w.WriteString(artefactMagic)
-	werr := writeFrame(w, storedArtefact{Payload: len(compiled), ID: m.ID, WasmSize: m.Size, Info: m.info, Sum: hex.EncodeToString(sum[:])}, moduleBytes{bin: compiled})
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), e.store.path(m.ID)) != nil {
-		os.Remove(tmp.Name())
-	}
+	e.writeAtomically(e.store.path(m.ID), buf.Bytes())
 }

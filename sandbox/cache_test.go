@@ -352,6 +352,21 @@ func TestPersistentCache(t *testing.T) {
 		t.Errorf("second engine's stats %+v: the loaded module is not cached", st)
 	}
 
+	// A text is known after a restart too, by the id it compiled to.
+	text := sandbox.Source{WAT: uniqueWAT("persistent text")}
+	if _, info, err := e.Compile(context.Background(), text); err != nil || info.FromDisk {
+		t.Fatalf("text, first engine: %+v %v", info, err)
+	}
+	e4 := newEngine(t, sandbox.Config{CacheDir: dir})
+	mt, info, err := e4.Compile(context.Background(), text)
+	if err != nil || !info.FromDisk {
+		t.Fatalf("text, second engine: %+v %v, want it loaded from disk", info, err)
+	}
+	run(e4, mt)
+	if _, info, err := e4.Compile(context.Background(), text); err != nil || !info.Cached {
+		t.Errorf("text again: %+v %v, want the in-memory cache", info, err)
+	}
+
 	// A torn file is not loaded: the module is compiled again and the
 	// file replaced.
 	b, err := os.ReadFile(files[0])

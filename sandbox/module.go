@@ -134,9 +134,13 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 			return flightResult{m: m, cached: true}, nil
 		}
 		e.cache.miss() // once per compile, however many callers wait on it
-		if id != "" {
-			if m := e.loadFromDisk(id); m != nil {
-				e.cache.put(m, "")
+		diskID, alias := id, ""
+		if id == "" { // a text: its id, if this build compiled it before
+			diskID, alias = e.idOfText(key), key
+		}
+		if diskID != "" {
+			if m := e.loadFromDisk(diskID); m != nil {
+				e.cache.put(m, alias)
 				return flightResult{m: m, fromDisk: true}, nil
 			}
 		}
@@ -144,9 +148,8 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		if err != nil {
 			return flightResult{}, err
 		}
-		alias := ""
-		if key != m.ID {
-			alias = key
+		if alias != "" {
+			e.saveAlias(key, m.ID)
 		}
 		e.cache.put(m, alias)
 		return flightResult{m: m}, nil
