@@ -28,9 +28,15 @@ demo: build
 # Every test: Go (engine, sidecar, CLI), the Python client, the Node client.
 test: build test-go test-python test-node
 
+# Then the protocol layer and the Go client once more without cgo (they
+# must not link wasmtime), and under the race detector, where the sidecar's
+# concurrency lives and the tests are quick.
+PURE_GO := ./protocol/... ./internal/framing/... ./rpc/... ./clients/go/...
 test-go:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	CGO_ENABLED=0 $(GO) test -count=1 $(PURE_GO)
+	$(GO) test -count=1 -race $(PURE_GO) ./limits/...
 
 test-python: build
 	cd clients/python && PYTHONPATH=src python3 -m unittest discover -s tests -v
@@ -48,7 +54,7 @@ FUZZTIME ?= 10m
 fuzz:
 	for t in FuzzInstrument; do $(GO) test ./sandbox/internal/wasmbin -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
 	for t in FuzzCompile FuzzParseValue FuzzBulkPreserved; do $(GO) test ./sandbox -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
-	for t in $$($(GO) test ./rpc -list "^Fuzz" | grep ^Fuzz); do $(GO) test ./rpc -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	for p in ./rpc ./protocol ./internal/framing; do for t in $$($(GO) test $$p -list "^Fuzz" | grep ^Fuzz); do $(GO) test $$p -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done; done
 
 # The WASI test guests of testdata/wasi, rebuilt from the sources beside
 # them. Not part of make test, which uses the committed .wasm files. Needs

@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/limits"
-	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 func BenchmarkEncodeValue(b *testing.B) {
-	values := []sandbox.Value{sandbox.ValueI32(-42), sandbox.ValueI64(math.MaxInt64), sandbox.ValueF32(1.5), sandbox.ValueF64(math.NaN())}
+	values := []protocol.Value{protocol.ValueI32(-42), protocol.ValueI64(math.MaxInt64), protocol.ValueF32(1.5), protocol.ValueF64(math.NaN())}
 	for _, v := range values {
 		b.Run(string(v.Type), func(b *testing.B) {
 			b.ReportAllocs()
@@ -28,12 +28,12 @@ func BenchmarkDecodeArg(b *testing.B) {
 	cases := []struct {
 		name string
 		raw  string
-		ty   sandbox.ValType
+		ty   protocol.ValType
 	}{
-		{"i32-number", `42`, sandbox.I32},
-		{"i64-string", `"18446744073709551615"`, sandbox.I64},
-		{"f64-number", `3.141592653589793`, sandbox.F64},
-		{"f64-bits", `{"type":"f64","bits":"0x7ff8000000000001"}`, sandbox.F64},
+		{"i32-number", `42`, protocol.I32},
+		{"i64-string", `"18446744073709551615"`, protocol.I64},
+		{"f64-number", `3.141592653589793`, protocol.F64},
+		{"f64-bits", `{"type":"f64","bits":"0x7ff8000000000001"}`, protocol.F64},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

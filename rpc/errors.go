@@ -6,7 +6,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
-	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // ParamError is an invalid-params error naming the offending field with
@@ -28,9 +28,10 @@ func protocolError(code int64, format string, args ...any) *jsonrpc2.Error {
 }
 
 // ErrorObject turns the error of a run or compile into the JSON-RPC error
-// the sidecar sends (and the CLI's --json prints). Run outcomes use the
-// kind's code from sandbox.Kinds and carry the details in data; parameter
-// errors become -32602.
+// the sidecar sends (and the CLI's --json prints). Run outcomes
+// (*protocol.Error, or any protocol.Outcome such as *sandbox.Error) use
+// the kind's code from the table of kinds and carry the details in data;
+// parameter errors become -32602; anything else is kind host.
 func ErrorObject(err error) *jsonrpc2.Error {
 	var pe *ParamError
 	if errors.As(err, &pe) {
@@ -40,56 +41,30 @@ func ErrorObject(err error) *jsonrpc2.Error {
 	if errors.As(err, &je) {
 		return je
 	}
-	var se *sandbox.Error
-	if !errors.As(err, &se) {
-		se = &sandbox.Error{Kind: sandbox.KindOf(err), Message: err.Error()}
+	oe, ok := protocol.AsError(err)
+	if !ok {
+		oe = &protocol.Error{Kind: protocol.KindHost, Message: err.Error()}
 	}
-	info := se.Kind.Info()
-	out := &jsonrpc2.Error{Code: int64(info.RPCCode), Message: se.Error()}
-	data := errorData(se)
+	out := &jsonrpc2.Error{Code: int64(oe.Kind.Info().RPCCode), Message: oe.Error()}
+	data := oe.Data
+	data.Kind = string(oe.Kind)
 	out.SetError(data)
 	return out
 }
 
-// errorData lists the details of an error kind as the protocol names them.
-func errorData(se *sandbox.Error) ErrorData {
-	d := ErrorData{Kind: string(se.Kind)}
-	u64 := func(v uint64) *uint64 { return &v }
-	str := func(s string) *string { return &s }
-	switch se.Kind {
-	case sandbox.KindFuelExhausted:
-		d.Budget = u64(se.Budget)
-	case sandbox.KindTimeout:
-		d.TimeoutMs = u64(se.TimeoutMs)
-	case sandbox.KindMemoryLimitExceeded, sandbox.KindCompileLimitExceeded:
-		d.Limit = u64(se.Limit)
-		d.Resource = string(se.Resource)
-		if se.Requested > 0 {
-			d.Requested = u64(se.Requested)
-		}
-	case sandbox.KindDisallowedImport:
-		d.Module, d.Name = str(se.Module), str(se.Name)
-	case sandbox.KindExport:
-		d.Function = str(se.Function)
-	case sandbox.KindTrap:
-		d.TrapCode = se.TrapCode
-		for _, f := range se.Frames {
-			d.Frames = append(d.Frames, FrameInfo{Func: f.Func, FuncIndex: f.FuncIndex, ModuleOffset: f.ModuleOffs})
-		}
-	}
-	if se.Usage != nil {
-		d.FuelConsumed = u64(se.Usage.FuelConsumed)
-		d.PeakMemoryBytes = u64(se.Usage.PeakMemoryBytes)
-	}
-	return d
-}
-
-// busyError is the response to a run that found the queue full.
-func busyError(queued, maxQueue int) *jsonrpc2.Error {
+// busyError is the response to a request that found the queue full, by
+// entries or by bytes.
+// size is the refused message's size when the bytes were the limit, or 0.
+func busyError(queued, maxQueue int, queuedBytes, maxQueueBytes, size int64) *jsonrpc2.Error {
 	e := protocolError(CodeBusy, "busy: %d runs are queued (the maximum is %d)", queued, maxQueue)
+	if size > 0 {
+		e = protocolError(CodeBusy, "busy: the queued requests hold %d bytes, and this message of %d bytes would pass the maximum of %d (--max-queue-bytes)", queuedBytes, size, maxQueueBytes)
+	}
 	e.SetError(struct {
-		Queued   int `json:"queued"`
-		MaxQueue int `json:"maxQueue"`
-	}{queued, maxQueue})
+		Queued        int   `json:"queued"`
+		MaxQueue      int   `json:"maxQueue"`
+		QueuedBytes   int64 `json:"queuedBytes"`
+		MaxQueueBytes int64 `json:"maxQueueBytes"`
+	}{queued, maxQueue, queuedBytes, maxQueueBytes})
 	return e
 }

@@ -5,22 +5,21 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/limits"
-	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // runSpec is a decoded `run` request, before the module is compiled.
 type runSpec struct {
-	source   sandbox.Source
+	source   protocol.Source
 	function string
 	args     []json.RawMessage
 	limits   limits.Limits
-	caps     sandbox.Capabilities
+	caps     protocol.Capabilities
 }
 
 // object decodes raw as a JSON object whose keys are all in allowed,
@@ -135,7 +134,7 @@ func uintField(raw json.RawMessage, field string, allowString, positive bool) (u
 	if len(lit) > 400 {
 		return 0, paramErr(field, "must be an integer that fits in 64 bits")
 	}
-	n, ok := exactInteger(lit)
+	n, ok := protocol.ExactInteger(lit)
 	if !ok {
 		return 0, paramErr(field, "must be an integer, got %s", lit)
 	}
@@ -152,15 +151,15 @@ func uintField(raw json.RawMessage, field string, allowString, positive bool) (u
 }
 
 // decodeModule reads a module spec: exactly one of wat, wasm, id, path.
-func decodeModule(raw json.RawMessage, field string) (sandbox.Source, error) {
+func decodeModule(raw json.RawMessage, field string) (protocol.Source, error) {
 	obj, err := object(raw, field, "wat", "wasm", "id", "path")
 	if err != nil {
-		return sandbox.Source{}, err
+		return protocol.Source{}, err
 	}
 	if len(obj) != 1 {
-		return sandbox.Source{}, paramErr(field, "give exactly one of wat, wasm, id, path (got %d)", len(obj))
+		return protocol.Source{}, paramErr(field, "give exactly one of wat, wasm, id, path (got %d)", len(obj))
 	}
-	var src sandbox.Source
+	var src protocol.Source
 	for k, v := range obj {
 		s, err := stringField(v, join(field, k))
 		if err != nil {
@@ -179,8 +178,8 @@ func decodeModule(raw json.RawMessage, field string) (sandbox.Source, error) {
 			}
 			src.Wasm = b
 		case "id":
-			if !strings.HasPrefix(s, sandbox.IDPrefix) {
-				return src, paramErr(join(field, k), "must look like %s<hex>, got %q", sandbox.IDPrefix, truncate(s, 80))
+			if !strings.HasPrefix(s, protocol.IDPrefix) {
+				return src, paramErr(join(field, k), "must look like %s<hex>, got %q", protocol.IDPrefix, truncate(s, 80))
 			}
 			src.ID = s
 		case "path":
@@ -247,8 +246,8 @@ func asFieldError(err error, target **limits.FieldError) bool {
 	return ok
 }
 
-func decodeCapabilities(raw json.RawMessage) (sandbox.Capabilities, error) {
-	var caps sandbox.Capabilities
+func decodeCapabilities(raw json.RawMessage) (protocol.Capabilities, error) {
+	var caps protocol.Capabilities
 	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
 		return caps, nil
 	}
@@ -283,6 +282,58 @@ func decodeCapabilities(raw json.RawMessage) (sandbox.Capabilities, error) {
 	return caps, nil
 }
 
+// MaxArgs is the most args a run may pass: wasm's limit on a function's
+// parameters (wasmparser's, which wasmtime applies). A longer array is
+// refused before its elements are decoded, so a message of millions of
+// args costs no more than its own size.
+const MaxArgs = 1000
+
+// countElements counts the top-level elements of the JSON array raw,
+// stopping past limit: it returns the count so far and false then. It
+// allocates nothing; the array's syntax is checked by the decoding that
+// follows.
+func countElements(raw []byte, limit int) (int, bool) {
+	n, depth, inString, escaped, empty := 0, 0, false, false, true
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth == 1 {
+				continue
+			}
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 1:
+			n++
+			if n >= limit {
+				return n + 1, false
+			}
+			continue
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		if depth >= 1 {
+			empty = false
+		}
+	}
+	if empty {
+		return 0, true
+	}
+	return n + 1, true
+}
+
 // decodeRun reads the params of `run`.
 func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
 	obj, err := object(raw, "params", "module", "function", "args", "limits", "capabilities")
@@ -310,6 +361,9 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 		if len(v) == 0 || (v[0] != '[' && string(v) != "null") {
 			return nil, paramErr("args", "must be an array, got %s", kindOfJSON(v))
 		}
+		if n, ok := countElements(v, MaxArgs); !ok {
+			return nil, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
+		}
 		if err := json.Unmarshal(v, &spec.args); err != nil {
 			return nil, paramErr("args", "must be an array: %v", err)
 		}
@@ -325,14 +379,14 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 }
 
 // decodeCompile reads the params of `compile`.
-func decodeCompile(raw json.RawMessage) (sandbox.Source, error) {
+func decodeCompile(raw json.RawMessage) (protocol.Source, error) {
 	obj, err := object(raw, "params", "module")
 	if err != nil {
-		return sandbox.Source{}, err
+		return protocol.Source{}, err
 	}
 	m, ok := obj["module"]
 	if !ok {
-		return sandbox.Source{}, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
+		return protocol.Source{}, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
 	}
 	return decodeModule(m, "module")
 }
@@ -340,21 +394,21 @@ func decodeCompile(raw json.RawMessage) (sandbox.Source, error) {
 // decodeArgs converts raw args to values of the export's parameter types.
 // A count mismatch is left to the engine, which reports it as an export
 // error naming the signature.
-func decodeArgs(raw []json.RawMessage, params []string) ([]sandbox.Value, error) {
+func decodeArgs(raw []json.RawMessage, params []string) ([]protocol.Value, error) {
 	if len(raw) != len(params) {
-		vals := make([]sandbox.Value, len(raw))
+		vals := make([]protocol.Value, len(raw))
 		for i := range vals {
-			vals[i] = sandbox.Value{Type: "?"}
+			vals[i] = protocol.Value{Type: "?"}
 		}
 		return vals, nil
 	}
-	vals := make([]sandbox.Value, len(raw))
+	vals := make([]protocol.Value, len(raw))
 	for i, r := range raw {
-		ty := sandbox.ValType(params[i])
+		ty := protocol.ValType(params[i])
 		if !contains([]string{"i32", "i64", "f32", "f64"}, params[i]) {
 			return nil, nil // the engine reports the unsupported type
 		}
-		v, err := DecodeArg(r, ty)
+		v, err := protocol.DecodeArg(r, ty)
 		if err != nil {
 			return nil, paramErr(argField(i), "%v", err)
 		}
@@ -364,22 +418,3 @@ func decodeArgs(raw []json.RawMessage, params []string) ([]sandbox.Value, error)
 }
 
 func argField(i int) string { return "args[" + strconv.Itoa(i) + "]" }
-
-// limitsMap renders limits with their wire names.
-func limitsMap(l limits.Limits) map[string]uint64 {
-	out := make(map[string]uint64, len(limits.Fields))
-	for _, f := range limits.Fields {
-		out[f.Name] = f.Get(l)
-	}
-	return out
-}
-
-// sortedKinds returns every outcome key of stats: "ok" and each kind.
-func sortedKinds() []string {
-	keys := []string{"ok"}
-	for _, k := range sandbox.Kinds {
-		keys = append(keys, string(k.Kind))
-	}
-	sort.Strings(keys)
-	return keys
-}

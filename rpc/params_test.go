@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
-	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 const watModule = `"module":{"wat":"(module)"}`
@@ -175,7 +175,7 @@ func TestDecodeRunValid(t *testing.T) {
 			t.Fatal(err)
 		}
 		if spec.function != "run" || spec.args != nil || spec.limits != def ||
-			spec.caps != (sandbox.Capabilities{}) || spec.source.WAT != "(module)" {
+			spec.caps != (protocol.Capabilities{}) || spec.source.WAT != "(module)" {
 			t.Errorf("spec = %+v", spec)
 		}
 	})
@@ -269,7 +269,7 @@ func TestDecodeRunValid(t *testing.T) {
 	t.Run("capabilities null and false", func(t *testing.T) {
 		for _, c := range []string{`null`, `{}`, `{"log":false,"clock":false}`} {
 			spec, err := decodeRun(json.RawMessage(`{"module":{"wat":"x"},"capabilities":`+c+`}`), def, max)
-			if err != nil || spec.caps != (sandbox.Capabilities{}) {
+			if err != nil || spec.caps != (protocol.Capabilities{}) {
 				t.Errorf("capabilities %s: %+v, %v", c, spec, err)
 			}
 		}
@@ -293,12 +293,12 @@ func TestDecodeCompile(t *testing.T) {
 	}
 	for _, c := range []struct {
 		params string
-		want   sandbox.Source
+		want   protocol.Source
 	}{
-		{`{"module":{"wat":"(module)"}}`, sandbox.Source{WAT: "(module)"}},
-		{`{"module":{"path":"/tmp/x.wasm"}}`, sandbox.Source{Path: "/tmp/x.wasm"}},
-		{`{"module":{"id":"sha256:abc"}}`, sandbox.Source{ID: "sha256:abc"}},
-		{` { "module" : { "wat" : "(module)" } } `, sandbox.Source{WAT: "(module)"}},
+		{`{"module":{"wat":"(module)"}}`, protocol.Source{WAT: "(module)"}},
+		{`{"module":{"path":"/tmp/x.wasm"}}`, protocol.Source{Path: "/tmp/x.wasm"}},
+		{`{"module":{"id":"sha256:abc"}}`, protocol.Source{ID: "sha256:abc"}},
+		{` { "module" : { "wat" : "(module)" } } `, protocol.Source{WAT: "(module)"}},
 	} {
 		src, err := decodeCompile(json.RawMessage(c.params))
 		if err != nil || src.WAT != c.want.WAT || src.Path != c.want.Path || src.ID != c.want.ID {
@@ -317,7 +317,7 @@ func TestDecodeArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []sandbox.Value{sandbox.ValueI32(1), sandbox.ValueI64(2), sandbox.ValueF32(1.5), {Type: sandbox.F64, Bits: 0x7ff8000000000000}}
+	want := []protocol.Value{protocol.ValueI32(1), protocol.ValueI64(2), protocol.ValueF32(1.5), {Type: protocol.F64, Bits: 0x7ff8000000000000}}
 	for i := range want {
 		if vals[i] != want[i] {
 			t.Errorf("arg %d = %v, want %v", i, vals[i], want[i])

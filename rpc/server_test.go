@@ -17,8 +17,8 @@ import (
 
 	"github.com/sandboxd/sandboxd/clients/go/sandboxd"
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
-	"github.com/sandboxd/sandboxd/sandbox"
 )
 
 // --- a fake engine ---
@@ -32,7 +32,7 @@ import (
 //	block        reports it started, then waits for its context
 //	gate         reports it started, then waits for the gate (or its context)
 //	log:N        logs N lines ("line i"), then returns nothing
-//	fail:KIND    fails with a *sandbox.Error of that kind
+//	fail:KIND    fails with a *protocol.Error of that kind
 //	panic        panics
 //	sleep        sleeps a little, then returns i32 1
 type fakeEngine struct {
@@ -45,79 +45,88 @@ func newFakeEngine() *fakeEngine {
 	return &fakeEngine{started: make(chan string, 1000), gate: make(chan struct{})}
 }
 
-var fakeExports = []sandbox.Export{
+var fakeExports = []protocol.Export{
 	{Name: "run", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 	{Name: "values", Kind: "func", Params: []string{}, Results: []string{"i32", "i64", "f32", "f64"}},
 	{Name: "echo", Kind: "func", Params: []string{"i32", "i64", "f32", "f64"}, Results: []string{"i32", "i64", "f32", "f64"}},
 	{Name: "memory", Kind: "memory", Params: []string{}, Results: []string{}},
 }
 
-func (e *fakeEngine) Compile(ctx context.Context, src sandbox.Source) (*sandbox.Module, sandbox.CompileInfo, error) {
+// fakeModule is the one module of the fake engine.
+type fakeModule struct{ info protocol.ModuleInfo }
+
+func (m *fakeModule) Info() *protocol.ModuleInfo { return &m.info }
+
+func (e *fakeEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Module, protocol.CompileInfo, error) {
 	if src.ID == "sha256:unknown" {
-		return nil, sandbox.CompileInfo{}, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: "module sha256:unknown was never compiled here"}
+		return nil, protocol.CompileInfo{}, &protocol.Error{Kind: protocol.KindInvalidModule, Message: "module sha256:unknown was never compiled here"}
 	}
-	mod := &sandbox.Module{
+	mod := &fakeModule{protocol.ModuleInfo{
 		ID:      "sha256:fake",
-		Imports: []sandbox.Import{{Module: "host", Name: "log", Kind: "func", Type: "(i32, i32) -> ()"}},
+		Imports: []protocol.Import{{Module: "host", Name: "log", Kind: "func", Type: "(i32, i32) -> ()"}},
 		Exports: fakeExports,
-	}
-	return mod, sandbox.CompileInfo{Cached: src.ID != "", Elapsed: 5 * time.Microsecond}, nil
+	}}
+	return mod, protocol.CompileInfo{Cached: src.ID != "", Elapsed: 5 * time.Microsecond}, nil
 }
 
-func (e *fakeEngine) CacheStats() sandbox.CacheStats {
-	return sandbox.CacheStats{Entries: 3, Bytes: 1234, Hits: 9, Misses: 3}
+func (e *fakeEngine) CacheStats() protocol.CacheStats {
+	return protocol.CacheStats{Entries: 3, Bytes: 1234, Hits: 9, Misses: 3}
 }
 
-func kindError(kind sandbox.Kind) *sandbox.Error {
-	se := &sandbox.Error{Kind: kind, Message: "fake " + string(kind)}
+func u64(v uint64) *uint64 { return &v }
+func str(s string) *string { return &s }
+
+func kindError(kind protocol.Kind) *protocol.Error {
+	se := &protocol.Error{Kind: kind, Message: "fake " + string(kind)}
+	d := &se.Data
 	switch kind {
-	case sandbox.KindFuelExhausted:
-		se.Budget = 1000
-	case sandbox.KindTimeout:
-		se.TimeoutMs = 250
-	case sandbox.KindMemoryLimitExceeded:
-		se.Limit, se.Resource, se.Requested = 65536, sandbox.ResourceMemory, 131072
-	case sandbox.KindDisallowedImport:
-		se.Module, se.Name = "wasi_snapshot_preview1", "fd_write"
-	case sandbox.KindExport:
-		se.Function = "nope"
-	case sandbox.KindTrap:
-		se.TrapCode = "unreachable"
-		se.Frames = []sandbox.Frame{{Func: "inner", FuncIndex: 3, ModuleOffs: 0x42}, {FuncIndex: 1, ModuleOffs: 7}}
+	case protocol.KindFuelExhausted:
+		d.Budget = u64(1000)
+	case protocol.KindTimeout:
+		d.TimeoutMs = u64(250)
+	case protocol.KindMemoryLimitExceeded:
+		d.Limit, d.Resource, d.Requested = u64(65536), string(protocol.ResourceMemory), u64(131072)
+	case protocol.KindDisallowedImport:
+		d.Module, d.Name = str("wasi_snapshot_preview1"), str("fd_write")
+	case protocol.KindExport:
+		d.Function = str("nope")
+	case protocol.KindTrap:
+		d.TrapCode = "unreachable"
+		d.Frames = []protocol.FrameInfo{{Func: "inner", FuncIndex: 3, ModuleOffset: 0x42}, {FuncIndex: 1, ModuleOffset: 7}}
 	}
-	if kind != sandbox.KindInvalidModule && kind != sandbox.KindDisallowedImport {
-		se.Usage = &sandbox.Usage{FuelConsumed: 77, PeakMemoryBytes: 65536}
+	if kind != protocol.KindInvalidModule && kind != protocol.KindDisallowedImport {
+		d.FuelConsumed, d.PeakMemoryBytes = u64(77), u64(65536)
 	}
 	return se
 }
 
-func (e *fakeEngine) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
+func (e *fakeEngine) Run(ctx context.Context, _ rpc.Module, req protocol.Run) (*protocol.RunOutcome, error) {
 	e.runs.Add(1)
 	fn := req.Function
-	res := &sandbox.Result{Usage: sandbox.Usage{FuelConsumed: 4, PeakMemoryBytes: 65536}, Elapsed: 31 * time.Microsecond}
+	res := &protocol.RunOutcome{Usage: protocol.Usage{FuelConsumed: 4, PeakMemoryBytes: 65536}, Elapsed: 31 * time.Microsecond}
 	switch {
 	case fn == "run":
-		res.Values = []sandbox.Value{sandbox.ValueI32(42)}
+		res.Values = []protocol.Value{protocol.ValueI32(42)}
 	case fn == "values":
-		res.Values = []sandbox.Value{
-			sandbox.ValueI32(-1),
-			sandbox.ValueI64(math.MinInt64),
-			sandbox.ValueF32(float32(math.Copysign(0, -1))),
-			{Type: sandbox.F64, Bits: 0x7ff8000000000123},
+		res.Values = []protocol.Value{
+			protocol.ValueI32(-1),
+			protocol.ValueI64(math.MinInt64),
+			protocol.ValueF32(float32(math.Copysign(0, -1))),
+			{Type: protocol.F64, Bits: 0x7ff8000000000123},
 		}
 	case fn == "echo":
-		res.Values = append([]sandbox.Value(nil), req.Args...)
+		res.Values = append([]protocol.Value(nil), req.Args...)
 	case fn == "block":
 		e.started <- fn
 		<-ctx.Done()
-		return nil, &sandbox.Error{Kind: sandbox.KindCancelled, Message: "run cancelled by the caller", Usage: &sandbox.Usage{FuelConsumed: 1}}
+		return nil, &protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller", Data: protocol.ErrorData{FuelConsumed: u64(1)}}
 	case fn == "gate":
 		e.started <- fn
 		select {
 		case <-e.gate:
-			res.Values = []sandbox.Value{sandbox.ValueI32(1)}
+			res.Values = []protocol.Value{protocol.ValueI32(1)}
 		case <-ctx.Done():
-			return nil, &sandbox.Error{Kind: sandbox.KindCancelled, Message: "run cancelled by the caller"}
+			return nil, &protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"}
 		}
 	case strings.HasPrefix(fn, "log:"):
 		n, _ := strconv.Atoi(strings.TrimPrefix(fn, "log:"))
@@ -125,18 +134,18 @@ func (e *fakeEngine) Run(ctx context.Context, req sandbox.Request) (*sandbox.Res
 			req.Log(fmt.Sprintf("line %d", i))
 		}
 		res.LogLines = n
-		res.Values = []sandbox.Value{}
+		res.Values = []protocol.Value{}
 	case strings.HasPrefix(fn, "fail:"):
-		return nil, kindError(sandbox.Kind(strings.TrimPrefix(fn, "fail:")))
+		return nil, kindError(protocol.Kind(strings.TrimPrefix(fn, "fail:")))
 	case fn == "plainerror":
 		return nil, errors.New("something broke")
 	case fn == "panic":
 		panic("fake engine panic")
 	case fn == "sleep":
 		time.Sleep(time.Duration(e.runs.Load()%3) * time.Millisecond)
-		res.Values = []sandbox.Value{sandbox.ValueI32(1)}
+		res.Values = []protocol.Value{protocol.ValueI32(1)}
 	default:
-		return nil, &sandbox.Error{Kind: sandbox.KindExport, Function: fn, Message: "no export " + fn}
+		return nil, &protocol.Error{Kind: protocol.KindExport, Data: protocol.ErrorData{Function: str(fn)}, Message: "no export " + fn}
 	}
 	return res, nil
 }
@@ -376,7 +385,7 @@ func errorData(t *testing.T, m *message) map[string]any {
 func TestServerInitialize(t *testing.T) {
 	for _, framing := range []rpc.Framing{rpc.FramingContentLength, rpc.FramingNDJSON} {
 		t.Run(string(framing), func(t *testing.T) {
-			h := startServer(t, newFakeEngine(), rpc.Options{Framing: framing, MaxConcurrency: 2, MaxQueue: 7, Version: "0.1.0"})
+			h := startServer(t, newFakeEngine(), rpc.Options{Framing: framing, MaxConcurrency: 2, MaxQueue: 7, Version: "0.1.0", EngineVersion: "v39.0.1"})
 			h.request(`1`, "initialize", map[string]any{"anything": true})
 			m, _ := h.response(`1`)
 			if m.Error != nil {
@@ -393,7 +402,7 @@ func TestServerInitialize(t *testing.T) {
 			if r.ServerInfo != (rpc.ServerInfo{Name: "sandboxd", Version: "0.1.0"}) {
 				t.Errorf("serverInfo %+v", r.ServerInfo)
 			}
-			if r.Engine.Wasmtime != sandbox.WasmtimeVersion {
+			if r.Engine.Wasmtime != "v39.0.1" {
 				t.Errorf("engine %+v", r.Engine)
 			}
 			if strings.Join(r.Capabilities.HostFunctions, ",") != "log,random,clock" ||
@@ -541,7 +550,7 @@ func TestServerCompile(t *testing.T) {
 
 func TestServerRunErrorKinds(t *testing.T) {
 	h := startServer(t, newFakeEngine(), rpc.Options{MaxConcurrency: 2})
-	for i, info := range sandbox.Kinds {
+	for i, info := range protocol.Kinds() {
 		id := strconv.Itoa(100 + i)
 		h.run(id, "fail:"+string(info.Kind), nil)
 		m, _ := h.response(id)
@@ -552,20 +561,20 @@ func TestServerRunErrorKinds(t *testing.T) {
 		}
 		want := map[string]any{}
 		switch info.Kind {
-		case sandbox.KindFuelExhausted:
+		case protocol.KindFuelExhausted:
 			want["budget"] = 1000.0
-		case sandbox.KindTimeout:
+		case protocol.KindTimeout:
 			want["timeoutMs"] = 250.0
-		case sandbox.KindMemoryLimitExceeded:
+		case protocol.KindMemoryLimitExceeded:
 			want["limit"], want["resource"], want["requested"] = 65536.0, "memory", 131072.0
-		case sandbox.KindDisallowedImport:
+		case protocol.KindDisallowedImport:
 			want["module"], want["name"] = "wasi_snapshot_preview1", "fd_write"
-		case sandbox.KindExport:
+		case protocol.KindExport:
 			want["function"] = "nope"
-		case sandbox.KindTrap:
+		case protocol.KindTrap:
 			want["trapCode"] = "unreachable"
 		}
-		if info.Kind != sandbox.KindInvalidModule && info.Kind != sandbox.KindDisallowedImport {
+		if info.Kind != protocol.KindInvalidModule && info.Kind != protocol.KindDisallowedImport {
 			want["fuelConsumed"], want["peakMemoryBytes"] = 77.0, 65536.0
 		} else if _, ok := d["fuelConsumed"]; ok {
 			t.Errorf("%s: fuelConsumed without a store: %v", info.Kind, d)
@@ -575,14 +584,14 @@ func TestServerRunErrorKinds(t *testing.T) {
 				t.Errorf("%s: data.%s = %v, want %v", info.Kind, k, d[k], v)
 			}
 		}
-		if info.Kind == sandbox.KindTrap {
+		if info.Kind == protocol.KindTrap {
 			frames, _ := json.Marshal(d["frames"])
 			if string(frames) != `[{"func":"inner","funcIndex":3,"moduleOffset":66},{"funcIndex":1,"moduleOffset":7}]` {
 				t.Errorf("frames %s", frames)
 			}
 		}
 	}
-	if sandbox.KindCancelled.Info().RPCCode != -32800 {
+	if protocol.KindCancelled.Info().RPCCode != -32800 {
 		t.Errorf("cancelled is not -32800")
 	}
 	// A plain error is a host error.
@@ -822,7 +831,7 @@ func TestServerStats(t *testing.T) {
 	}
 	send("run")
 	send("run")
-	for _, info := range sandbox.Kinds {
+	for _, info := range protocol.Kinds() {
 		send("fail:" + string(info.Kind))
 	}
 	send("fail:trap")
@@ -847,8 +856,8 @@ func TestServerStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]uint64{"ok": 2, "trap": 2, "internal": 1}
-	for _, info := range sandbox.Kinds {
-		if info.Kind != sandbox.KindTrap {
+	for _, info := range protocol.Kinds() {
+		if info.Kind != protocol.KindTrap {
 			want[string(info.Kind)] = 1
 		}
 	}
@@ -872,7 +881,7 @@ func TestServerStatsZero(t *testing.T) {
 	var st rpc.StatsResult
 	_ = json.Unmarshal(m.Result, &st)
 	keys := []string{"ok"}
-	for _, info := range sandbox.Kinds {
+	for _, info := range protocol.Kinds() {
 		keys = append(keys, string(info.Kind))
 	}
 	for _, k := range keys {
@@ -1006,13 +1015,19 @@ func TestServerFramingError(t *testing.T) {
 	h.wmu.Lock()
 	_, _ = io.WriteString(h.inW, "Content-Length: twelve\r\n\r\n{}")
 	h.wmu.Unlock()
+	// Both runs are answered cancelled, and the broken frame itself with
+	// an error (id null) that says what was wrong.
 	got := map[string]bool{}
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		m := h.next(2 * time.Second)
-		wantError(t, m, -32800, "cancelled")
+		if string(m.ID) == "null" {
+			wantError(t, m, rpc.CodeParseError, "Content-Length")
+		} else {
+			wantError(t, m, -32800, "cancelled")
+		}
 		got[string(m.ID)] = true
 	}
-	if !got["1"] || !got["2"] {
+	if !got["1"] || !got["2"] || !got["null"] {
 		t.Errorf("answered %v", got)
 	}
 	err := h.serveResult(2 * time.Second)

@@ -4,85 +4,48 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
-// Kind says why a run stopped. The strings are stable: the CLI, the sidecar
-// and every client use them, and clients map each to an exception class.
-type Kind string
+// Kind says why a run stopped. The kinds and their table live in the
+// protocol package (pure Go, shared with the sidecar and the Go client);
+// these names keep sandbox.Kind* usable.
+type Kind = protocol.Kind
 
-// The stable error kinds. Each also serves as a sentinel for errors.Is:
-// errors.Is(err, sandbox.KindTimeout) is true for any *Error of that kind.
+// The stable error kinds; see protocol.Kind. Each also serves as a
+// sentinel for errors.Is: errors.Is(err, sandbox.KindTimeout) is true for
+// any *Error of that kind.
 const (
-	KindHost                Kind = "host"
-	KindFuelExhausted       Kind = "fuel_exhausted"
-	KindTimeout             Kind = "timeout"
-	KindMemoryLimitExceeded Kind = "memory_limit_exceeded"
-	KindDisallowedImport    Kind = "disallowed_import"
-	KindInvalidModule       Kind = "invalid_module"
-	KindExport              Kind = "export"
-	KindTrap                Kind = "trap"
-	KindCancelled           Kind = "cancelled"
-	// KindCompileLimitExceeded: compiling the module passed the compile
-	// time or memory limit (data.resource says which, data.limit the value).
-	KindCompileLimitExceeded Kind = "compile_limit_exceeded"
-	// KindPluginError: an Extism plugin function reported an error (set
-	// an error message, or returned non-zero); Message is the plugin's own.
-	KindPluginError Kind = "plugin_error"
+	KindHost                 = protocol.KindHost
+	KindFuelExhausted        = protocol.KindFuelExhausted
+	KindTimeout              = protocol.KindTimeout
+	KindMemoryLimitExceeded  = protocol.KindMemoryLimitExceeded
+	KindDisallowedImport     = protocol.KindDisallowedImport
+	KindInvalidModule        = protocol.KindInvalidModule
+	KindExport               = protocol.KindExport
+	KindTrap                 = protocol.KindTrap
+	KindCancelled            = protocol.KindCancelled
+	KindCompileLimitExceeded = protocol.KindCompileLimitExceeded
+	KindPluginError          = protocol.KindPluginError
 )
 
-// Error makes a Kind usable as an errors.Is target.
-func (k Kind) Error() string { return string(k) }
-
-// KindInfo is one row of the table of kinds: the CLI exit code and the
-// JSON-RPC error code of the kind.
-type KindInfo struct {
-	Kind     Kind
-	ExitCode int // process exit code of `sandboxd run`
-	RPCCode  int // JSON-RPC error code of the sidecar's response
-	Summary  string
-}
-
-// Kinds is the one table of error kinds. The JSON-RPC code of a run outcome
-// is its exit code, except cancellation, which uses the LSP code -32800.
-// testdata/wire/error-kinds.json is generated from it and read by the
-// Python and Node client tests, so all three agree.
-var Kinds = []KindInfo{
-	{KindHost, 1, 1, "the host failed (or a usage error, for the CLI)"},
-	{KindFuelExhausted, 2, 2, "the fuel budget ran out"},
-	{KindTimeout, 3, 3, "the wall-clock deadline passed"},
-	{KindMemoryLimitExceeded, 4, 4, "a memory or table growth was denied by the cap"},
-	{KindDisallowedImport, 5, 5, "the module imports something not granted"},
-	{KindInvalidModule, 6, 6, "the bytes are not a valid module"},
-	{KindExport, 7, 7, "the export is missing or its signature does not fit"},
-	{KindTrap, 8, 8, "the guest trapped"},
-	{KindCancelled, 9, -32800, "the caller cancelled the run"},
-	{KindPluginError, 10, 10, "a plugin function reported an error"},
-	{KindCompileLimitExceeded, 11, 11, "compiling the module passed the compile time or memory limit"},
-}
-
-// Info returns the table row of k; unknown kinds get the host row.
-func (k Kind) Info() KindInfo {
-	for _, info := range Kinds {
-		if info.Kind == k {
-			return info
-		}
-	}
-	return Kinds[0]
-}
+// KindInfo is one row of the table of kinds (protocol.Kinds).
+type KindInfo = protocol.KindInfo
 
 // Resource names what a memory_limit_exceeded error ran into.
-type Resource string
+type Resource = protocol.Resource
 
 const (
-	ResourceMemory   Resource = "memory"   // linear memory bytes
-	ResourceTable    Resource = "table"    // table elements
-	ResourceMemories Resource = "memories" // number of memories
-	ResourceTables   Resource = "tables"   // number of tables
-	ResourceVars     Resource = "vars"     // a plugin instance's var bytes
+	ResourceMemory   = protocol.ResourceMemory   // linear memory bytes
+	ResourceTable    = protocol.ResourceTable    // table elements
+	ResourceMemories = protocol.ResourceMemories // number of memories
+	ResourceTables   = protocol.ResourceTables   // number of tables
+	ResourceVars     = protocol.ResourceVars     // a plugin instance's var bytes
 
 	// What a compile_limit_exceeded error ran into.
-	ResourceCompileTime   Resource = "compile_time"   // the compile deadline (Limit in ms)
-	ResourceCompileMemory Resource = "compile_memory" // the compile child's data size (Limit in bytes)
+	ResourceCompileTime   = protocol.ResourceCompileTime   // the compile deadline (Limit in ms)
+	ResourceCompileMemory = protocol.ResourceCompileMemory // the compile child's data size (Limit in bytes)
 )
 
 // Frame is one wasm stack frame of a trap.
@@ -132,6 +95,41 @@ func (e *Error) Unwrap() error { return e.err }
 func (e *Error) Is(target error) bool {
 	k, ok := target.(Kind)
 	return ok && k == e.Kind
+}
+
+// Outcome describes e in the protocol's terms: the kind, the message and
+// the kind's details as the wire names them. It makes *Error a
+// protocol.Outcome, which is how the sidecar and the CLI's --json report it.
+func (e *Error) Outcome() *protocol.Error {
+	d := protocol.ErrorData{Kind: string(e.Kind)}
+	u64 := func(v uint64) *uint64 { return &v }
+	str := func(s string) *string { return &s }
+	switch e.Kind {
+	case KindFuelExhausted:
+		d.Budget = u64(e.Budget)
+	case KindTimeout:
+		d.TimeoutMs = u64(e.TimeoutMs)
+	case KindMemoryLimitExceeded, KindCompileLimitExceeded:
+		d.Limit = u64(e.Limit)
+		d.Resource = string(e.Resource)
+		if e.Requested > 0 {
+			d.Requested = u64(e.Requested)
+		}
+	case KindDisallowedImport:
+		d.Module, d.Name = str(e.Module), str(e.Name)
+	case KindExport, KindPluginError:
+		d.Function = str(e.Function)
+	case KindTrap:
+		d.TrapCode = e.TrapCode
+		for _, f := range e.Frames {
+			d.Frames = append(d.Frames, protocol.FrameInfo{Func: f.Func, FuncIndex: f.FuncIndex, ModuleOffset: f.ModuleOffs})
+		}
+	}
+	if e.Usage != nil {
+		d.FuelConsumed = u64(e.Usage.FuelConsumed)
+		d.PeakMemoryBytes = u64(e.Usage.PeakMemoryBytes)
+	}
+	return &protocol.Error{Kind: e.Kind, Message: e.Message, Data: d, Err: e}
 }
 
 // KindOf returns the kind of err: the Kind of a *Error, cancelled for

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -25,7 +25,7 @@ func TestErrorKindsGolden(t *testing.T) {
 		Summary  string `json:"summary"`
 	}
 	var rows []row
-	for _, k := range sandbox.Kinds {
+	for _, k := range protocol.Kinds() {
 		rows = append(rows, row{string(k.Kind), k.ExitCode, k.RPCCode, k.Summary})
 	}
 	want, err := json.MarshalIndent(rows, "", "  ")

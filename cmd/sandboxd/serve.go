@@ -33,6 +33,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	maxConc := fs.Int("max-concurrency", runtime.NumCPU(), "runs executing at once")
 	maxQueue := fs.Int("max-queue", rpc.DefaultMaxQueue, "runs waiting for a worker before requests get busy")
 	maxMsg := fs.Int64("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted message")
+	maxQueueBytes := fs.Int64("max-queue-bytes", rpc.DefaultMaxQueueBytes, "summed message bytes of the waiting requests before requests get busy (at least --max-message-bytes)")
 	cacheEntries := fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory (0: none, the cache is off)")
 	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "summed compiled size of the modules kept in memory")
 	cacheDir := fs.String("cache-dir", "", "directory that keeps compiled modules across restarts (off when empty; must be writable only by the operator)")
@@ -87,9 +88,13 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitServeNoShutdown
 	}
 	defer eng.Close()
-	srv, err := rpc.NewServer(eng, rpc.Options{
+	if *maxMsg > *maxQueueBytes && !flagSet(fs, "max-queue-bytes") {
+		*maxQueueBytes = *maxMsg // a larger message limit raises the default
+	}
+	srv, err := rpc.NewServer(sidecarEngine{eng}, rpc.Options{
 		Framing: rpc.Framing(*framing), MaxConcurrency: *maxConc, MaxQueue: *maxQueue, MaxMessageBytes: *maxMsg,
-		Defaults: defaults(), Maximums: maximums(), Logger: logger, Version: version,
+		MaxQueueBytes: *maxQueueBytes, Defaults: defaults(), Maximums: maximums(), Logger: logger,
+		Version: version, EngineVersion: wasmtimeVersion(),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
@@ -146,6 +151,13 @@ func pollable(f *os.File) (_ *os.File, restore func()) {
 		return f, func() {}
 	}
 	return os.NewFile(uintptr(fd), f.Name()), func() { _ = syscall.SetNonblock(fd, false) }
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // wasmtimeVersion reports the linked wasmtime-go module version.

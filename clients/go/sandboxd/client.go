@@ -24,7 +24,6 @@
 package sandboxd
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,7 +36,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sandboxd/sandboxd/rpc"
+	"github.com/sandboxd/sandboxd/internal/framing"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // cancelGrace is how long a call whose context ended keeps waiting for the
@@ -52,10 +52,9 @@ type Client struct {
 
 	// Writing: one message per lock, flushed at once.
 	wmu     sync.Mutex
-	w       *bufio.Writer
+	w       *framing.Writer
 	wc      io.WriteCloser
 	wclosed bool
-	ndjson  bool
 
 	// Reading: whoever holds the token (taken from readTok, capacity 1)
 	// owns fr and is the only one reading.
@@ -151,10 +150,13 @@ func (c *Client) Process() *os.Process {
 // New speaks to a sidecar over r (its stdout) and w (its stdin). ctx is not
 // used; it is kept for compatibility.
 func New(ctx context.Context, r io.Reader, w io.WriteCloser, ndjson bool) *Client {
+	mode := framing.ContentLength
+	if ndjson {
+		mode = framing.NDJSON
+	}
 	c := &Client{
-		w:       bufio.NewWriterSize(w, ioBufSize),
+		w:       framing.NewWriter(w, mode),
 		wc:      w,
-		ndjson:  ndjson,
 		readTok: make(chan struct{}, 1),
 		fr:      newFrameReader(r, ndjson),
 		pending: map[uint64]*call{},
@@ -196,35 +198,35 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 }
 
 // RunParams are the params of a run; see docs/protocol.md.
-type RunParams = rpc.RunParams
+type RunParams = protocol.RunParams
 
 // Run calls `run`. onLog, if set, receives the run's log lines in order
 // before Run returns. It is called on whichever calling goroutine is
 // reading at the time, so it must be quick and must not call the Client.
-func (c *Client) Run(ctx context.Context, p RunParams, onLog func(seq int, line string)) (*rpc.RunResult, error) {
+func (c *Client) Run(ctx context.Context, p RunParams, onLog func(seq int, line string)) (*protocol.RunResult, error) {
 	if c.closing.Load() {
 		return nil, ErrClosed
 	}
-	var res rpc.RunResult
-	if err := c.call(ctx, rpc.MethodRun, p, &res, onLog, cancelGrace); err != nil {
+	var res protocol.RunResult
+	if err := c.call(ctx, protocol.MethodRun, p, &res, onLog, cancelGrace); err != nil {
 		return nil, err
 	}
 	return &res, nil
 }
 
 // Compile calls `compile`.
-func (c *Client) Compile(ctx context.Context, m rpc.ModuleSpec) (*rpc.CompileResult, error) {
-	var res rpc.CompileResult
-	if err := c.Call(ctx, rpc.MethodCompile, rpc.CompileParams{Module: m}, &res); err != nil {
+func (c *Client) Compile(ctx context.Context, m protocol.ModuleSpec) (*protocol.CompileResult, error) {
+	var res protocol.CompileResult
+	if err := c.Call(ctx, protocol.MethodCompile, protocol.CompileParams{Module: m}, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
 }
 
 // Stats calls `stats`.
-func (c *Client) Stats(ctx context.Context) (*rpc.StatsResult, error) {
-	var res rpc.StatsResult
-	if err := c.Call(ctx, rpc.MethodStats, nil, &res); err != nil {
+func (c *Client) Stats(ctx context.Context) (*protocol.StatsResult, error) {
+	var res protocol.StatsResult
+	if err := c.Call(ctx, protocol.MethodStats, nil, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -313,7 +315,7 @@ func (c *Client) wait(ctx context.Context, cl *call, grace time.Duration) error 
 				expire()
 				return
 			}
-			c.notify(rpc.MethodCancel, cancelParams{ID: cl.id})
+			c.notify(protocol.MethodCancel, cancelParams{ID: cl.id})
 			mu.Lock()
 			if !returned {
 				t = time.AfterFunc(grace, expire)
@@ -385,12 +387,12 @@ func (c *Client) poke() {
 
 // dispatch routes one message from the server.
 func (c *Client) dispatch(body []byte) {
-	var m rpc.Message // its raw fields are copies: they outlive the frame buffer
+	var m protocol.Message // its raw fields are copies: they outlive the frame buffer
 	if err := json.Unmarshal(body, &m); err != nil {
 		return // not JSON: nothing can be attributed to a call
 	}
 	if m.Method != "" {
-		if m.Method == rpc.NotifyLog {
+		if m.Method == protocol.NotifyLog {
 			c.dispatchLog(m.Params)
 		}
 		return // other notifications and server requests: none are defined
@@ -508,7 +510,7 @@ func (c *Client) write(body []byte) error {
 	if c.wclosed {
 		return ErrClosed
 	}
-	writeFrame(c.w, body, c.ndjson)
+	_ = c.w.Write(body)
 	if err := c.w.Flush(); err != nil {
 		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
@@ -528,11 +530,11 @@ func (c *Client) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// shutdown waits for in-flight runs, so their answers are read first.
-	shutdownErr := c.call(ctx, rpc.MethodShutdown, nil, nil, nil, 0)
+	shutdownErr := c.call(ctx, protocol.MethodShutdown, nil, nil, nil, 0)
 	if !errors.Is(shutdownErr, ErrClosed) {
 		// Not after the stream died: a peer that stopped reading would
 		// block the write forever on an unbuffered pipe.
-		c.notify(rpc.MethodExit, nil)
+		c.notify(protocol.MethodExit, nil)
 	}
 	c.wmu.Lock()
 	c.wclosed = true

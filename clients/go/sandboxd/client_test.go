@@ -1,7 +1,6 @@
 package sandboxd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/internal/framing"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
-	"github.com/sandboxd/sandboxd/sandbox"
 )
 
 // --- a fake engine behind the real rpc.Server ---
@@ -38,46 +38,51 @@ func newFakeEngine() *fakeEngine {
 	return &fakeEngine{started: make(chan string, 1000), gate: make(chan struct{})}
 }
 
-func (e *fakeEngine) Compile(ctx context.Context, src sandbox.Source) (*sandbox.Module, sandbox.CompileInfo, error) {
-	return &sandbox.Module{ID: "sha256:fake", Exports: []sandbox.Export{
+// fakeModule is the one module of the fake engine.
+type fakeModule struct{ info protocol.ModuleInfo }
+
+func (m *fakeModule) Info() *protocol.ModuleInfo { return &m.info }
+
+func (e *fakeEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Module, protocol.CompileInfo, error) {
+	return &fakeModule{protocol.ModuleInfo{ID: "sha256:fake", Exports: []protocol.Export{
 		{Name: "run", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "echo", Kind: "func", Params: []string{"i32"}, Results: []string{"i32"}},
 		{Name: "logs", Kind: "func", Params: []string{"i32", "i32"}, Results: []string{"i32"}},
-	}}, sandbox.CompileInfo{}, nil
+	}}}, protocol.CompileInfo{}, nil
 }
 
-func (e *fakeEngine) CacheStats() sandbox.CacheStats { return sandbox.CacheStats{} }
+func (e *fakeEngine) CacheStats() protocol.CacheStats { return protocol.CacheStats{} }
 
-func (e *fakeEngine) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
-	res := &sandbox.Result{}
+func (e *fakeEngine) Run(ctx context.Context, _ rpc.Module, req protocol.Run) (*protocol.RunOutcome, error) {
+	res := &protocol.RunOutcome{}
 	switch req.Function {
 	case "run":
-		res.Values = []sandbox.Value{sandbox.ValueI32(42)}
+		res.Values = []protocol.Value{protocol.ValueI32(42)}
 	case "echo":
 		k := req.Args[0].I32()
 		time.Sleep(time.Duration(k%3) * time.Millisecond)
-		res.Values = []sandbox.Value{sandbox.ValueI32(k)}
+		res.Values = []protocol.Value{protocol.ValueI32(k)}
 	case "logs":
 		k, n := req.Args[0].I32(), int(req.Args[1].I32())
 		for i := range n {
 			req.Log(fmt.Sprintf("%d:%d", k, i))
 		}
 		res.LogLines = n
-		res.Values = []sandbox.Value{sandbox.ValueI32(k)}
+		res.Values = []protocol.Value{protocol.ValueI32(k)}
 	case "block":
 		e.started <- "block"
 		<-ctx.Done()
-		return nil, &sandbox.Error{Kind: sandbox.KindCancelled, Message: "run cancelled by the caller"}
+		return nil, &protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"}
 	case "gate":
 		e.started <- "gate"
 		select {
 		case <-e.gate:
-			res.Values = []sandbox.Value{sandbox.ValueI32(1)}
+			res.Values = []protocol.Value{protocol.ValueI32(1)}
 		case <-ctx.Done():
-			return nil, &sandbox.Error{Kind: sandbox.KindCancelled, Message: "run cancelled by the caller"}
+			return nil, &protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"}
 		}
 	default:
-		return nil, &sandbox.Error{Kind: sandbox.KindExport, Function: req.Function, Message: "no export " + req.Function}
+		return nil, &protocol.Error{Kind: protocol.KindExport, Data: protocol.ErrorData{Function: &req.Function}, Message: "no export " + req.Function}
 	}
 	return res, nil
 }
@@ -618,9 +623,11 @@ func TestFrameReader(t *testing.T) {
 
 func TestWriteFrame(t *testing.T) {
 	var b bytes.Buffer
-	w := bufio.NewWriter(&b)
-	writeFrame(w, []byte(`{"a":1}`), false)
-	writeFrame(w, []byte(`{}`), true)
+	w := framing.NewWriter(&b, framing.ContentLength)
+	w.Write([]byte(`{"a":1}`))
+	w.Flush()
+	w = framing.NewWriter(&b, framing.NDJSON)
+	w.Write([]byte(`{}`))
 	w.Flush()
 	if got := b.String(); got != "Content-Length: 7\r\n\r\n{\"a\":1}{}\n" {
 		t.Fatalf("%q", got)

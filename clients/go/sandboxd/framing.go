@@ -1,14 +1,14 @@
 package sandboxd
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/framing"
 )
 
 // maxFrame bounds one incoming message. The sidecar's own limit is 64 MiB by
@@ -16,19 +16,16 @@ import (
 // allocating it would let a broken peer exhaust our memory.
 const maxFrame = 256 << 20
 
-// ioBufSize is the size of the read and write buffers. It also bounds one
-// Content-Length header line (the server refuses lines over 8 KiB).
-const ioBufSize = 64 << 10
-
 // errFrame marks a byte stream that can no longer be parsed.
 var errFrame = errors.New("broken frame")
 
-// frameReader reads whole messages in either framing. It is used only by the
-// goroutine holding the reader token, so it needs no lock of its own.
+// frameReader reads whole messages in either framing with the framing
+// package the sidecar uses too, and adds what only a client needs: being
+// woken between messages (poke). It is used only by the goroutine holding
+// the reader token, so it needs no lock of its own.
 type frameReader struct {
-	br     *bufio.Reader
+	fr     *framing.Reader
 	ndjson bool
-	buf    []byte    // reused body buffer; callers copy what they keep
 	dl     deadliner // the stream, if it has read deadlines (for poke)
 	src    *pokeableReader
 }
@@ -46,7 +43,11 @@ func newFrameReader(r io.Reader, ndjson bool) *frameReader {
 		f.src = &pokeableReader{r: r, dl: dl}
 		r = f.src
 	}
-	f.br = bufio.NewReaderSize(r, ioBufSize)
+	mode := framing.ContentLength
+	if ndjson {
+		mode = framing.NDJSON
+	}
+	f.fr = framing.NewReader(r, mode, maxFrame)
 	return f
 }
 
@@ -79,124 +80,32 @@ func (p *pokeableReader) Read(b []byte) (int, error) {
 }
 
 // next returns the next message body, valid until the following call. It
-// returns io.EOF at a clean end of stream between messages.
+// returns io.EOF at a clean end of stream between messages,
+// io.ErrUnexpectedEOF inside one, and errFrame (wrapped) for a stream
+// that cannot be parsed.
 func (f *frameReader) next() ([]byte, error) {
 	if f.src != nil {
-		f.src.atBoundary = f.br.Buffered() == 0
+		f.src.atBoundary = f.fr.Buffered() == 0
 	}
-	if f.ndjson {
-		return f.nextLine()
-	}
-	return f.nextContentLength()
-}
-
-func (f *frameReader) nextContentLength() ([]byte, error) {
-	n := int64(-1)
-	for first := true; ; first = false {
-		line, err := f.br.ReadSlice('\n')
-		if err != nil {
-			switch {
-			case err == io.EOF && first && len(line) == 0:
-				return nil, io.EOF
-			case err == io.EOF:
-				return nil, io.ErrUnexpectedEOF
-			case err == bufio.ErrBufferFull:
-				return nil, fmt.Errorf("%w: header line over %d bytes", errFrame, ioBufSize)
-			}
-			return nil, err
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			break // the blank line ending the header block
-		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			return nil, fmt.Errorf("%w: header line %q", errFrame, line)
-		}
-		if !bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
-			continue // Content-Type and the like carry nothing we need
-		}
-		v, err := strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64)
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("%w: Content-Length %q", errFrame, value)
-		}
-		n = v
-	}
-	if n < 0 {
-		return nil, fmt.Errorf("%w: no Content-Length header", errFrame)
-	}
-	if n > maxFrame {
-		return nil, fmt.Errorf("%w: Content-Length %d over %d", errFrame, n, maxFrame)
-	}
-	f.grow(int(n))
-	if _, err := io.ReadFull(f.br, f.buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return f.buf, nil
-}
-
-func (f *frameReader) nextLine() ([]byte, error) {
-	for {
-		// The common case is a line that fits the read buffer: ReadSlice
-		// returns it without a copy, valid until the next read.
-		line, err := f.br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A longer line is gathered in f.buf, up to maxFrame.
-			acc := append(f.buf[:0], line...)
-			for err == bufio.ErrBufferFull {
-				line, err = f.br.ReadSlice('\n')
-				if len(acc)+len(line) > maxFrame {
-					return nil, fmt.Errorf("%w: line over %d bytes", errFrame, maxFrame)
-				}
-				acc = append(acc, line...)
-			}
-			line, f.buf = acc, acc
-			if cap(acc) > 4*ioBufSize {
-				f.buf = nil // do not keep a huge buffer for one huge line
-			}
-		}
-		switch {
-		case err == io.EOF && len(bytes.TrimSpace(line)) == 0:
-			return nil, io.EOF
-		case err == io.EOF:
+	body, err := f.fr.Read()
+	var fe *framing.Error
+	var big *framing.TooLargeError
+	switch {
+	case err == nil && f.ndjson:
+		if !bytes.HasSuffix(body, []byte("\n")) {
+			// The sidecar ends every line; a last line without its newline
+			// was cut by the end of the stream.
 			return nil, io.ErrUnexpectedEOF
-		case err != nil:
-			return nil, err
 		}
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			return line, nil
-		}
+		return bytes.TrimSpace(body), nil
+	case err == nil:
+		return body, nil
+	case errors.As(err, &fe) && fe.Truncated:
+		return nil, io.ErrUnexpectedEOF
+	case errors.As(err, &fe):
+		return nil, fmt.Errorf("%w: %s", errFrame, fe.Problem)
+	case errors.As(err, &big):
+		return nil, fmt.Errorf("%w: message of %d bytes over %d", errFrame, big.Size, maxFrame)
 	}
-}
-
-// grow sets f.buf to n bytes, reusing the old buffer when it fits. A buffer
-// grown for one huge message is not kept, so memory follows the usual size.
-func (f *frameReader) grow(n int) {
-	if cap(f.buf) >= n && cap(f.buf) <= 4*ioBufSize {
-		f.buf = f.buf[:n]
-		return
-	}
-	c := n
-	if c < 4096 {
-		c = 4096
-	}
-	f.buf = make([]byte, n, c)
-}
-
-// writeFrame appends one framed message to w (which the caller flushes).
-func writeFrame(w *bufio.Writer, body []byte, ndjson bool) {
-	if ndjson {
-		// encoding/json never emits a raw newline, so the body is one line.
-		w.Write(body)
-		w.WriteByte('\n')
-		return
-	}
-	var num [20]byte
-	w.WriteString("Content-Length: ")
-	w.Write(strconv.AppendInt(num[:0], int64(len(body)), 10))
-	w.WriteString("\r\n\r\n")
-	w.Write(body)
+	return nil, err
 }

@@ -1,4 +1,4 @@
-package rpc
+package protocol
 
 import (
 	"bytes"
@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/sandboxd/sandboxd/sandbox"
 )
 
 // goldenValues reads testdata/wire/values.json, the value encodings shared
@@ -105,8 +103,8 @@ func TestGoldenValues(t *testing.T) {
 			if err := json.Unmarshal(c.Wire, &typed); err != nil {
 				t.Fatal(err)
 			}
-			ty := sandbox.ValType(typed.Type)
-			want := sandbox.Value{Type: ty, Bits: parseBits(t, c.Bits)}
+			ty := ValType(typed.Type)
+			want := Value{Type: ty, Bits: parseBits(t, c.Bits)}
 
 			got, err := DecodeArg(c.Wire, ty)
 			if err != nil {
@@ -134,11 +132,11 @@ func TestGoldenValues(t *testing.T) {
 
 func TestDecodeArg(t *testing.T) {
 	const (
-		i32, i64, f32, f64 = sandbox.I32, sandbox.I64, sandbox.F32, sandbox.F64
+		i32, i64, f32, f64 = I32, I64, F32, F64
 	)
 	cases := []struct {
 		raw  string
-		ty   sandbox.ValType
+		ty   ValType
 		bits uint64
 	}{
 		// i32 numbers.
@@ -214,7 +212,7 @@ func TestDecodeArg(t *testing.T) {
 			t.Errorf("DecodeArg(%s, %s): unexpected error %v", c.raw, c.ty, err)
 			continue
 		}
-		want := sandbox.Value{Type: c.ty, Bits: c.bits}
+		want := Value{Type: c.ty, Bits: c.bits}
 		if got != want {
 			t.Errorf("DecodeArg(%s, %s) = %s %#x, want %#x", c.raw, c.ty, got.Type, got.Bits, c.bits)
 		}
@@ -223,11 +221,11 @@ func TestDecodeArg(t *testing.T) {
 
 func TestDecodeArgRefused(t *testing.T) {
 	const (
-		i32, i64, f32, f64 = sandbox.I32, sandbox.I64, sandbox.F32, sandbox.F64
+		i32, i64, f32, f64 = I32, I64, F32, F64
 	)
 	cases := []struct {
 		raw  string
-		ty   sandbox.ValType
+		ty   ValType
 		want string // substring of the error
 	}{
 		// out of range.
@@ -306,7 +304,7 @@ func TestDecodeArgRefused(t *testing.T) {
 // that big.Float underflows to zero is not an integer and must not become 0.
 func TestDecodeArgTinyExponent(t *testing.T) {
 	for _, raw := range []string{`1e-400`, `1e-1000000000`, `5e-3000000000`} {
-		for _, ty := range []sandbox.ValType{sandbox.I32, sandbox.I64} {
+		for _, ty := range []ValType{I32, I64} {
 			if v, err := DecodeArg(json.RawMessage(raw), ty); err == nil {
 				t.Errorf("DecodeArg(%s, %s) = %#x, want an error (not an integer)", raw, ty, v.Bits)
 			}
@@ -317,10 +315,10 @@ func TestDecodeArgTinyExponent(t *testing.T) {
 // TestDecodeArgHugeExponent: enormous exponents are refused quickly.
 func TestDecodeArgHugeExponent(t *testing.T) {
 	for _, raw := range []string{`1e1000000000`, `1e999999999999999999`, `-1e1000000000`} {
-		for _, ty := range sandbox.ValueTypes {
+		for _, ty := range ValueTypes() {
 			v, err := DecodeArg(json.RawMessage(raw), ty)
 			switch ty {
-			case sandbox.I32, sandbox.I64:
+			case I32, I64:
 				if err == nil {
 					t.Errorf("DecodeArg(%s, %s) = %#x, want an error", raw, ty, v.Bits)
 				}
@@ -335,41 +333,41 @@ func TestDecodeArgHugeExponent(t *testing.T) {
 
 func TestEncodeValue(t *testing.T) {
 	cases := []struct {
-		v         sandbox.Value
+		v         Value
 		value     string // exact JSON of "value"
 		bits      string
 		pyIsFloat bool // Python's json.loads(value) must give a float
 	}{
-		{sandbox.ValueI32(42), `42`, "", false},
-		{sandbox.ValueI32(-1), `-1`, "", false},
-		{sandbox.ValueI32(math.MinInt32), `-2147483648`, "", false},
-		{sandbox.ValueI64(0), `"0"`, "", false},
-		{sandbox.ValueI64(1), `"1"`, "", false},
-		{sandbox.ValueI64(-1), `"-1"`, "", false},
-		{sandbox.ValueI64(math.MaxInt64), `"9223372036854775807"`, "", false},
-		{sandbox.ValueI64(math.MinInt64), `"-9223372036854775808"`, "", false},
-		{sandbox.ValueF64(2), `2.0`, "0x4000000000000000", true},
-		{sandbox.ValueF64(0), `0.0`, "0x0000000000000000", true},
-		{sandbox.ValueF64(math.Copysign(0, -1)), ``, "0x8000000000000000", true},
-		{sandbox.ValueF64(1.5), `1.5`, "0x3ff8000000000000", true},
-		{sandbox.ValueF64(1e21), ``, "0x444b1ae4d6e2ef50", true},
-		{sandbox.ValueF64(1e300), ``, "", true},
-		{sandbox.ValueF64(123456789), ``, "", true},
-		{sandbox.ValueF64(-7), ``, "", true},
-		{sandbox.ValueF64(math.MaxFloat64), ``, "0x7fefffffffffffff", true},
-		{sandbox.ValueF64(5e-324), ``, "0x0000000000000001", true},
-		{sandbox.ValueF64(math.Inf(1)), `"Infinity"`, "0x7ff0000000000000", false},
-		{sandbox.ValueF64(math.Inf(-1)), `"-Infinity"`, "0xfff0000000000000", false},
-		{sandbox.Value{Type: sandbox.F64, Bits: 0x7ff8000000000123}, `"NaN"`, "0x7ff8000000000123", false},
-		{sandbox.Value{Type: sandbox.F64, Bits: 0xfff8000000000000}, `"NaN"`, "0xfff8000000000000", false},
-		{sandbox.ValueF32(2), `2.0`, "0x40000000", true},
-		{sandbox.ValueF32(0.1), `0.1`, "0x3dcccccd", true},
-		{sandbox.ValueF32(float32(math.Copysign(0, -1))), ``, "0x80000000", true},
-		{sandbox.ValueF32(16777216), ``, "0x4b800000", true},
-		{sandbox.ValueF32(math.MaxFloat32), ``, "0x7f7fffff", true},
-		{sandbox.ValueF32(float32(math.Inf(1))), `"Infinity"`, "0x7f800000", false},
-		{sandbox.Value{Type: sandbox.F32, Bits: 0x7fc00001}, `"NaN"`, "0x7fc00001", false},
-		{sandbox.Value{Type: sandbox.F32, Bits: 1}, ``, "0x00000001", true},
+		{ValueI32(42), `42`, "", false},
+		{ValueI32(-1), `-1`, "", false},
+		{ValueI32(math.MinInt32), `-2147483648`, "", false},
+		{ValueI64(0), `"0"`, "", false},
+		{ValueI64(1), `"1"`, "", false},
+		{ValueI64(-1), `"-1"`, "", false},
+		{ValueI64(math.MaxInt64), `"9223372036854775807"`, "", false},
+		{ValueI64(math.MinInt64), `"-9223372036854775808"`, "", false},
+		{ValueF64(2), `2.0`, "0x4000000000000000", true},
+		{ValueF64(0), `0.0`, "0x0000000000000000", true},
+		{ValueF64(math.Copysign(0, -1)), ``, "0x8000000000000000", true},
+		{ValueF64(1.5), `1.5`, "0x3ff8000000000000", true},
+		{ValueF64(1e21), ``, "0x444b1ae4d6e2ef50", true},
+		{ValueF64(1e300), ``, "", true},
+		{ValueF64(123456789), ``, "", true},
+		{ValueF64(-7), ``, "", true},
+		{ValueF64(math.MaxFloat64), ``, "0x7fefffffffffffff", true},
+		{ValueF64(5e-324), ``, "0x0000000000000001", true},
+		{ValueF64(math.Inf(1)), `"Infinity"`, "0x7ff0000000000000", false},
+		{ValueF64(math.Inf(-1)), `"-Infinity"`, "0xfff0000000000000", false},
+		{Value{Type: F64, Bits: 0x7ff8000000000123}, `"NaN"`, "0x7ff8000000000123", false},
+		{Value{Type: F64, Bits: 0xfff8000000000000}, `"NaN"`, "0xfff8000000000000", false},
+		{ValueF32(2), `2.0`, "0x40000000", true},
+		{ValueF32(0.1), `0.1`, "0x3dcccccd", true},
+		{ValueF32(float32(math.Copysign(0, -1))), ``, "0x80000000", true},
+		{ValueF32(16777216), ``, "0x4b800000", true},
+		{ValueF32(math.MaxFloat32), ``, "0x7f7fffff", true},
+		{ValueF32(float32(math.Inf(1))), `"Infinity"`, "0x7f800000", false},
+		{Value{Type: F32, Bits: 0x7fc00001}, `"NaN"`, "0x7fc00001", false},
+		{Value{Type: F32, Bits: 1}, ``, "0x00000001", true},
 	}
 	for _, c := range cases {
 		w := EncodeValue(c.v)
@@ -380,10 +378,10 @@ func TestEncodeValue(t *testing.T) {
 		if c.value != "" && string(w.Value) != c.value {
 			t.Errorf("%s: value %s, want %s", name, w.Value, c.value)
 		}
-		isFloat := c.v.Type == sandbox.F32 || c.v.Type == sandbox.F64
+		isFloat := c.v.Type == F32 || c.v.Type == F64
 		if isFloat {
 			width := 16
-			if c.v.Type == sandbox.F32 {
+			if c.v.Type == F32 {
 				width = 8
 			}
 			if len(w.Bits) != 2+width || !strings.HasPrefix(w.Bits, "0x") || strings.ToLower(w.Bits) != w.Bits {
@@ -398,7 +396,7 @@ func TestEncodeValue(t *testing.T) {
 		} else if w.Bits != "" {
 			t.Errorf("%s: integers carry no bits, got %q", name, w.Bits)
 		}
-		if c.v.Type == sandbox.I64 && (len(w.Value) == 0 || w.Value[0] != '"') {
+		if c.v.Type == I64 && (len(w.Value) == 0 || w.Value[0] != '"') {
 			t.Errorf("%s: i64 value %s must be a string", name, w.Value)
 		}
 		if c.pyIsFloat && !pythonReadsFloat(string(w.Value)) {
@@ -420,7 +418,7 @@ func TestEncodeValue(t *testing.T) {
 			t.Errorf("%s: DecodeArg(%s) = %#x, %v", name, b, back.Bits, err)
 		}
 		// Without the bits, finite values still decode exactly (value is exact).
-		if w.Value[0] != '"' || c.v.Type == sandbox.I64 {
+		if w.Value[0] != '"' || c.v.Type == I64 {
 			back, err := DecodeArg(w.Value, c.v.Type)
 			if err != nil || back != c.v {
 				t.Errorf("%s: DecodeArg(value %s) = %#x, %v", name, w.Value, back.Bits, err)
@@ -455,9 +453,9 @@ func TestEncodeDecodeRoundTripSweep(t *testing.T) {
 		patterns = append(patterns, 1<<i, (1<<i)-1, ^(uint64(1) << i))
 	}
 	for _, p := range patterns {
-		for _, ty := range sandbox.ValueTypes {
-			v := sandbox.Value{Type: ty, Bits: p}
-			if ty == sandbox.I32 || ty == sandbox.F32 {
+		for _, ty := range ValueTypes() {
+			v := Value{Type: ty, Bits: p}
+			if ty == I32 || ty == F32 {
 				v.Bits &= 0xffffffff
 			}
 			b, err := json.Marshal(EncodeValue(v))

@@ -1,4 +1,4 @@
-package rpc
+package protocol
 
 import (
 	"bytes"
@@ -9,24 +9,22 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-
-	"github.com/sandboxd/sandboxd/sandbox"
 )
 
 // EncodeValue is the wire form of a value: i32 as a number, i64 as a
 // decimal string, floats as a number (or "NaN"/"Infinity"/"-Infinity")
 // always with their exact bits.
-func EncodeValue(v sandbox.Value) WireValue {
+func EncodeValue(v Value) WireValue {
 	w := WireValue{Type: string(v.Type)}
 	switch v.Type {
-	case sandbox.I32:
+	case I32:
 		w.Value = json.RawMessage(strconv.FormatInt(int64(v.I32()), 10))
-	case sandbox.I64:
+	case I64:
 		w.Value = json.RawMessage(strconv.Quote(strconv.FormatInt(v.I64(), 10)))
-	case sandbox.F32:
+	case F32:
 		w.Value = floatJSON(float64(v.F32()), 32)
 		w.Bits = fmt.Sprintf("0x%08x", uint32(v.Bits))
-	case sandbox.F64:
+	case F64:
 		w.Value = floatJSON(v.F64(), 64)
 		w.Bits = fmt.Sprintf("0x%016x", v.Bits)
 	}
@@ -53,7 +51,7 @@ func floatJSON(f float64, size int) json.RawMessage {
 }
 
 // EncodeValues encodes a result list; never nil, so JSON shows [].
-func EncodeValues(vs []sandbox.Value) []WireValue {
+func EncodeValues(vs []Value) []WireValue {
 	out := make([]WireValue, len(vs))
 	for i, v := range vs {
 		out[i] = EncodeValue(v)
@@ -64,10 +62,10 @@ func EncodeValues(vs []sandbox.Value) []WireValue {
 // DecodeArg reads one argument for a parameter of type ty. It accepts a
 // JSON number, a decimal string, {"type","value"} or {"type","bits"}; see
 // docs/protocol.md. Errors say what was expected and what came.
-func DecodeArg(raw json.RawMessage, ty sandbox.ValType) (sandbox.Value, error) {
+func DecodeArg(raw json.RawMessage, ty ValType) (Value, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return sandbox.Value{}, fmt.Errorf("expected %s, got nothing", ty)
+		return Value{}, fmt.Errorf("expected %s, got nothing", ty)
 	}
 	switch raw[0] {
 	case '{':
@@ -75,30 +73,30 @@ func DecodeArg(raw json.RawMessage, ty sandbox.ValType) (sandbox.Value, error) {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return sandbox.Value{}, fmt.Errorf("expected %s: %v", ty, err)
+			return Value{}, fmt.Errorf("expected %s: %v", ty, err)
 		}
 		return decodeString(s, ty)
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		return decodeNumber(string(raw), ty)
 	}
-	return sandbox.Value{}, fmt.Errorf("expected %s, got %s", ty, describeJSON(raw))
+	return Value{}, fmt.Errorf("expected %s, got %s", ty, describeJSON(raw))
 }
 
-func decodeTyped(raw json.RawMessage, ty sandbox.ValType) (sandbox.Value, error) {
+func decodeTyped(raw json.RawMessage, ty ValType) (Value, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return sandbox.Value{}, fmt.Errorf("expected %s: %v", ty, err)
+		return Value{}, fmt.Errorf("expected %s: %v", ty, err)
 	}
 	var typ string
 	if err := json.Unmarshal(obj["type"], &typ); err != nil || typ == "" {
-		return sandbox.Value{}, errors.New(`a typed value needs "type": "i32" | "i64" | "f32" | "f64"`)
+		return Value{}, errors.New(`a typed value needs "type": "i32" | "i64" | "f32" | "f64"`)
 	}
 	if typ != string(ty) {
-		return sandbox.Value{}, fmt.Errorf("type %q does not match the parameter type %s", typ, ty)
+		return Value{}, fmt.Errorf("type %q does not match the parameter type %s", typ, ty)
 	}
 	for k := range obj {
 		if k != "type" && k != "value" && k != "bits" {
-			return sandbox.Value{}, fmt.Errorf("unknown field %q in a typed value", k)
+			return Value{}, fmt.Errorf("unknown field %q in a typed value", k)
 		}
 	}
 	bitsRaw, hasBits := obj["bits"]
@@ -114,44 +112,44 @@ func decodeTyped(raw json.RawMessage, ty sandbox.ValType) (sandbox.Value, error)
 		return decodeBits(bitsRaw, ty)
 	case hasValue:
 		if len(bytes.TrimSpace(valueRaw)) > 0 && bytes.TrimSpace(valueRaw)[0] == '{' {
-			return sandbox.Value{}, fmt.Errorf("expected %s, got an object", ty)
+			return Value{}, fmt.Errorf("expected %s, got an object", ty)
 		}
 		return DecodeArg(valueRaw, ty)
 	}
-	return sandbox.Value{}, errors.New(`a typed value needs "value" or "bits"`)
+	return Value{}, errors.New(`a typed value needs "value" or "bits"`)
 }
 
-func decodeBits(raw json.RawMessage, ty sandbox.ValType) (sandbox.Value, error) {
+func decodeBits(raw json.RawMessage, ty ValType) (Value, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil || !strings.HasPrefix(s, "0x") {
-		return sandbox.Value{}, errors.New(`"bits" must be a string "0x" followed by hex digits`)
+		return Value{}, errors.New(`"bits" must be a string "0x" followed by hex digits`)
 	}
 	size := 64
-	if ty == sandbox.I32 || ty == sandbox.F32 {
+	if ty == I32 || ty == F32 {
 		size = 32
 	}
 	b, err := strconv.ParseUint(s[2:], 16, size)
 	if err != nil {
-		return sandbox.Value{}, fmt.Errorf("bits %q do not fit %s", s, ty)
+		return Value{}, fmt.Errorf("bits %q do not fit %s", s, ty)
 	}
-	return sandbox.Value{Type: ty, Bits: b}, nil
+	return Value{Type: ty, Bits: b}, nil
 }
 
-func decodeString(s string, ty sandbox.ValType) (sandbox.Value, error) {
+func decodeString(s string, ty ValType) (Value, error) {
 	switch ty {
-	case sandbox.F32, sandbox.F64:
+	case F32, F64:
 		switch s {
 		case "NaN", "Infinity", "-Infinity", "-0":
 		default:
 			if _, err := strconv.ParseFloat(s, 64); err != nil {
-				return sandbox.Value{}, fmt.Errorf("expected %s, got the string %q", ty, s)
+				return Value{}, fmt.Errorf("expected %s, got the string %q", ty, s)
 			}
 		}
-		return sandbox.ParseValue(ty, s)
+		return ParseValue(ty, s)
 	default:
-		v, err := sandbox.ParseValue(ty, s)
+		v, err := ParseValue(ty, s)
 		if err != nil || strings.TrimSpace(s) != s || strings.HasPrefix(s, "0x") {
-			return sandbox.Value{}, fmt.Errorf("expected %s, got the string %q", ty, s)
+			return Value{}, fmt.Errorf("expected %s, got the string %q", ty, s)
 		}
 		return v, nil
 	}
@@ -167,56 +165,56 @@ var (
 // decodeNumber reads a JSON number literal. Integers must be integral and
 // in range (i32 accepts -2^31..2^32-1, i64 -2^63..2^64-1; the unsigned
 // upper halves wrap); floats are correctly rounded to their width.
-func decodeNumber(lit string, ty sandbox.ValType) (sandbox.Value, error) {
+func decodeNumber(lit string, ty ValType) (Value, error) {
 	if !json.Valid([]byte(lit)) {
-		return sandbox.Value{}, fmt.Errorf("expected %s, got %q", ty, lit)
+		return Value{}, fmt.Errorf("expected %s, got %q", ty, lit)
 	}
 	switch ty {
-	case sandbox.F32:
+	case F32:
 		f, err := strconv.ParseFloat(lit, 32)
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
-			return sandbox.Value{}, fmt.Errorf("expected f32, got %s", lit)
+			return Value{}, fmt.Errorf("expected f32, got %s", lit)
 		}
-		return sandbox.ValueF32(float32(f)), nil
-	case sandbox.F64:
+		return ValueF32(float32(f)), nil
+	case F64:
 		f, err := strconv.ParseFloat(lit, 64)
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
-			return sandbox.Value{}, fmt.Errorf("expected f64, got %s", lit)
+			return Value{}, fmt.Errorf("expected f64, got %s", lit)
 		}
-		return sandbox.ValueF64(f), nil
+		return ValueF64(f), nil
 	}
 	if len(lit) > 400 { // keep big.Float parsing bounded
-		return sandbox.Value{}, fmt.Errorf("expected %s, got a number of %d digits", ty, len(lit))
+		return Value{}, fmt.Errorf("expected %s, got a number of %d digits", ty, len(lit))
 	}
-	n, ok := exactInteger(lit)
+	n, ok := ExactInteger(lit)
 	if !ok {
-		return sandbox.Value{}, fmt.Errorf("expected %s (an integer), got %s", ty, lit)
+		return Value{}, fmt.Errorf("expected %s (an integer), got %s", ty, lit)
 	}
 	lo, hi := minI64, maxU64
-	if ty == sandbox.I32 {
+	if ty == I32 {
 		lo, hi = minI32, maxU32
 	}
 	if n.Cmp(lo) < 0 || n.Cmp(hi) > 0 {
-		return sandbox.Value{}, fmt.Errorf("%s is out of range for %s", lit, ty)
+		return Value{}, fmt.Errorf("%s is out of range for %s", lit, ty)
 	}
 	if n.Sign() < 0 {
-		if ty == sandbox.I32 {
-			return sandbox.ValueI32(int32(n.Int64())), nil
+		if ty == I32 {
+			return ValueI32(int32(n.Int64())), nil
 		}
-		return sandbox.ValueI64(n.Int64()), nil
+		return ValueI64(n.Int64()), nil
 	}
-	if ty == sandbox.I32 {
-		return sandbox.ValueI32(int32(uint32(n.Uint64()))), nil
+	if ty == I32 {
+		return ValueI32(int32(uint32(n.Uint64()))), nil
 	}
-	return sandbox.ValueI64(int64(n.Uint64())), nil
+	return ValueI64(int64(n.Uint64())), nil
 }
 
-// exactInteger reads a JSON number literal that denotes an integer exactly
+// ExactInteger reads a JSON number literal that denotes an integer exactly
 // ("1e3" does, "1.5" and "1e-1000000000" do not). The caller bounds the
 // literal's length; big.Float keeps the work bounded even for huge
 // exponents, and a result that is not exact (an underflow to zero, say)
 // is refused.
-func exactInteger(lit string) (*big.Int, bool) {
+func ExactInteger(lit string) (*big.Int, bool) {
 	f, _, err := big.ParseFloat(lit, 10, 256, big.ToNearestEven)
 	if err != nil || f.IsInf() {
 		return nil, false

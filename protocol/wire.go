@@ -1,10 +1,11 @@
-// Package rpc is the sidecar: JSON-RPC 2.0 over a byte stream (the
-// process's stdin and stdout), framed like a language server, serving the
-// methods of docs/protocol.md over the sandbox engine.
+// Package protocol is what the sandboxd sidecar and its clients agree on,
+// in pure Go (no cgo, no wasmtime): the wire types of docs/protocol.md,
+// typed wasm values and their JSON encoding, the one table of error kinds,
+// and the plain-data shapes the sidecar speaks to its engine in.
 //
 // This file holds the wire types: every object that crosses the pipe, with
 // the JSON names the protocol document uses.
-package rpc
+package protocol
 
 import (
 	"encoding/json"
@@ -113,6 +114,7 @@ type InitializeResult struct {
 	Limits         LimitsInfo `json:"limits"`
 	MaxConcurrency int        `json:"maxConcurrency"`
 	MaxQueue       int        `json:"maxQueue"`
+	MaxQueueBytes  int64      `json:"maxQueueBytes"`
 }
 
 // ServerInfo names the server.
@@ -171,7 +173,8 @@ type LogParams struct {
 	Line string      `json:"line"`
 }
 
-// ErrorData is the data of a run-outcome error.
+// ErrorData is the data of a run-outcome error. Queued and MaxQueue (and
+// QueuedBytes, MaxQueueBytes) are the data of a busy error.
 type ErrorData struct {
 	Kind            string      `json:"kind"`
 	Budget          *uint64     `json:"budget,omitempty"`
@@ -188,6 +191,8 @@ type ErrorData struct {
 	PeakMemoryBytes *uint64     `json:"peakMemoryBytes,omitempty"`
 	Queued          *int        `json:"queued,omitempty"`
 	MaxQueue        *int        `json:"maxQueue,omitempty"`
+	QueuedBytes     *int64      `json:"queuedBytes,omitempty"`
+	MaxQueueBytes   *int64      `json:"maxQueueBytes,omitempty"`
 }
 
 // FrameInfo is one wasm frame of a trap, innermost first.

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+
+	"github.com/sandboxd/sandboxd/protocol"
+	"github.com/sandboxd/sandboxd/rpc"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// sidecarEngine adapts *sandbox.Engine to rpc.Engine. The sidecar speaks
+// protocol types only (so rpc and the Go client build without cgo), and
+// the sandbox knows nothing of the sidecar: this is the one place where
+// the two meet, field by field. Errors need no conversion: *sandbox.Error
+// describes itself as a protocol.Outcome.
+type sidecarEngine struct{ eng *sandbox.Engine }
+
+// compiledModule is a *sandbox.Module as the server sees it.
+type compiledModule struct {
+	mod  *sandbox.Module
+	info protocol.ModuleInfo
+}
+
+func (m *compiledModule) Info() *protocol.ModuleInfo { return &m.info }
+
+func (e sidecarEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Module, protocol.CompileInfo, error) {
+	mod, info, err := e.eng.Compile(ctx, sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID,
+		CompileTimeout: src.CompileTimeout, CompileMemoryBytes: src.CompileMemoryBytes})
+	if err != nil {
+		return nil, protocol.CompileInfo{}, err
+	}
+	m := &compiledModule{mod: mod, info: protocol.ModuleInfo{ID: mod.ID}}
+	for _, imp := range mod.Imports {
+		m.info.Imports = append(m.info.Imports, protocol.Import{Module: imp.Module, Name: imp.Name, Kind: imp.Kind, Type: imp.Type})
+	}
+	for _, exp := range mod.Exports {
+		m.info.Exports = append(m.info.Exports, protocol.Export{Name: exp.Name, Kind: exp.Kind, Params: exp.Params, Results: exp.Results})
+	}
+	return m, protocol.CompileInfo{Cached: info.Cached, Elapsed: info.Elapsed}, nil
+}
+
+func (e sidecarEngine) Run(ctx context.Context, mod rpc.Module, run protocol.Run) (*protocol.RunOutcome, error) {
+	res, err := e.eng.Run(ctx, sandbox.Request{
+		Module: mod.(*compiledModule).mod, Function: run.Function, Args: run.Args, Limits: run.Limits,
+		Capabilities: sandbox.Capabilities{Log: run.Capabilities.Log, Random: run.Capabilities.Random,
+			Seed: run.Capabilities.Seed, Clock: run.Capabilities.Clock},
+		Log: run.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.RunOutcome{
+		Values:       res.Values,
+		Usage:        protocol.Usage{FuelConsumed: res.FuelConsumed, PeakMemoryBytes: res.PeakMemoryBytes},
+		Elapsed:      res.Elapsed,
+		LogLines:     res.LogLines,
+		LogTruncated: res.LogTruncated,
+	}, nil
+}
+
+func (e sidecarEngine) CacheStats() protocol.CacheStats {
+	c := e.eng.CacheStats()
+	return protocol.CacheStats{Entries: c.Entries, Bytes: c.Bytes, Hits: c.Hits, Misses: c.Misses}
+}

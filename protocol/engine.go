@@ -1,0 +1,112 @@
+package protocol
+
+import (
+	"time"
+
+	"github.com/sandboxd/sandboxd/limits"
+)
+
+// This file holds the shapes the sidecar speaks to its engine in (see
+// rpc.Engine): what to compile, what to run and what came back. They are
+// plain data, so the protocol layer needs no cgo.
+
+// Source names a module: exactly one field is set.
+type Source struct {
+	WAT  string // WebAssembly text
+	Wasm []byte // binary (text is also accepted here and converted)
+	Path string // a .wasm or .wat file on the sidecar's machine
+	ID   string // "sha256:<hex>" of a module compiled earlier
+
+	// CompileTimeout and CompileMemoryBytes fence the compile, if the
+	// module must be compiled; zero takes the engine's default.
+	CompileTimeout     time.Duration
+	CompileMemoryBytes uint64
+}
+
+// IDPrefix starts every module id.
+const IDPrefix = "sha256:"
+
+// Import describes one import of a module.
+type Import struct {
+	Module string `json:"module"`
+	Name   string `json:"name"`
+	Kind   string `json:"kind"` // func, memory, table, global, tag
+	Type   string `json:"type"` // e.g. "(i32, i32) -> ()"
+}
+
+// Export describes one export. Params and Results are set for functions.
+type Export struct {
+	Name    string   `json:"name"`
+	Kind    string   `json:"kind"`
+	Params  []string `json:"params"`
+	Results []string `json:"results"`
+}
+
+// ModuleInfo describes a compiled module.
+type ModuleInfo struct {
+	ID      string
+	Imports []Import
+	Exports []Export
+}
+
+// Export returns the export named name, if any.
+func (m *ModuleInfo) Export(name string) (Export, bool) {
+	for _, e := range m.Exports {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Export{}, false
+}
+
+// CompileInfo says how a module was obtained.
+type CompileInfo struct {
+	Cached  bool          // found in the engine's cache
+	Elapsed time.Duration // time spent converting, validating and compiling
+}
+
+// CacheStats is a snapshot of the engine's compile cache.
+type CacheStats struct {
+	Entries int
+	Bytes   int64
+	Hits    uint64
+	Misses  uint64
+}
+
+// Capabilities are the host functions a run grants. Nothing is importable
+// unless granted.
+type Capabilities struct {
+	Log    bool   // host::log(ptr i32, len i32)
+	Random bool   // host::random() -> i64, splitmix64 seeded with Seed
+	Seed   uint64 // seed of host::random
+	Clock  bool   // host::now_ns() -> i64, monotonic ns since the run began
+}
+
+// HostFunctions returns the capability names, as initialize lists them.
+func HostFunctions() []string { return []string{"log", "random", "clock"} }
+
+// Run is one call of an export of a compiled module.
+type Run struct {
+	Function     string
+	Args         []Value
+	Limits       limits.Limits
+	Capabilities Capabilities
+	// Log receives each accepted guest log line, in order, before the run
+	// returns. It must not block.
+	Log func(line string)
+}
+
+// Usage is what a run consumed.
+type Usage struct {
+	FuelConsumed    uint64
+	PeakMemoryBytes uint64
+}
+
+// RunOutcome is what a successful run returns.
+type RunOutcome struct {
+	Values []Value
+	Usage
+	Elapsed      time.Duration // instantiation + start + call
+	LogLines     int           // lines delivered to Run.Log
+	LogTruncated bool          // some lines were cut or dropped by the log caps
+}

@@ -1,0 +1,26 @@
+// Package rpc is the sidecar: JSON-RPC 2.0 over a byte stream (the
+// process's stdin and stdout), framed like a language server, serving the
+// methods of docs/protocol.md over an Engine.
+//
+// It is pure Go: the engine is an interface in protocol types, so this
+// package and the Go client build without cgo (cmd/sandboxd adapts
+// *sandbox.Engine to it). The files, by job:
+//
+//	options.go    Options, their defaults and validation
+//	engine.go     the Engine interface the server drives
+//	lifecycle.go  Server, Serve and its one state machine: open → shutting
+//	              down → draining → closed
+//	dispatch.go   the read loop and method dispatch (fast methods inline)
+//	screen.go     envelope screening: what the JSON-RPC layer never sees
+//	queue.go      admission (busy by entries and by bytes), ids, cancel
+//	execute.go    the prepare stage (decode, compile) and the run workers
+//	encode.go     responses and notifications as bytes
+//	outbox.go     the output: ordering, back-pressure, the drain deadline
+//	stats.go      initialize's and stats' results
+//	params.go     decoding and validating run and compile params
+//	errors.go     errors as JSON-RPC error objects
+//
+// Framing itself (Content-Length and ndjson) is internal/framing, shared
+// with the Go client; the wire types, values and kinds are package
+// protocol.
+package rpc

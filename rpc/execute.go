@@ -1,0 +1,166 @@
+package rpc
+
+import (
+	"errors"
+	"runtime/debug"
+	"time"
+
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// Execution has two stages. The prepare stage runs in a goroutine of its
+// own per admitted request: it decodes the params and obtains the module
+// (Engine.Compile, which returns cached modules at once), so a request
+// waiting for its module to compile holds no run worker, and runs of
+// modules already compiled never wait behind a compile. A prepared run
+// then waits in the run queue for one of MaxConcurrency workers.
+
+// prepare decodes and compiles one admitted job; a compile is answered
+// here, a run goes on to the run queue.
+func (s *Server) prepare(j *job) {
+	defer s.recoverJob(j)
+	raw := j.params
+	j.params = nil // the decoded form replaces it
+	if j.method == MethodCompile {
+		src, err := decodeCompile(raw)
+		if err != nil {
+			s.respond(j, nil, ErrorObject(err))
+			return
+		}
+		mod, info, err := s.eng.Compile(j.ctx, src)
+		if err != nil {
+			s.respond(j, nil, ErrorObject(s.explainCancel(err)))
+			return
+		}
+		s.respond(j, CompileResultOf(mod.Info(), info), nil)
+		return
+	}
+	spec, err := decodeRun(raw, s.opts.Defaults, s.opts.Maximums)
+	if err != nil {
+		s.respond(j, nil, ErrorObject(err))
+		return
+	}
+	if err := s.compileRun(j, spec); err != nil {
+		var pe *ParamError
+		if !errors.As(err, &pe) {
+			s.count(string(protocol.KindOf(err)))
+		}
+		s.respond(j, nil, ErrorObject(s.explainCancel(err)))
+		return
+	}
+	s.enqueueRun(j)
+}
+
+// compileRun obtains the module of a run and decodes its args for the
+// export's parameter types.
+func (s *Server) compileRun(j *job, spec *runSpec) error {
+	if j.ctx.Err() != nil {
+		return cancelledError()
+	}
+	mod, _, err := s.eng.Compile(j.ctx, spec.source)
+	if err != nil {
+		return err
+	}
+	j.spec, j.mod = spec, mod
+	if exp, ok := mod.Info().Export(spec.function); ok && exp.Kind == "func" {
+		if j.args, err = decodeArgs(spec.args, exp.Params); err != nil {
+			return err
+		}
+	}
+	spec.args = nil
+	return nil
+}
+
+func cancelledError() error {
+	return &protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"}
+}
+
+// recoverJob answers a job whose goroutine panicked with an internal error.
+func (s *Server) recoverJob(j *job) {
+	if p := recover(); p != nil {
+		s.log.Error("panic while executing a request", "method", j.method, "panic", p, "stack", string(debug.Stack()))
+		if j.method == MethodRun {
+			s.count("internal")
+		}
+		s.respond(j, nil, protocolError(CodeInternalError, "internal error: %v", p))
+	}
+}
+
+// worker executes queued runs one at a time until the server drains.
+func (s *Server) worker() {
+	for {
+		s.out.waitBelow(s.opts.OutputHighWater)
+		j := s.next()
+		if j == nil {
+			return
+		}
+		s.execute(j)
+	}
+}
+
+// execute runs one job and sends its one response, whatever happens.
+func (s *Server) execute(j *job) {
+	defer s.recoverJob(j)
+	queued := time.Since(j.queuedAt)
+	s.mu.Lock()
+	s.stats.queuedMicros += queued.Microseconds()
+	s.mu.Unlock()
+	res, err := s.executeRun(j, queued)
+	if err != nil {
+		var pe *ParamError
+		if !errors.As(err, &pe) {
+			s.count(string(protocol.KindOf(err)))
+		}
+		s.respond(j, nil, ErrorObject(s.explainCancel(err)))
+		return
+	}
+	s.count("ok")
+	s.respond(j, res, nil)
+}
+
+func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, error) {
+	if j.ctx.Err() != nil {
+		return nil, cancelledError()
+	}
+	spec := j.spec
+	seq := 0
+	res, err := s.eng.Run(j.ctx, j.mod, protocol.Run{
+		Function: spec.function, Args: j.args, Limits: spec.limits, Capabilities: spec.caps,
+		Log: func(line string) {
+			s.notifyLog(j.id, seq, line)
+			seq++
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.RunResult{
+		Values:          protocol.EncodeValues(res.Values),
+		FuelConsumed:    res.FuelConsumed,
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		ElapsedMicros:   res.Elapsed.Microseconds(),
+		QueuedMicros:    queued.Microseconds(),
+		ModuleID:        j.mod.Info().ID,
+		LogLines:        res.LogLines,
+		LogTruncated:    res.LogTruncated,
+	}, nil
+}
+
+// CompileResultOf describes a compiled module as `compile` returns it.
+func CompileResultOf(mod *protocol.ModuleInfo, info protocol.CompileInfo) *protocol.CompileResult {
+	r := &protocol.CompileResult{ModuleID: mod.ID, Imports: []protocol.ImportInfo{}, Exports: []protocol.ExportInfo{},
+		Cached: info.Cached, CompileMicros: info.Elapsed.Microseconds()}
+	for _, imp := range mod.Imports {
+		r.Imports = append(r.Imports, protocol.ImportInfo(imp))
+	}
+	for _, exp := range mod.Exports {
+		r.Exports = append(r.Exports, protocol.ExportInfo(exp))
+	}
+	return r
+}
+
+func (s *Server) count(outcome string) {
+	s.mu.Lock()
+	s.stats.runs[outcome]++
+	s.mu.Unlock()
+}

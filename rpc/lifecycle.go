@@ -1,0 +1,217 @@
+package rpc
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/sandboxd/sandboxd/internal/framing"
+)
+
+// ErrExitWithoutShutdown is returned by Serve when `exit` came before
+// `shutdown`; the process should exit 1, as in LSP.
+var ErrExitWithoutShutdown = errors.New("exit without shutdown")
+
+// state is where the server is in its life. It only moves forward, and
+// only Serve's goroutine moves it past stateShuttingDown.
+type state int
+
+const (
+	// stateOpen: requests are admitted.
+	stateOpen state = iota
+	// stateShuttingDown: `shutdown` arrived. New runs and compiles are
+	// refused; what was admitted finishes (bounded by its own limits) and
+	// is answered, then shutdown is answered.
+	stateShuttingDown
+	// stateDraining: the end (input ended without shutdown, exit, a
+	// framing error, the context): queued work is answered cancelled,
+	// running work is cancelled and answered by its worker, and the
+	// output gets DrainTimeout to reach the parent.
+	stateDraining
+	// stateClosed: Serve has returned.
+	stateClosed
+)
+
+// Server serves one connection. Create with NewServer, then call Serve once.
+type Server struct {
+	eng   Engine
+	opts  Options
+	log   *slog.Logger
+	start time.Time
+	out   *outbox
+
+	mu          sync.Mutex
+	state       state
+	served      bool
+	exitErr     error
+	work        *sync.Cond     // signalled when the run queue or the state changes
+	runQueue    list.List      // *job ready to run, FIFO
+	jobs        map[idKey]*job // admitted and not yet answered, by id
+	waiting     int            // jobs admitted and not yet taken by a worker
+	queuedBytes int64          // the message sizes of those jobs
+	running     int            // jobs taken by a worker and not yet answered
+	replying    int            // responses being handed to the outbox
+	shutdownIDs []jsonrpc2.ID  // shutdown requests, answered once idle
+	idle        chan struct{}  // closed once shutting down and no work is left
+	stats       counters
+
+	tasks sync.WaitGroup // the read loop, the workers and every prepare goroutine
+}
+
+// NewServer validates opts and returns a server over eng.
+func NewServer(eng Engine, opts Options) (*Server, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{eng: eng, opts: o, log: o.Logger, start: time.Now(),
+		jobs: map[idKey]*job{}, idle: make(chan struct{}),
+		stats: counters{runs: map[string]uint64{}}}
+	s.work = sync.NewCond(&s.mu)
+	return s, nil
+}
+
+// Serve reads requests from in and writes responses to out until the input
+// ends (it returns nil), `exit` arrives (nil, or ErrExitWithoutShutdown),
+// the framing breaks (a *FramingError) or ctx ends (nil). Every request
+// read gets exactly one response before Serve returns, as long as out
+// accepts writes.
+//
+// If `shutdown` came first, the end of input (or exit) lets what was
+// admitted finish and be answered; otherwise it cancels it (the parent is
+// gone). Serve then gives the output DrainTimeout to reach the parent and
+// abandons it after that (a write deadline on out if it has one, else
+// closing it if it is an io.Closer). To stop reading early (exit, ctx),
+// Serve closes in if it is an io.Closer. Serve returns only once every
+// goroutine it started has ended.
+func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	s.mu.Lock()
+	if s.served {
+		s.mu.Unlock()
+		return errors.New("rpc: Serve called twice")
+	}
+	s.served = true
+	s.mu.Unlock()
+
+	s.out = newOutbox(out, s.opts.Framing)
+	var writer sync.WaitGroup
+	writer.Go(s.out.run)
+	for range s.opts.MaxConcurrency {
+		s.tasks.Go(s.worker)
+	}
+	ended := make(chan readEnd, 1)
+	s.tasks.Go(func() {
+		ended <- s.readLoop(framing.NewReader(in, s.opts.Framing, s.opts.MaxMessageBytes))
+	})
+
+	var end readEnd
+	reading := true
+	select {
+	case end = <-ended:
+		reading = false
+	case <-ctx.Done():
+	}
+	if !reading && s.shuttingDown() {
+		// Shutdown came before the end of input (or exit): what was
+		// admitted finishes and is answered.
+		s.awaitIdle(ctx)
+	}
+	if end.exit {
+		s.mu.Lock()
+		if len(s.shutdownIDs) == 0 && s.state == stateOpen {
+			s.exitErr = ErrExitWithoutShutdown
+		}
+		s.mu.Unlock()
+	}
+	// From here on the parent gets DrainTimeout to read what it is owed;
+	// then the output is abandoned, which also frees a worker or the read
+	// loop blocked on it, so nothing below can wait for longer.
+	abandon := time.AfterFunc(s.opts.DrainTimeout, s.out.abandon)
+	s.drain(in, reading)
+	if err := s.out.close(); err != nil {
+		s.log.Warn("output not fully written", "error", err)
+	}
+	abandon.Stop()
+	writer.Wait()
+	s.mu.Lock()
+	s.state = stateClosed
+	exitErr := s.exitErr
+	s.mu.Unlock()
+
+	var fe *FramingError
+	if errors.As(end.err, &fe) {
+		return fe
+	}
+	return exitErr
+}
+
+// shuttingDown reports whether shutdown has been requested.
+func (s *Server) shuttingDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == stateShuttingDown
+}
+
+// awaitIdle waits until the work admitted before shutdown is answered,
+// ctx ends, or the parent has stopped reading (no output progress for
+// DrainTimeout while output waits): then the drain cancels what is left.
+func (s *Server) awaitIdle(ctx context.Context) {
+	tick := time.NewTicker(max(s.opts.DrainTimeout/8, time.Millisecond))
+	defer tick.Stop()
+	last, since := s.out.written(), time.Now()
+	for {
+		select {
+		case <-s.idle:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			w, pending := s.out.written(), s.out.pendingBytes()
+			if w != last || pending == 0 {
+				last, since = w, time.Now()
+				continue
+			}
+			if time.Since(since) > s.opts.DrainTimeout {
+				s.log.Warn("the parent stopped reading during shutdown: cancelling what is left")
+				return
+			}
+		}
+	}
+}
+
+// drain is the end: it stops admitting work, answers what is queued as
+// cancelled, cancels what is preparing or running (its goroutine answers),
+// stops the read loop if it still runs, and waits for every task. (Serve
+// abandons the output DrainTimeout after the drain began, so a worker
+// blocked writing to a parent that does not read returns.)
+func (s *Server) drain(in io.Reader, reading bool) {
+	s.mu.Lock()
+	s.state = stateDraining
+	var queued []*job
+	for e := s.runQueue.Front(); e != nil; e = e.Next() {
+		queued = append(queued, e.Value.(*job))
+	}
+	for _, j := range s.jobs {
+		j.cancel()
+	}
+	s.work.Broadcast()
+	s.mu.Unlock()
+	for _, j := range queued {
+		s.answerCancelled(j)
+	}
+	if reading {
+		if c, ok := in.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+	s.tasks.Wait()
+	// Shutdown requests still unanswered (ctx ended, or the parent stopped
+	// reading) are answered now: nothing is left to wait for.
+	s.answerShutdowns()
+}

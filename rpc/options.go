@@ -1,0 +1,103 @@
+package rpc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/sandboxd/sandboxd/limits"
+)
+
+// Options configure a Server. Zero fields take the documented defaults.
+type Options struct {
+	Framing         Framing       // default content-length
+	MaxConcurrency  int           // runs executing at once; default runtime.NumCPU()
+	MaxQueue        int           // requests waiting (decoding, compiling or queued); default 1024
+	MaxMessageBytes int64         // largest accepted message; default 64 MiB
+	Defaults        limits.Limits // default limits.Defaults()
+	Maximums        limits.Limits // default limits.DefaultMaximums()
+	Logger          *slog.Logger  // sidecar diagnostics (stderr); default discards
+	Version         string        // reported by initialize
+	EngineVersion   string        // reported by initialize as engine.wasmtime
+	// MaxQueueBytes bounds the summed message sizes of the requests that
+	// wait (decoding, compiling or queued for a worker); a request that
+	// would pass it is answered busy. Default 256 MiB; at least
+	// MaxMessageBytes, so that one message of the largest size fits.
+	MaxQueueBytes int64
+	// OutputHighWater is how many bytes may wait for a parent that is not
+	// reading before the server stops reading requests and workers stop
+	// taking new runs (back-pressure). Default 64 MiB.
+	OutputHighWater int64
+	// DrainTimeout bounds how long the server waits, at the end, for the
+	// parent to read what it is owed; after it the output is abandoned
+	// (a write deadline, or closing the writer) so Serve returns. Default 1 s.
+	DrainTimeout time.Duration
+}
+
+// Documented defaults of Options.
+const (
+	DefaultMaxQueue        = 1024
+	DefaultMaxMessageBytes = 64 << 20
+	DefaultMaxQueueBytes   = 256 << 20
+	DefaultOutputHighWater = 64 << 20
+	DefaultDrainTimeout    = time.Second
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Framing == "" {
+		o.Framing = FramingContentLength
+	}
+	if o.MaxConcurrency == 0 {
+		o.MaxConcurrency = runtime.NumCPU()
+	}
+	if o.MaxQueue == 0 {
+		o.MaxQueue = DefaultMaxQueue
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.MaxQueueBytes == 0 {
+		o.MaxQueueBytes = max(DefaultMaxQueueBytes, o.MaxMessageBytes)
+	}
+	if o.Defaults == (limits.Limits{}) {
+		o.Defaults = limits.Defaults()
+	}
+	if o.Maximums == (limits.Limits{}) {
+		o.Maximums = limits.DefaultMaximums()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.OutputHighWater == 0 {
+		o.OutputHighWater = DefaultOutputHighWater
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	switch {
+	case !o.Framing.Valid():
+		return o, fmt.Errorf("framing: %q is not content-length or ndjson", o.Framing)
+	case o.MaxConcurrency < 1:
+		return o, errors.New("max-concurrency: must be >= 1")
+	case o.MaxQueue < 1:
+		return o, errors.New("max-queue: must be >= 1")
+	case o.MaxMessageBytes < 1024:
+		return o, errors.New("max-message-bytes: must be >= 1024")
+	case o.MaxQueueBytes < o.MaxMessageBytes:
+		return o, fmt.Errorf("max-queue-bytes: must be >= max-message-bytes (%d)", o.MaxMessageBytes)
+	case o.OutputHighWater < 0:
+		return o, errors.New("output high water: must be >= 0")
+	case o.DrainTimeout < 0:
+		return o, errors.New("drain timeout: must be >= 0")
+	}
+	if err := o.Maximums.Validate(limits.HardMaximums()); err != nil {
+		return o, fmt.Errorf("max-%v", err)
+	}
+	if err := o.Defaults.Validate(o.Maximums); err != nil {
+		return o, fmt.Errorf("default-%v", err)
+	}
+	return o, nil
+}

@@ -1,0 +1,198 @@
+package rpc
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/internal/framing"
+)
+
+// outbox owns the output. Frames leave in the order they were sent.
+// Queued senders never block: a writer goroutine drains the queue, so a
+// guest's host::log never waits on the parent's pipe, and a run's log
+// notifications, queued before its response, are written before it. A
+// worker's response may instead be written inline by the worker itself
+// when nothing is queued or being written (sendDirect): that saves a
+// goroutine hand-off per run, and only that worker waits if the parent is
+// slow to read.
+//
+// The bytes waiting (pending) are what back-pressure watches: the read
+// loop and the workers wait while they are above OutputHighWater.
+type outbox struct {
+	dst io.Writer
+	w   *framing.Writer
+	f   framing.Framing
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   [][]byte
+	pending int64  // bytes queued or being written, framing included
+	total   uint64 // bytes written so far
+	writing bool   // someone (the writer goroutine or a direct sender) owns w
+	closed  bool
+	broken  error
+	done    chan struct{}
+}
+
+// errAbandoned is the outbox's error once the drain deadline passed with
+// output still waiting.
+var errAbandoned = errors.New("output abandoned: the parent did not read it within the drain timeout")
+
+func newOutbox(w io.Writer, f framing.Framing) *outbox {
+	o := &outbox{dst: w, w: framing.NewWriter(w, f), f: f, done: make(chan struct{})}
+	o.cond = sync.NewCond(&o.mu)
+	return o
+}
+
+func (o *outbox) cost(body []byte) int64 {
+	return int64(len(body) + framing.Overhead(o.f, len(body)))
+}
+
+// send queues one JSON body. After close or a write error it is dropped.
+func (o *outbox) send(body []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || o.broken != nil {
+		return
+	}
+	o.queue = append(o.queue, body)
+	o.pending += o.cost(body)
+	o.cond.Broadcast()
+}
+
+// sendDirect writes one JSON body from the calling goroutine if the
+// outbox is idle, and queues it otherwise. It may block on the pipe,
+// until the output is abandoned at the latest.
+func (o *outbox) sendDirect(body []byte) {
+	o.mu.Lock()
+	if o.writing || len(o.queue) > 0 || o.closed || o.broken != nil {
+		o.mu.Unlock()
+		o.send(body)
+		return
+	}
+	o.writing = true
+	o.pending += o.cost(body)
+	o.mu.Unlock()
+	batch := [][]byte{body}
+	o.finish(batch, o.write(batch))
+}
+
+// write puts bodies on the wire; the caller owns w (writing is set).
+func (o *outbox) write(bodies [][]byte) error {
+	for _, b := range bodies {
+		if err := o.w.Write(b); err != nil {
+			return err
+		}
+	}
+	return o.w.Flush()
+}
+
+// finish releases w after a write and wakes whoever waits for it.
+func (o *outbox) finish(bodies [][]byte, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.writing = false
+	for _, b := range bodies {
+		o.pending -= o.cost(b)
+		if err == nil {
+			o.total += uint64(o.cost(b))
+		}
+	}
+	if err != nil && o.broken == nil {
+		o.broken = err
+	}
+	if o.broken != nil {
+		o.queue, o.pending = nil, 0
+	}
+	o.cond.Broadcast()
+}
+
+// run is the writer goroutine: it writes what is queued until the outbox
+// is closed and empty, or broken.
+func (o *outbox) run() {
+	defer close(o.done)
+	for {
+		o.mu.Lock()
+		for (len(o.queue) == 0 || o.writing) && !o.closed && o.broken == nil {
+			o.cond.Wait()
+		}
+		for o.writing && o.broken == nil { // closing: let a direct sender finish first
+			o.cond.Wait()
+		}
+		if o.broken != nil || (o.closed && len(o.queue) == 0) {
+			o.mu.Unlock()
+			return
+		}
+		batch := o.queue
+		o.queue = nil
+		o.writing = true
+		o.mu.Unlock()
+		o.finish(batch, o.write(batch))
+	}
+}
+
+// waitBelow blocks while more than limit bytes wait to be written, so the
+// server reads no request and starts no run while the parent is not
+// reading. It returns early once the outbox is closed or broken.
+func (o *outbox) waitBelow(limit int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for o.pending > limit && !o.closed && o.broken == nil {
+		o.cond.Wait()
+	}
+}
+
+// written returns how many bytes have reached the writer so far.
+func (o *outbox) written() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.total
+}
+
+// pendingBytes returns how many bytes wait to be written.
+func (o *outbox) pendingBytes() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pending
+}
+
+// close flushes what is queued and stops the writer goroutine; it returns
+// once that has happened or the output was abandoned.
+func (o *outbox) close() error {
+	o.mu.Lock()
+	o.closed = true
+	o.cond.Broadcast()
+	o.mu.Unlock()
+	<-o.done
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.broken
+}
+
+// abandon gives up on a parent that does not read: writes in progress are
+// interrupted (a write deadline if the writer has one, else closing it)
+// and everything still waiting is dropped. Called by the drain deadline.
+func (o *outbox) abandon() {
+	o.mu.Lock()
+	if o.broken == nil && (o.writing || len(o.queue) > 0) {
+		o.broken = errAbandoned
+		o.queue, o.pending = nil, 0
+	}
+	stuck := o.writing
+	o.cond.Broadcast()
+	o.mu.Unlock()
+	if !stuck {
+		return
+	}
+	if d, ok := o.dst.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		if err := d.SetWriteDeadline(time.Now()); err == nil || !errors.Is(err, os.ErrNoDeadline) {
+			return
+		}
+	}
+	if c, ok := o.dst.(io.Closer); ok {
+		_ = c.Close()
+	}
+}

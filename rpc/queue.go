@@ -1,0 +1,251 @@
+package rpc
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// phase is where an admitted job is.
+type phase int
+
+const (
+	phasePreparing phase = iota // its params are decoded and its module compiled, in its own goroutine
+	phaseQueued                 // in the run queue, waiting for a worker
+	phaseRunning                // a worker runs it
+)
+
+// job is one admitted run or compile request, from admission to its
+// response. Fields below mu are guarded by Server.mu.
+type job struct {
+	id       jsonrpc2.ID
+	key      idKey
+	method   string
+	params   json.RawMessage // until decoded
+	size     int64           // the message's size, charged to the queue while the job waits
+	ctx      context.Context
+	cancel   context.CancelFunc
+	queuedAt time.Time // when it entered the run queue
+
+	// Set by the prepare stage for runs.
+	spec *runSpec
+	mod  Module
+	args []protocol.Value
+
+	phase   phase         // guarded by Server.mu
+	elem    *list.Element // in the run queue while phaseQueued
+	replied bool          // owned by the goroutine that answers
+}
+
+// admit queues a run or compile request for its prepare stage, or answers
+// it at once: the server is shutting down, the id is in use, or the queue
+// is full by entries or by bytes (busy).
+func (s *Server) admit(req request) {
+	s.mu.Lock()
+	var refuse *jsonrpc2.Error
+	key := keyOf(req.id)
+	switch {
+	case s.state != stateOpen:
+		refuse = protocolError(CodeInvalidRequest, "server is shutting down")
+	case s.jobs[key] != nil:
+		refuse = protocolError(CodeInvalidRequest, "id %s is already used by a request in flight", key)
+	case s.waitingLocked() >= s.opts.MaxQueue:
+		refuse = busyError(s.waitingLocked(), s.opts.MaxQueue, s.queuedBytes, s.opts.MaxQueueBytes, 0)
+	case s.queuedBytes+req.size > s.opts.MaxQueueBytes:
+		refuse = busyError(s.waitingLocked(), s.opts.MaxQueue, s.queuedBytes, s.opts.MaxQueueBytes, req.size)
+	}
+	if refuse != nil {
+		s.mu.Unlock()
+		s.reply(req.id, nil, refuse)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &job{id: req.id, key: key, method: req.method, params: req.params, size: req.size,
+		ctx: ctx, cancel: cancel}
+	s.jobs[key] = j
+	s.waiting++
+	s.queuedBytes += j.size
+	s.tasks.Go(func() { s.prepare(j) })
+	s.mu.Unlock()
+}
+
+// waitingLocked is how many admitted jobs have no idle worker to take
+// them: a job that an idle worker is about to take is not waiting. Call
+// with s.mu held.
+func (s *Server) waitingLocked() int {
+	idle := s.opts.MaxConcurrency - s.running
+	return max(0, s.waiting-idle)
+}
+
+// enqueueRun puts a prepared run in the run queue, or answers it cancelled
+// if it was cancelled meanwhile or the server is draining.
+func (s *Server) enqueueRun(j *job) {
+	s.mu.Lock()
+	if j.ctx.Err() != nil || s.state >= stateDraining {
+		s.mu.Unlock()
+		s.answerCancelled(j)
+		return
+	}
+	j.phase = phaseQueued
+	j.queuedAt = time.Now()
+	j.elem = s.runQueue.PushBack(j)
+	s.work.Signal()
+	s.mu.Unlock()
+}
+
+// next takes the oldest queued run, or returns nil once the server drains.
+func (s *Server) next() *job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.runQueue.Len() == 0 && s.state < stateDraining {
+		s.work.Wait()
+	}
+	if s.runQueue.Len() == 0 {
+		return nil
+	}
+	j := s.runQueue.Remove(s.runQueue.Front()).(*job)
+	j.elem = nil
+	j.phase = phaseRunning
+	s.waiting--
+	s.queuedBytes -= j.size
+	s.running++
+	return j
+}
+
+// cancel ends the job with the given id: a queued one is answered now, a
+// preparing or running one is interrupted and answered by its goroutine.
+// Unknown ids are ignored.
+func (s *Server) cancel(key idKey) {
+	s.mu.Lock()
+	j := s.jobs[key]
+	if j == nil {
+		s.mu.Unlock()
+		return
+	}
+	j.cancel()
+	queued := j.phase == phaseQueued
+	s.mu.Unlock()
+	if queued {
+		s.answerCancelled(j)
+	}
+}
+
+// answerCancelled answers a job that never ran (or never finished
+// preparing) as cancelled. A queued job is taken out of the queue first;
+// if a worker took it meanwhile, the worker answers instead.
+func (s *Server) answerCancelled(j *job) {
+	s.mu.Lock()
+	switch {
+	case j.phase == phaseQueued && j.elem != nil:
+		s.runQueue.Remove(j.elem)
+		j.elem = nil
+	case j.phase == phaseRunning:
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	j.cancel()
+	if j.method == MethodRun {
+		s.count(string(protocol.KindCancelled))
+	}
+	s.respond(j, nil, ErrorObject(s.explainCancel(&protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"})))
+}
+
+// respond sends the job's one response. The id is released and the stats
+// are up to date before the parent can read it, so a parent may reuse the
+// id as soon as it reads the response. The response goes out from the
+// calling goroutine when the output is idle.
+func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
+	s.mu.Lock()
+	if j.replied {
+		s.mu.Unlock()
+		return
+	}
+	j.replied = true
+	delete(s.jobs, j.key)
+	if j.phase == phaseRunning {
+		s.running--
+	} else {
+		s.waiting--
+		s.queuedBytes -= j.size
+	}
+	s.replying++
+	s.mu.Unlock()
+	j.cancel()
+
+	s.out.sendDirect(s.encodeResponse(j.id, result, rerr))
+
+	s.mu.Lock()
+	s.replying--
+	s.work.Broadcast()
+	ids := s.idleLocked()
+	s.mu.Unlock()
+	s.answer(ids)
+}
+
+// beginShutdown refuses new work from now on and answers once what was
+// admitted is answered.
+func (s *Server) beginShutdown(id jsonrpc2.ID) {
+	s.mu.Lock()
+	if s.state == stateOpen {
+		s.state = stateShuttingDown
+	}
+	s.shutdownIDs = append(s.shutdownIDs, id)
+	ids := s.idleLocked()
+	s.mu.Unlock()
+	s.answer(ids)
+}
+
+// idleLocked returns the shutdown requests to answer if shutdown has been
+// requested and no work is left, and marks the server idle. Call with
+// s.mu held.
+func (s *Server) idleLocked() []jsonrpc2.ID {
+	if s.state != stateShuttingDown || len(s.jobs) > 0 || s.replying > 0 {
+		return nil
+	}
+	select {
+	case <-s.idle:
+	default:
+		close(s.idle)
+	}
+	ids := s.shutdownIDs
+	s.shutdownIDs = nil
+	return ids
+}
+
+// answerShutdowns answers every shutdown request not answered yet.
+func (s *Server) answerShutdowns() {
+	s.mu.Lock()
+	ids := s.shutdownIDs
+	s.shutdownIDs = nil
+	s.mu.Unlock()
+	s.answer(ids)
+}
+
+func (s *Server) answer(shutdownIDs []jsonrpc2.ID) {
+	for _, id := range shutdownIDs {
+		s.reply(id, nil, nil)
+	}
+}
+
+// explainCancel rewords a cancellation that the sidecar itself caused (its
+// input ended, or exit arrived) so the parent does not blame itself.
+func (s *Server) explainCancel(err error) error {
+	pe, ok := protocol.AsError(err)
+	if !ok || pe.Kind != protocol.KindCancelled {
+		return err
+	}
+	s.mu.Lock()
+	draining := s.state >= stateDraining
+	s.mu.Unlock()
+	if !draining {
+		return err
+	}
+	return &protocol.Error{Kind: protocol.KindCancelled, Data: pe.Data,
+		Message: "run cancelled: the sidecar is exiting (its input ended or exit arrived)"}
+}

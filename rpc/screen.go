@@ -1,0 +1,150 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Screening: each message is checked here, before any method sees it. A
+// message that is not a valid JSON-RPC request or notification gets its
+// error response (when it has an id to answer) and the stream moves on.
+// The request decoded here is the one the dispatcher handles, params and
+// all: there is no second decoding that could disagree with the first.
+
+// request is one screened message.
+type request struct {
+	id     jsonrpc2.ID // valid when hasID
+	hasID  bool        // false for a notification
+	method string
+	params json.RawMessage // nil when absent or null
+	size   int64           // the message's size, which queueing it costs
+}
+
+// envelope is the top level of a message, undecoded. A field that is
+// absent is nil; one that is JSON null is "null".
+type envelope struct {
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// screen checks the JSON-RPC envelope of body, answering what is invalid.
+// It reports whether the message should be dispatched.
+func (s *Server) screen(body []byte) (request, bool) {
+	var env envelope
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if json.Valid(trimmed) {
+			s.out.send(errorBody(nil, CodeInvalidRequest, "batch requests are not supported: send one request per message"))
+		} else {
+			s.out.send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
+		}
+		return request{}, false
+	}
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		switch {
+		case json.Valid(trimmed):
+			s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: a message must be a JSON object"))
+		case s.opts.Framing == FramingNDJSON && bytes.HasPrefix(bytes.ToLower(trimmed), []byte("content-length")):
+			s.out.send(errorBody(nil, CodeParseError, "parse error: this sidecar reads newline-delimited JSON (--framing=ndjson) but got a Content-Length header: start it with --framing=content-length, or send one JSON message per line"))
+		default:
+			s.out.send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
+		}
+		return request{}, false
+	}
+	if err := json.Unmarshal(trimmed, &env); err != nil {
+		s.out.send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
+		return request{}, false
+	}
+	req := request{hasID: env.ID != nil, size: int64(len(body))}
+	if req.hasID {
+		id, ok := parseID(env.ID)
+		if !ok {
+			s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: id must be a string or an integer in 0..2^63-1"))
+			return request{}, false
+		}
+		req.id = id
+	}
+	answer := func(code int64, msg string) {
+		if req.hasID {
+			s.out.send(errorBody(env.ID, code, msg))
+		} else {
+			s.out.send(errorBody(nil, code, msg))
+		}
+	}
+	if env.Method == nil {
+		if env.Result != nil || env.Error != nil {
+			s.log.Warn("ignoring a response sent to the server", "id", string(env.ID))
+			return request{}, false
+		}
+		answer(CodeInvalidRequest, `invalid request: "method" is missing`)
+		return request{}, false
+	}
+	if m := bytes.TrimSpace(env.Method); len(m) == 0 || m[0] != '"' || json.Unmarshal(m, &req.method) != nil {
+		answer(CodeInvalidRequest, `invalid request: "method" must be a string`)
+		return request{}, false
+	}
+	if v := env.JSONRPC; v == nil || string(bytes.TrimSpace(v)) != `"2.0"` {
+		answer(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+		return request{}, false
+	}
+	if p := bytes.TrimSpace(env.Params); env.Params != nil {
+		if len(p) == 0 || (p[0] != '{' && p[0] != '[' && string(p) != "null") {
+			if req.hasID {
+				s.out.send(errorBody(env.ID, CodeInvalidParams, "params: must be an object"))
+			}
+			return request{}, false
+		}
+		if string(p) != "null" {
+			req.params = env.Params
+		}
+	}
+	return req, true
+}
+
+// parseID reads an id by value: any JSON string (escapes decoded, so
+// "\u0041" is the id A), or an integer in 0..2^63-1.
+func parseID(raw json.RawMessage) (jsonrpc2.ID, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return jsonrpc2.ID{}, false
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return jsonrpc2.ID{}, false
+		}
+		return jsonrpc2.ID{Str: s, IsString: true}, true
+	}
+	if raw[0] == '-' {
+		return jsonrpc2.ID{}, false
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return jsonrpc2.ID{}, false
+	}
+	return jsonrpc2.ID{Num: uint64(n)}, true
+}
+
+// idKey identifies a request in flight by the value of its id: the string
+// 1 and the number 1 are different ids; "\u0041" and "A" are the same.
+type idKey struct {
+	str   string
+	num   uint64
+	isStr bool
+}
+
+func keyOf(id jsonrpc2.ID) idKey { return idKey{id.Str, id.Num, id.IsString} }
+
+func (k idKey) String() string {
+	if k.isStr {
+		return strconv.Quote(k.str)
+	}
+	return strconv.FormatUint(k.num, 10)
+}
