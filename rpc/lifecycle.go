@@ -77,7 +77,7 @@ func NewServer(eng Engine, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Serve reads requests from in and writes responses to out until the input
+// Serve reads requests from rd and writes responses to out until the input
 // ends (it returns nil), `exit` arrives (nil, or ErrExitWithoutShutdown),
 // the framing breaks (a *FramingError) or ctx ends (nil). Every request
 // read gets exactly one response before Serve returns, as long as out
@@ -88,9 +88,9 @@ func NewServer(eng Engine, opts Options) (*Server, error) {
 // gone). Serve then gives the output DrainTimeout to reach the parent and
 // abandons it after that (a write deadline on out if it has one, else
 // closing it if it is an io.Closer). To stop reading early (exit, ctx),
-// Serve closes in if it is an io.Closer. Serve returns only once every
+// Serve closes rd if it is an io.Closer. Serve returns only once every
 // goroutine it started has ended.
-func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+func (s *Server) Serve(ctx context.Context, rd io.Reader, out io.Writer) error {
 	s.mu.Lock()
 	if s.served {
 		s.mu.Unlock()
@@ -105,35 +105,48 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	for range s.opts.MaxConcurrency {
 		s.tasks.Go(s.worker)
 	}
-	ended := make(chan readEnd, 1)
+	in := newInbox()
+	inputEnded := make(chan struct{}) // the reader has stopped: end of input, or a read error
+	s.tasks.Go(func() { s.readLoop(framing.NewReader(rd, s.opts.Framing, s.opts.MaxMessageBytes), in, inputEnded) })
+	var end readEnd
+	dispatched := make(chan struct{}) // the dispatcher has handled everything read, or exit
 	s.tasks.Go(func() {
-		ended <- s.readLoop(framing.NewReader(in, s.opts.Framing, s.opts.MaxMessageBytes))
+		end = s.dispatchLoop(in)
+		close(dispatched)
 	})
 
-	var end readEnd
-	reading := true
 	select {
-	case end = <-ended:
-		reading = false
+	case <-dispatched:
 	case <-ctx.Done():
+	case <-inputEnded:
+		// The parent closed its end. What it sent before is still handled,
+		// in order; if the dispatcher is held by a parent that also does not
+		// read, the output is abandoned so that it can finish.
+		if !s.until(ctx, dispatched) && ctx.Err() == nil {
+			s.log.Warn("the parent closed its input and does not read its output: abandoning the output")
+			s.out.abandon()
+			<-dispatched
+		}
 	}
-	if !reading && s.shuttingDown() {
+	finished := isClosed(dispatched)
+	if finished && s.shuttingDown() {
 		// Shutdown came before the end of input (or exit): what was
 		// admitted finishes and is answered.
-		s.awaitIdle(ctx)
+		s.until(ctx, s.idle)
 	}
-	if end.exit {
+	if finished && end.exit {
 		s.mu.Lock()
-		if len(s.shutdownIDs) == 0 && s.state == stateOpen {
+		if s.state == stateOpen {
 			s.exitErr = ErrExitWithoutShutdown
 		}
 		s.mu.Unlock()
 	}
 	// From here on the parent gets DrainTimeout to read what it is owed;
-	// then the output is abandoned, which also frees a worker or the read
-	// loop blocked on it, so nothing below can wait for longer.
+	// then the output is abandoned, which also frees a worker or the
+	// dispatcher blocked on it, so nothing below can wait for longer.
 	abandon := time.AfterFunc(s.opts.DrainTimeout, s.out.abandon)
-	s.drain(in, reading)
+	in.stop()
+	s.drain(rd, !isClosed(inputEnded))
 	if err := s.out.close(); err != nil {
 		s.log.Warn("output not fully written", "error", err)
 	}
@@ -158,30 +171,42 @@ func (s *Server) shuttingDown() bool {
 	return s.state == stateShuttingDown
 }
 
-// awaitIdle waits until the work admitted before shutdown is answered,
-// ctx ends, or the parent has stopped reading (no output progress for
-// DrainTimeout while output waits): then the drain cancels what is left.
-func (s *Server) awaitIdle(ctx context.Context) {
+// until waits for done and reports whether it came. It gives up (false)
+// when ctx ends, the output is abandoned, or the parent has stopped
+// reading: output waits and none of it has been written for DrainTimeout.
+func (s *Server) until(ctx context.Context, done <-chan struct{}) bool {
 	tick := time.NewTicker(max(s.opts.DrainTimeout/8, time.Millisecond))
 	defer tick.Stop()
 	last, since := s.out.written(), time.Now()
 	for {
 		select {
-		case <-s.idle:
-			return
+		case <-done:
+			return true
 		case <-ctx.Done():
-			return
+			return false
 		case <-tick.C:
+			if s.out.isBroken() {
+				return false
+			}
 			w, pending := s.out.written(), s.out.pendingBytes()
 			if w != last || pending == 0 {
 				last, since = w, time.Now()
 				continue
 			}
 			if time.Since(since) > s.opts.DrainTimeout {
-				s.log.Warn("the parent stopped reading during shutdown: cancelling what is left")
-				return
+				s.log.Warn("the parent stopped reading: giving up on the work it is owed")
+				return false
 			}
 		}
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -152,6 +152,13 @@ func (o *outbox) written() uint64 {
 	return o.total
 }
 
+// isBroken reports whether the output failed or was abandoned.
+func (o *outbox) isBroken() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.broken != nil
+}
+
 // pendingBytes returns how many bytes wait to be written.
 func (o *outbox) pendingBytes() int64 {
 	o.mu.Lock()
@@ -177,7 +184,7 @@ func (o *outbox) close() error {
 // and everything still waiting is dropped. Called by the drain deadline.
 func (o *outbox) abandon() {
 	o.mu.Lock()
-	if o.broken == nil && (o.writing || len(o.queue) > 0) {
+	if o.broken == nil && (o.writing || len(o.queue) > 0 || !o.closed) {
 		o.broken = errAbandoned
 		o.queue, o.pending = nil, 0
 	}

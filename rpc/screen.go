@@ -14,13 +14,16 @@ import (
 // The request decoded here is the one the dispatcher handles, params and
 // all: there is no second decoding that could disagree with the first.
 
-// request is one screened message.
+// request is one screened message. A message that screening refused has
+// answer set (or nothing, when it needs no answer) and is not dispatched.
 type request struct {
-	id     jsonrpc2.ID // valid when hasID
-	hasID  bool        // false for a notification
-	method string
-	params json.RawMessage // nil when absent or null
-	size   int64           // the message's size, which queueing it costs
+	answer   []byte      // the error response screening wrote for it
+	dispatch bool        // set by the reader: screening passed it on
+	id       jsonrpc2.ID // valid when hasID
+	hasID    bool        // false for a notification
+	method   string
+	params   json.RawMessage // nil when absent or null
+	size     int64           // the message's size, which queueing it costs
 }
 
 // envelope is the top level of a message, undecoded. A field that is
@@ -34,48 +37,58 @@ type envelope struct {
 	Error   json.RawMessage `json:"error"`
 }
 
-// screen checks the JSON-RPC envelope of body, answering what is invalid.
-// It reports whether the message should be dispatched.
+// screen checks the JSON-RPC envelope of body. It reports whether the
+// message should be dispatched; if not, the returned request's answer is
+// the error response it is owed (nil if none). The answer is sent in order
+// with the responses to the messages before it.
 func (s *Server) screen(body []byte) (request, bool) {
+	var answered []byte
+	send := func(b []byte) { answered = b }
+	req, ok := s.screenEnvelope(body, send)
+	req.answer = answered
+	return req, ok
+}
+
+func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) {
 	var env envelope
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		if json.Valid(trimmed) {
-			s.out.send(errorBody(nil, CodeInvalidRequest, "batch requests are not supported: send one request per message"))
+			send(errorBody(nil, CodeInvalidRequest, "batch requests are not supported: send one request per message"))
 		} else {
-			s.out.send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
+			send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
 		}
 		return request{}, false
 	}
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		switch {
 		case json.Valid(trimmed):
-			s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: a message must be a JSON object"))
+			send(errorBody(nil, CodeInvalidRequest, "invalid request: a message must be a JSON object"))
 		case s.opts.Framing == FramingNDJSON && bytes.HasPrefix(bytes.ToLower(trimmed), []byte("content-length")):
-			s.out.send(errorBody(nil, CodeParseError, "parse error: this sidecar reads newline-delimited JSON (--framing=ndjson) but got a Content-Length header: start it with --framing=content-length, or send one JSON message per line"))
+			send(errorBody(nil, CodeParseError, "parse error: this sidecar reads newline-delimited JSON (--framing=ndjson) but got a Content-Length header: start it with --framing=content-length, or send one JSON message per line"))
 		default:
-			s.out.send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
+			send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
 		}
 		return request{}, false
 	}
 	if err := json.Unmarshal(trimmed, &env); err != nil {
-		s.out.send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
+		send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
 		return request{}, false
 	}
 	req := request{hasID: env.ID != nil, size: int64(len(body))}
 	if req.hasID {
 		id, ok := parseID(env.ID)
 		if !ok {
-			s.out.send(errorBody(nil, CodeInvalidRequest, "invalid request: id must be a string or an integer in 0..2^63-1"))
+			send(errorBody(nil, CodeInvalidRequest, "invalid request: id must be a string or an integer in 0..2^63-1"))
 			return request{}, false
 		}
 		req.id = id
 	}
 	answer := func(code int64, msg string) {
 		if req.hasID {
-			s.out.send(errorBody(env.ID, code, msg))
+			send(errorBody(env.ID, code, msg))
 		} else {
-			s.out.send(errorBody(nil, code, msg))
+			send(errorBody(nil, code, msg))
 		}
 	}
 	if env.Method == nil {
@@ -97,7 +110,7 @@ func (s *Server) screen(body []byte) (request, bool) {
 	if p := bytes.TrimSpace(env.Params); env.Params != nil {
 		if len(p) == 0 || (p[0] != '{' && p[0] != '[' && string(p) != "null") {
 			if req.hasID {
-				s.out.send(errorBody(env.ID, CodeInvalidParams, "params: must be an object"))
+				send(errorBody(env.ID, CodeInvalidParams, "params: must be an object"))
 			}
 			return request{}, false
 		}

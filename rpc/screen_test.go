@@ -75,7 +75,10 @@ func screenMsgs(t *testing.T, body []byte) (bool, [][]byte) {
 	s.out = newOutbox(&buf, FramingNDJSON)
 	done := make(chan struct{})
 	go func() { s.out.run(); close(done) }()
-	_, passed := s.screen(body)
+	req, passed := s.screen(body)
+	if req.answer != nil {
+		s.out.send(req.answer)
+	}
 	if err := s.out.close(); err != nil {
 		t.Fatal(err)
 	}

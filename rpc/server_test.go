@@ -61,6 +61,14 @@ func (e *fakeEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Modu
 	if src.ID == "sha256:unknown" {
 		return nil, protocol.CompileInfo{}, &protocol.Error{Kind: protocol.KindInvalidModule, Message: "module sha256:unknown was never compiled here"}
 	}
+	if src.WAT == "compile:gate" { // a slow compile: until the gate opens or ctx ends
+		e.started <- "compile"
+		select {
+		case <-e.gate:
+		case <-ctx.Done():
+			return nil, protocol.CompileInfo{}, &protocol.Error{Kind: protocol.KindCancelled, Message: "compile cancelled"}
+		}
+	}
 	mod := &fakeModule{protocol.ModuleInfo{
 		ID:      "sha256:fake",
 		Imports: []protocol.Import{{Module: "host", Name: "log", Kind: "func", Type: "(i32, i32) -> ()"}},
@@ -779,8 +787,10 @@ func TestServerDuplicateID(t *testing.T) {
 
 // TestServerReuseIDAfterResponse: a client may reuse an id as soon as it has
 // read the response. Several loops answer-and-reuse their own id at once.
-// (The server replies before it forgets the id, so a fast client can see
-// "already used"; the window is narrow, -race makes it reliable.)
+// (The server forgets the id before it writes the response, so a client
+// that reuses an id as soon as it reads the response is never told
+// "already used"; were the order reversed, the window would be narrow and
+// -race would widen it enough for this test to see it.)
 func TestServerReuseIDAfterResponse(t *testing.T) {
 	const loops, iterations = 8, 3000
 	h := startServer(t, newFakeEngine(), rpc.Options{MaxConcurrency: loops})
@@ -1208,5 +1218,55 @@ func TestServerGoClient(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("Serve did not return")
+	}
+}
+
+// TestServerCompileHoldsNoWorker: a run waiting for its module to compile
+// holds no run worker, so a run of a module already compiled is answered
+// meanwhile (issue 10 item 6: a compile "never delays runs of modules
+// already compiled"), and the waiting compile is cancellable.
+func TestServerCompileHoldsNoWorker(t *testing.T) {
+	h := startServer(t, newFakeEngine(), rpc.Options{MaxConcurrency: 1})
+	h.request(`"slow"`, "run", map[string]any{"module": map[string]any{"wat": "compile:gate"}})
+	h.waitStarted()
+	h.request(`"slow-compile"`, "compile", map[string]any{"module": map[string]any{"wat": "compile:gate"}})
+	h.waitStarted()
+	h.run(`"cached"`, "run", nil)
+	if m, _ := h.response(`"cached"`); m.Error != nil || !strings.Contains(string(m.Result), `"value":42`) {
+		t.Fatalf("the cached run: %s", m.Result)
+	}
+	h.notify("$/cancelRequest", map[string]any{"id": "slow-compile"})
+	m, _ := h.response(`"slow-compile"`)
+	wantError(t, m, rpc.CodeCancelled, "cancelled")
+	close(h.eng.gate)
+	if m, _ := h.response(`"slow"`); m.Error != nil {
+		t.Errorf("the slow run after its compile: %+v", m.Error)
+	}
+}
+
+// TestServeReturnsWhenParentNeverReads: with a small output high water and
+// a parent that never reads, Serve returns soon after the input closes
+// (the output is abandoned after DrainTimeout), having waited for every
+// goroutine it started (issue 10 item 11: it did not return at all).
+func TestServeReturnsWhenParentNeverReads(t *testing.T) {
+	srv, err := rpc.NewServer(newFakeEngine(), rpc.Options{MaxConcurrency: 1, OutputHighWater: 1024, DrainTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	_, outW := io.Pipe() // never read
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background(), inR, outW) }()
+	for i := range 4 {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"run","params":{"module":{"wat":"x"},"function":"log:2000"}}`, i)
+		if _, err := fmt.Fprintf(inW, "Content-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inW.Close()
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return within 10 s of the input closing, with a parent that never reads")
 	}
 }

@@ -456,10 +456,8 @@ func TestSidecarTimeoutWhileParentNotReading(t *testing.T) {
 		s.request(id, "run", runParams(fixture("log_flood.wat"), "", nil,
 			map[string]uint64{"timeoutMs": 150}, map[string]any{"log": true}))
 	}
-	sent := time.Now()
 	time.Sleep(500 * time.Millisecond) // not reading: the pipe fills with log lines
 	r, _ := s.response(`"spin"`, 30*time.Second)
-	t.Logf("spin response read %v after sending (500 ms of them not reading)", r.at.Sub(sent).Round(time.Millisecond))
 	if r.Error == nil || r.Error.Code != 3 || r.kind() != "timeout" || !strings.Contains(string(r.Error.Data), `"timeoutMs":100`) {
 		t.Errorf("spin: want timeout (code 3) with timeoutMs 100, got %s", r.raw)
 	}
@@ -473,7 +471,20 @@ func TestSidecarTimeoutWhileParentNotReading(t *testing.T) {
 	if st.Runs["timeout"] != 4 || st.Runs["cancelled"] != 0 {
 		t.Errorf("stats: timeout %d cancelled %d, want 4 and 0", st.Runs["timeout"], st.Runs["cancelled"])
 	}
+	// On time: the output is in the order things happened. With two
+	// workers, f2 and f3 start only when spin or f1 ends and then run their
+	// own 150 ms, so spin's response (its 100 ms deadline) must come before
+	// theirs; a deadline that waited for the parent to read would not.
 	msgs := s.all()
+	pos := map[string]int{}
+	for i, m := range msgs {
+		if m.isResponse() {
+			pos[m.idKey()] = i
+		}
+	}
+	if pos[`"spin"`] > pos[`"f2"`] || pos[`"spin"`] > pos[`"f3"`] {
+		t.Errorf("spin answered after f2 or f3 (positions %v): its deadline waited for the parent", pos)
+	}
 	for _, id := range floods {
 		lines := checkLogOrder(t, msgs, id)
 		if len(lines) == 0 || len(lines) > 1049 {
@@ -634,6 +645,9 @@ func TestSidecarIDs(t *testing.T) {
 func TestSidecarStdinEOF(t *testing.T) {
 	s := startRaw(t, binPath, "--max-concurrency", "1")
 	s.request(`"spin"`, "run", runParams(fixture("infinite_loop.wat"), "", nil, map[string]uint64{"fuel": hugeFuel, "timeoutMs": 60000}, nil))
+	// Runs start in the order their modules are ready: spin must hold the
+	// one worker before the next run arrives, or add could overtake it.
+	s.waitRunning(1, 0)
 	s.request(`"queued"`, "run", runParams(fixture("well_behaved.wat"), "add", []any{1, 2}, nil, nil))
 	s.waitRunning(1, 1)
 	pid := s.pid()

@@ -33,6 +33,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	maxConc := fs.Int("max-concurrency", runtime.NumCPU(), "runs executing at once")
 	maxQueue := fs.Int("max-queue", rpc.DefaultMaxQueue, "runs waiting for a worker before requests get busy")
 	maxMsg := fs.Int64("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted message")
+	highWater := fs.Int64("output-high-water", rpc.DefaultOutputHighWater, "bytes of output waiting for the parent before the sidecar stops reading requests and starting runs")
 	maxQueueBytes := fs.Int64("max-queue-bytes", rpc.DefaultMaxQueueBytes, "summed message bytes of the waiting requests before requests get busy (at least --max-message-bytes)")
 	cacheEntries := fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory (0: none, the cache is off)")
 	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "summed compiled size of the modules kept in memory")
@@ -93,7 +94,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	srv, err := rpc.NewServer(sidecarEngine{eng}, rpc.Options{
 		Framing: rpc.Framing(*framing), MaxConcurrency: *maxConc, MaxQueue: *maxQueue, MaxMessageBytes: *maxMsg,
-		MaxQueueBytes: *maxQueueBytes, Defaults: defaults(), Maximums: maximums(), Logger: logger,
+		MaxQueueBytes: *maxQueueBytes, OutputHighWater: *highWater, Defaults: defaults(), Maximums: maximums(), Logger: logger,
 		Version: version, EngineVersion: wasmtimeVersion(),
 	})
 	if err != nil {
