@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -19,26 +18,6 @@ import (
 
 	"github.com/sandboxd/sandboxd/rpc"
 )
-
-// vmHWM reads the peak resident set (VmHWM) of pid in bytes.
-func vmHWM(t *testing.T, pid int) uint64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb * 1024
-		}
-	}
-	t.Fatal("no VmHWM line")
-	return 0
-}
 
 // stringID decodes a message's id as a JSON string ("" if it is not one).
 func stringID(m *message) string {
