@@ -448,15 +448,23 @@ func waitStats(t *testing.T, c *sandboxd.Client, ok func(*rpc.StatsResult) bool)
 
 // A timeout fires on time while the parent is not reading stdout.
 func TestSidecarTimeoutWhileParentNotReading(t *testing.T) {
-	s := startRaw(t, binPath, "--max-concurrency", "2")
-	s.request(`"spin"`, "run", runParams(fixture("infinite_loop.wat"), "", nil,
-		map[string]uint64{"fuel": hugeFuel, "timeoutMs": 100}, nil))
+	// One module for the spin and the floods, so that all four runs wait
+	// for the same compile and start together on four workers.
+	mod := map[string]any{"wat": `(module (import "host" "log" (func $log (param i32 i32)))
+		(memory (export "memory") 1)
+		(func (export "spin") (loop $l (br $l)))
+		(func (export "flood")
+			(memory.fill (i32.const 0) (i32.const 0x78) (i32.const 1000))
+			(loop $l (call $log (i32.const 0) (i32.const 1000)) (br $l))))`}
+	s := startRaw(t, binPath, "--max-concurrency", "4")
+	s.request(`"spin"`, "run", map[string]any{"module": mod, "function": "spin",
+		"limits": map[string]uint64{"fuel": hugeFuel, "timeoutMs": 100}, "capabilities": map[string]any{"log": true}})
 	floods := []string{`"f1"`, `"f2"`, `"f3"`}
 	for _, id := range floods {
-		s.request(id, "run", runParams(fixture("log_flood.wat"), "", nil,
-			map[string]uint64{"timeoutMs": 150}, map[string]any{"log": true}))
+		s.request(id, "run", map[string]any{"module": mod, "function": "flood",
+			"limits": map[string]uint64{"fuel": hugeFuel, "timeoutMs": 400}, "capabilities": map[string]any{"log": true}})
 	}
-	time.Sleep(500 * time.Millisecond) // not reading: the pipe fills with log lines
+	time.Sleep(700 * time.Millisecond) // not reading: the pipe fills with log lines
 	r, _ := s.response(`"spin"`, 30*time.Second)
 	if r.Error == nil || r.Error.Code != 3 || r.kind() != "timeout" || !strings.Contains(string(r.Error.Data), `"timeoutMs":100`) {
 		t.Errorf("spin: want timeout (code 3) with timeoutMs 100, got %s", r.raw)
@@ -471,10 +479,10 @@ func TestSidecarTimeoutWhileParentNotReading(t *testing.T) {
 	if st.Runs["timeout"] != 4 || st.Runs["cancelled"] != 0 {
 		t.Errorf("stats: timeout %d cancelled %d, want 4 and 0", st.Runs["timeout"], st.Runs["cancelled"])
 	}
-	// On time: the output is in the order things happened. With two
-	// workers, f2 and f3 start only when spin or f1 ends and then run their
-	// own 150 ms, so spin's response (its 100 ms deadline) must come before
-	// theirs; a deadline that waited for the parent to read would not.
+	// On time: the output is in the order things happened. The four runs
+	// start together, so spin's response (its 100 ms deadline) must come
+	// before the floods' (400 ms) although nobody read the floods' logs
+	// queued before it; a deadline that waited for the parent would not.
 	msgs := s.all()
 	pos := map[string]int{}
 	for i, m := range msgs {
@@ -482,8 +490,10 @@ func TestSidecarTimeoutWhileParentNotReading(t *testing.T) {
 			pos[m.idKey()] = i
 		}
 	}
-	if pos[`"spin"`] > pos[`"f2"`] || pos[`"spin"`] > pos[`"f3"`] {
-		t.Errorf("spin answered after f2 or f3 (positions %v): its deadline waited for the parent", pos)
+	for _, id := range floods {
+		if pos[`"spin"`] > pos[id] {
+			t.Errorf("spin answered after %s (positions %v): its deadline waited for the parent", id, pos)
+		}
 	}
 	for _, id := range floods {
 		lines := checkLogOrder(t, msgs, id)
