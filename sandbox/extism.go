@@ -212,10 +212,6 @@ type pluginState struct {
 	inputSet    *wasmtime.Func
 	kernelBytes uint64 // the kernel memory's size
 
-	guestMems   []*wasmtime.Memory // the plugin's own, for the cap
-	guestTables []*wasmtime.Table
-	tableElem   []uint64
-
 	// per call
 	log    func(level LogLevel, line string)
 	denied uint64 // a kernel growth to this many bytes (all memories) was refused
@@ -255,35 +251,12 @@ func (p *pluginState) instantiateKernel(store *wasmtime.Store) error {
 	return nil
 }
 
-// bindGuest remembers the plugin's own memories and tables, for the sum
-// the cap bounds.
-func (p *pluginState) bindGuest(r *run) {
-	info := r.module.info
-	for i := 0; i < info.ImportedMemories+len(info.Memories); i++ {
-		if ext := r.instance.GetExport(r.store, wasmbin.MemoryExportName(i)); ext != nil && ext.Memory() != nil {
-			p.guestMems = append(p.guestMems, ext.Memory())
-		}
-	}
-	for i := 0; i < info.ImportedTables+len(info.Tables); i++ {
-		if ext := r.instance.GetExport(r.store, wasmbin.TableExportName(i)); ext != nil && ext.Table() != nil {
-			p.guestTables = append(p.guestTables, ext.Table())
-			p.tableElem = append(p.tableElem, r.module.tableElemBytes(i))
-		}
-	}
-}
-
 // grow is the kernel's only way to grow its memory: delta pages, if the
 // kernel and the plugin together stay within the cap. It returns the old
 // size in pages, or -1.
 func (p *pluginState) grow(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	delta := uint64(uint32(args[0].I32()))
-	var guest uint64
-	for _, m := range p.guestMems {
-		guest += uint64(m.DataSize(c))
-	}
-	for i, t := range p.guestTables {
-		guest += t.Size(c) * p.tableElem[i]
-	}
+	guest := p.in.guestBytes(c)
 	want := p.kernelBytes + delta*65536
 	capBytes := p.in.limits.MemoryBytes
 	if guest+want > capBytes {

@@ -153,6 +153,12 @@ type Instance struct {
 	r      *run         // store, fence, wasm instance: touched only by the turn's holder
 	plugin *pluginState // nil unless the module is an Extism plugin
 
+	// Looked up once at instantiation (export lookups cost, per call).
+	denied []*wasmtime.Global // the rewriter's refusal records
+	mems   []*wasmtime.Memory // every memory of the module
+	tables []*wasmtime.Table  // every table, with its element size
+	elem   []uint64
+
 	mu       sync.Mutex
 	busy     bool        // a turn is held
 	waiting  []chan bool // turns in arrival order; receives false if the instance closed
@@ -401,9 +407,7 @@ func (in *Instance) instantiate() error {
 	if info.GrowsTable {
 		r.setGlobal(wasmbin.ExportTableCap, int64(in.limits.TableElements))
 	}
-	if in.plugin != nil {
-		in.plugin.bindGuest(r)
-	}
+	in.bindExports()
 	if info.HasStart {
 		if _, err := inst.GetFunc(r.store, wasmbin.ExportStart).Call(r.store); err != nil {
 			return err
@@ -778,31 +782,32 @@ func (in *Instance) fenced(ctx context.Context, what string, req CallRequest, l 
 	if err := r.store.SetFuel(l.Fuel); err != nil {
 		return nil, "", &Error{Kind: KindHost, Message: "setting fuel: " + cleanMessage(err.Error()), err: err}
 	}
-	if r.instance != nil {
-		info := r.module.info
-		if info.GrowsMemory || info.GrowsTable {
-			r.setGlobal(wasmbin.ExportMemDeniedBytes, 0)
-		}
-		if info.GrowsTable {
-			r.setGlobal(wasmbin.ExportTableDenied, 0)
-		}
+	for _, g := range in.denied { // a refusal an earlier call coped with is not this call's
+		g.Set(r.store, wasmtime.ValI64(0))
 	}
 	r.fence.rearm(l.Timeout)
 	r.store.SetEpochDeadline(1)
 	in.e.ticker.acquire()
 	defer in.e.ticker.release()
-	callCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	f := r.fence
+	// Release stops the call through the fence; a WASI guest asleep in
+	// poll_oneoff waits on a context, so it gets one that Release cancels.
+	stop := f.cancel
+	if r.wasi != nil {
+		wasiCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		r.wasi.ctx = wasiCtx
+		stop = func() { f.cancel(); cancel() }
+	}
 	in.mu.Lock()
-	in.cancel = cancel
+	in.cancel = stop
 	released := in.closed != nil // Release came before the cancel func was set
 	in.mu.Unlock()
 	if released {
-		cancel()
+		stop()
 	}
-	f := r.fence
 	cancelDone := make(chan struct{})
-	stopWatching := context.AfterFunc(callCtx, func() { f.cancel(); close(cancelDone) })
+	stopWatching := context.AfterFunc(ctx, func() { f.cancel(); close(cancelDone) })
 	defer func() {
 		if !stopWatching() {
 			<-cancelDone
@@ -815,10 +820,7 @@ func (in *Instance) fenced(ctx context.Context, what string, req CallRequest, l 
 	in.mu.Lock()
 	in.cancel = nil
 	in.mu.Unlock()
-	usage := r.usage()
-	if in.plugin != nil {
-		usage.PeakMemoryBytes += in.plugin.kernelBytes
-	}
+	usage := in.usage()
 	res = &Result{Values: values, Usage: usage, Elapsed: elapsed, LogLines: r.log.lines, LogTruncated: r.log.truncated,
 		Output: r.wasi.output()}
 	var pe *Error
@@ -873,4 +875,64 @@ func (s *outputSink) restart(budget uint64, forward func(stream string, data []b
 	fresh := newOutputSink(budget, forward)
 	s.budget, s.forward, s.timer = fresh.budget, fresh.forward, fresh.timer
 	s.stdout, s.stderr, s.truncated, s.pending, s.from, s.done = nil, nil, false, 0, 0, false
+}
+
+// bindExports looks up, once, what every call reads or resets: the
+// rewriter's refusal globals and every memory and table (the sum the cap
+// bounds).
+func (in *Instance) bindExports() {
+	r := in.r
+	info := r.module.info
+	global := func(name string) {
+		if ext := r.instance.GetExport(r.store, name); ext != nil && ext.Global() != nil {
+			in.denied = append(in.denied, ext.Global())
+		}
+	}
+	if info.GrowsMemory || info.GrowsTable {
+		global(wasmbin.ExportMemDeniedBytes)
+	}
+	if info.GrowsTable {
+		global(wasmbin.ExportTableDenied)
+	}
+	for i := 0; i < info.ImportedMemories+len(info.Memories); i++ {
+		if ext := r.instance.GetExport(r.store, wasmbin.MemoryExportName(i)); ext != nil && ext.Memory() != nil {
+			in.mems = append(in.mems, ext.Memory())
+		}
+	}
+	for i := 0; i < info.ImportedTables+len(info.Tables); i++ {
+		if ext := r.instance.GetExport(r.store, wasmbin.TableExportName(i)); ext != nil && ext.Table() != nil {
+			in.tables = append(in.tables, ext.Table())
+			in.elem = append(in.elem, r.module.tableElemBytes(i))
+		}
+	}
+}
+
+// guestBytes is what the module's memories and tables hold now (never
+// shrinking, so also their peak), as the cap counts it.
+func (in *Instance) guestBytes(s wasmtime.Storelike) uint64 {
+	var n uint64
+	for _, m := range in.mems {
+		n += uint64(m.DataSize(s))
+	}
+	for i, t := range in.tables {
+		n += t.Size(s) * in.elem[i]
+	}
+	return n
+}
+
+// usage is the call's fuel and the instance's memory, kernel included.
+func (in *Instance) usage() Usage {
+	r := in.r
+	var u Usage
+	if left, err := r.store.GetFuel(); err == nil {
+		u.FuelConsumed = r.req.Limits.Fuel - left
+	}
+	if r.instance == nil {
+		return r.usage()
+	}
+	u.PeakMemoryBytes = in.guestBytes(r.store)
+	if in.plugin != nil {
+		u.PeakMemoryBytes += in.plugin.kernelBytes
+	}
+	return u
 }
