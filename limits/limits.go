@@ -46,7 +46,7 @@ type Limits struct {
 	CompileTimeout time.Duration
 	// CompileMemoryBytes caps the memory of that compile: the data size
 	// (RLIMIT_DATA) of the child process that does it, its own baseline
-	// of about 65 MiB included.
+	// of about 110 MiB included (thread stacks and the Go heap arena count).
 	CompileMemoryBytes uint64
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,12 @@ func TestCompileMemoryLimit(t *testing.T) {
 	e := newEngine(t, sandbox.Config{CompileMemoryBytes: 256 << 20})
 	src := sandbox.Source{Wasm: nestedLoops(100_000, 2), CompileTimeout: hangBound}
 	wantCompileLimit(t, compileWithin(t, e, context.Background(), src), sandbox.ResourceCompileMemory, 256<<20)
+	// A limit below the child's own baseline fails every compile the same
+	// way, whatever allocation fails first (a thread's stack, say).
+	for i := range 5 {
+		src := sandbox.Source{WAT: uniqueWAT("tiny limit " + strconv.Itoa(i)), CompileMemoryBytes: 1}
+		wantCompileLimit(t, compileWithin(t, e, context.Background(), src), sandbox.ResourceCompileMemory, 1)
+	}
 	// The engine's default limit applies when the source sets none, and a
 	// small module compiles under it.
 	if _, _, err := e.Compile(context.Background(), sandbox.Source{WAT: uniqueWAT("small under the limit")}); err != nil {

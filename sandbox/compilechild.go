@@ -281,9 +281,10 @@ func classifyCompileFailure(msg string) *Error {
 }
 
 // outOfMemory recognises what the Rust allocator, the Go runtime and the
-// kernel say when an allocation fails.
+// kernel say when an allocation fails (a thread's stack is an allocation
+// too: pthread_create fails under the limit).
 func outOfMemory(text string) bool {
-	for _, marker := range []string{"memory allocation of", "out of memory", "Cannot allocate memory", "cannot allocate memory", "os error 12"} {
+	for _, marker := range []string{"memory allocation of", "out of memory", "Cannot allocate memory", "cannot allocate memory", "os error 12", "pthread_create failed"} {
 		if strings.Contains(text, marker) {
 			return true
 		}
