@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -68,6 +69,7 @@ func TestLogBudgetCountsEveryLine(t *testing.T) {
 	}{{0, 1}, {0, 4096}, {0, 1 << 20}, {100, 10_000}, {1000, 1 << 20}} {
 		l := limits.Defaults()
 		l.LogBytes = tc.logBytes
+		l.Timeout = time.Minute // a hang bound only: 100,000 host calls on a loaded machine
 		var lines int
 		var cost uint64
 		res, err := e.Run(context.Background(), sandbox.Request{Module: m, Function: "run", Args: []sandbox.Value{sandbox.ValueI32(int32(tc.len))},
