@@ -196,7 +196,7 @@ func runBulk(t *testing.T, engine *wasmtime.Engine, wasm []byte, mem0, mem1 stri
 		if !errors.As(err, &trap) || trap.Code() == nil {
 			t.Fatalf("run: not a trap with a code: %v", err)
 		}
-		out.trap = TrapCodes[int(*trap.Code())]
+		out.trap = trapCodes[int(*trap.Code())]
 	}
 	out.mem0 = append([]byte(nil), inst.GetExport(store, mem0).Memory().UnsafeData(store)...)
 	out.mem1 = append([]byte(nil), inst.GetExport(store, mem1).Memory().UnsafeData(store)...)

@@ -3,7 +3,7 @@ package sandbox
 // These tests fail loudly when the pinned wasmtime-go changes under
 // capi.go: its version, the Store layout storePtr reads through unsafe, the
 // C declarations capi.go repeats instead of including, and the trap codes
-// TrapCodes indexes by raw value.
+// trapCodes indexes by raw value.
 
 import (
 	"bufio"
@@ -233,7 +233,7 @@ func TestCDeclarationsMatchHeaders(t *testing.T) {
 	}
 }
 
-// TestTrapCodesMatchHeader: TrapCodes[i] is the stable name of the i-th
+// TestTrapCodesMatchHeader: trapCodes[i] is the stable name of the i-th
 // WASMTIME_TRAP_CODE_ enumerator of the pinned trap.h.
 func TestTrapCodesMatchHeader(t *testing.T) {
 	inc := wasmtimeIncludeDir(t)
@@ -262,23 +262,23 @@ func TestTrapCodesMatchHeader(t *testing.T) {
 			want[i] = strings.ToLower(n)
 		}
 	}
-	if len(want) != len(TrapCodes) {
-		t.Errorf("trap.h has %d trap codes, TrapCodes has %d", len(want), len(TrapCodes))
+	if len(want) != len(trapCodes) {
+		t.Errorf("trap.h has %d trap codes, trapCodes has %d", len(want), len(trapCodes))
 	}
-	for i := range max(len(want), len(TrapCodes)) {
+	for i := range max(len(want), len(trapCodes)) {
 		var w, g string
 		if i < len(want) {
 			w = want[i]
 		}
-		if i < len(TrapCodes) {
-			g = TrapCodes[i]
+		if i < len(trapCodes) {
+			g = trapCodes[i]
 		}
 		if w != g {
-			t.Errorf("trap code %d: TrapCodes has %q, trap.h implies %q", i, g, w)
+			t.Errorf("trap code %d: trapCodes has %q, trap.h implies %q", i, g, w)
 		}
 	}
-	if TrapCodes[rawTrapInterrupt] != "interrupt" || TrapCodes[rawTrapOutOfFuel] != "out_of_fuel" {
-		t.Errorf("rawTrapInterrupt=%d (%s) rawTrapOutOfFuel=%d (%s)", rawTrapInterrupt, TrapCodes[rawTrapInterrupt], rawTrapOutOfFuel, TrapCodes[rawTrapOutOfFuel])
+	if trapCodes[rawTrapInterrupt] != "interrupt" || trapCodes[rawTrapOutOfFuel] != "out_of_fuel" {
+		t.Errorf("rawTrapInterrupt=%d (%s) rawTrapOutOfFuel=%d (%s)", rawTrapInterrupt, trapCodes[rawTrapInterrupt], rawTrapOutOfFuel, trapCodes[rawTrapOutOfFuel])
 	}
 }
 

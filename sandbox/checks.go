@@ -85,7 +85,7 @@ func boundedName(s string) string {
 }
 
 func supported(t string) bool {
-	for _, v := range ValueTypes {
+	for _, v := range valueTypes {
 		if string(v) == t {
 			return true
 		}

@@ -60,10 +60,10 @@ func (r *run) classify(err error) *Error {
 			return fuelError(l)
 		case raw == rawTrapInterrupt:
 			return timeoutError(l)
-		case raw < len(TrapCodes):
+		case raw < len(trapCodes):
 			fr := frames(trap, r.module.info)
-			return &Error{Kind: KindTrap, TrapCode: TrapCodes[raw], Frames: fr,
-				Message: "guest trapped: " + strings.ReplaceAll(TrapCodes[raw], "_", " ") + where(fr)}
+			return &Error{Kind: KindTrap, TrapCode: trapCodes[raw], Frames: fr,
+				Message: "guest trapped: " + strings.ReplaceAll(trapCodes[raw], "_", " ") + where(fr)}
 		}
 	}
 	return &Error{Kind: KindHost, Message: cleanMessage(err.Error())}

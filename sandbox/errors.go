@@ -67,7 +67,7 @@ type Error struct {
 	Limit        uint64   // memory_limit_exceeded: the cap (bytes or elements); compile_limit_exceeded: the limit (ms or bytes)
 	Requested    uint64   // memory_limit_exceeded: what the guest asked for, if known
 	Resource     Resource // memory_limit_exceeded, compile_limit_exceeded: which cap
-	TrapCode     string   // trap: stable code, see TrapCodes
+	TrapCode     string   // trap: stable code, see TrapCode
 	Frames       []Frame  // trap: wasm frames, innermost first, at most MaxFrames
 	Function     string   // export, plugin_error: the function concerned
 	ReturnCode   int32    // plugin_error: what the plugin function returned
@@ -151,12 +151,12 @@ func newError(kind Kind, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
 }
 
-// TrapCodes maps wasmtime's C trap codes (wasmtime/trap.h, by numeric
+// trapCodes maps wasmtime's C trap codes (wasmtime/trap.h, by numeric
 // value) to our stable strings. It is indexed by the raw code rather than
 // by wasmtime-go's TrapCode constants because wasmtime-go v39 omits
 // ALWAYS_TRAP_ADAPTER (11), so its OutOfFuel constant is 11 while wasmtime
 // reports 12. capi_test.go checks this table against the pinned header.
-var TrapCodes = []string{
+var trapCodes = []string{
 	"stack_overflow",                // 0
 	"memory_out_of_bounds",          // 1
 	"heap_misaligned",               // 2
@@ -178,6 +178,15 @@ var TrapCodes = []string{
 	"cannot_enter_component",        // 18
 	"no_async_result",               // 19
 	"disabled_opcode",               // 20
+}
+
+// TrapCode returns the stable name of wasmtime's raw trap code raw, if it
+// has one. (The table itself is unexported so no importer can change it.)
+func TrapCode(raw int) (string, bool) {
+	if raw < 0 || raw >= len(trapCodes) {
+		return "", false
+	}
+	return trapCodes[raw], true
 }
 
 // Raw wasmtime trap codes the classifier treats as fences, not traps.

@@ -93,9 +93,6 @@ var hostABI = []hostFunc{
 	{"now_ns", nil, []wasmtime.ValKind{wasmtime.KindI64}, func(c Capabilities) bool { return c.Clock }},
 }
 
-// HostFunctions lists the capability names, for the sidecar's initialize.
-var HostFunctions = []string{"log", "random", "clock"}
-
 func (h hostFunc) signature() string {
 	return describeFuncType(kindNames(h.params), kindNames(h.results))
 }

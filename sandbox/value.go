@@ -21,8 +21,9 @@ const (
 	F64 = protocol.F64
 )
 
-// ValueTypes lists the supported types, in wasm order.
-var ValueTypes = protocol.ValueTypes()
+// valueTypes lists the supported types, in wasm order (protocol.ValueTypes
+// for importers).
+var valueTypes = protocol.ValueTypes()
 
 // ValueI32 returns an i32 value.
 func ValueI32(v int32) Value { return protocol.ValueI32(v) }
