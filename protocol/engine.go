@@ -80,6 +80,7 @@ type Capabilities struct {
 	Random bool   // host::random() -> i64, splitmix64 seeded with Seed
 	Seed   uint64 // seed of host::random
 	Clock  bool   // host::now_ns() -> i64, monotonic ns since the run began
+	WASI   *WASI  // WASI preview1 (wasi.go); nil: not granted
 }
 
 // HostFunctions returns the capability names, as initialize lists them.
@@ -94,6 +95,10 @@ type Run struct {
 	// Log receives each accepted guest log line, in order, before the run
 	// returns. It must not block.
 	Log func(line string)
+	// Output receives a WASI guest's stdout and stderr in pieces as it
+	// writes them, before the run returns. Calls never overlap and must not
+	// block.
+	Output func(stream string, data []byte)
 }
 
 // Usage is what a run consumed.
@@ -109,4 +114,6 @@ type RunOutcome struct {
 	Elapsed      time.Duration // instantiation + start + call
 	LogLines     int           // lines delivered to Run.Log
 	LogTruncated bool          // some lines were cut or dropped by the log caps
+	ExitCode     int           // a WASI guest's proc_exit status (0 when it returned)
+	Output       *Output       // a WASI run's stdout and stderr; nil otherwise
 }

@@ -48,6 +48,7 @@ type CapabilitySpec struct {
 	Log    bool        `json:"log,omitempty"`
 	Random *RandomSpec `json:"random,omitempty"`
 	Clock  bool        `json:"clock,omitempty"`
+	WASI   *WASISpec   `json:"wasi,omitempty"` // {} grants WASI with nothing in it
 }
 
 // RandomSpec seeds host::random. Seed is a JSON integer or decimal string.
@@ -74,6 +75,7 @@ type RunResult struct {
 	ModuleID        string      `json:"moduleId"`
 	LogLines        int         `json:"logLines"`
 	LogTruncated    bool        `json:"logTruncated"`
+	*WASIResult                 // WASI runs only: exitCode, stdout, stderr, outputTruncated
 }
 
 // CompileParams are the params of `compile`.
@@ -133,6 +135,7 @@ type ServerCaps struct {
 	HostFunctions []string `json:"hostFunctions"`
 	ValueTypes    []string `json:"valueTypes"`
 	Framing       string   `json:"framing"`
+	WASI          []string `json:"wasi"` // the preview1 functions capabilities.wasi grants
 }
 
 // LimitsInfo gives the defaults a run gets and the most it may ask for,
@@ -193,6 +196,7 @@ type ErrorData struct {
 	MaxQueue        *int        `json:"maxQueue,omitempty"`
 	QueuedBytes     *int64      `json:"queuedBytes,omitempty"`
 	MaxQueueBytes   *int64      `json:"maxQueueBytes,omitempty"`
+	*WASIOutput                 // a failed WASI run's output until it stopped
 }
 
 // FrameInfo is one wasm frame of a trap, innermost first.

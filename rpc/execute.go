@@ -57,11 +57,17 @@ func (s *Server) compileRun(j *job, spec *runSpec) error {
 	if j.ctx.Err() != nil {
 		return cancelledError()
 	}
+	if g, ok := s.eng.(grantChecker); ok {
+		if err := g.CheckGrant(spec.source, spec.caps); err != nil {
+			return err // a WASI module without the grant: refused before compiling
+		}
+	}
 	mod, _, err := s.eng.Compile(j.ctx, spec.source)
 	if err != nil {
 		return err
 	}
 	j.spec, j.mod = spec, mod
+	wasiDefaults(spec, mod.Info())
 	if exp, ok := mod.Info().Export(spec.function); ok && exp.Kind == "func" {
 		if j.args, err = decodeArgs(spec.args, exp.Params); err != nil {
 			return err
@@ -124,17 +130,22 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, 
 	}
 	spec := j.spec
 	seq := 0
-	res, err := s.eng.Run(j.ctx, j.mod, protocol.Run{
+	run := protocol.Run{
 		Function: spec.function, Args: j.args, Limits: spec.limits, Capabilities: spec.caps,
 		Log: func(line string) {
 			s.notifyLog(j.id, seq, line)
 			seq++
 		},
-	})
+	}
+	if spec.caps.WASI != nil {
+		run.Output = s.outputNotifier(j.id)
+	}
+	res, err := s.eng.Run(j.ctx, j.mod, run)
 	if err != nil {
 		return nil, err
 	}
 	return &protocol.RunResult{
+		WASIResult:      wasiResult(res),
 		Values:          protocol.EncodeValues(res.Values),
 		FuelConsumed:    res.FuelConsumed,
 		PeakMemoryBytes: res.PeakMemoryBytes,

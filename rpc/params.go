@@ -20,6 +20,9 @@ type runSpec struct {
 	args     []json.RawMessage
 	limits   limits.Limits
 	caps     protocol.Capabilities
+	// defaultFunction: function was omitted, so a WASI command's _start
+	// is called when the module exports one (compileRun decides).
+	defaultFunction bool
 }
 
 // object decodes raw as a JSON object whose keys are all in allowed,
@@ -251,9 +254,14 @@ func decodeCapabilities(raw json.RawMessage) (protocol.Capabilities, error) {
 	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
 		return caps, nil
 	}
-	obj, err := object(raw, "capabilities", "log", "random", "clock")
+	obj, err := object(raw, "capabilities", "log", "random", "clock", "wasi")
 	if err != nil {
 		return caps, err
+	}
+	if v, ok := obj["wasi"]; ok {
+		if caps.WASI, err = decodeWASI(v); err != nil {
+			return caps, err
+		}
 	}
 	if v, ok := obj["log"]; ok {
 		if caps.Log, err = boolField(v, "capabilities.log"); err != nil {
@@ -340,7 +348,7 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 	if err != nil {
 		return nil, err
 	}
-	spec := &runSpec{function: "run"}
+	spec := &runSpec{function: "run", defaultFunction: true}
 	m, ok := obj["module"]
 	if !ok {
 		return nil, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
@@ -349,6 +357,7 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 		return nil, err
 	}
 	if v, ok := obj["function"]; ok {
+		spec.defaultFunction = false
 		if spec.function, err = stringField(v, "function"); err != nil {
 			return nil, err
 		}

@@ -25,6 +25,7 @@ func (s *Server) initializeResult() *protocol.InitializeResult {
 			HostFunctions: protocol.HostFunctions(),
 			ValueTypes:    types,
 			Framing:       string(s.opts.Framing),
+			WASI:          protocol.WASIFunctions(),
 		},
 		Limits:         protocol.LimitsInfo{Defaults: limitsMap(s.opts.Defaults), Maximums: limitsMap(s.opts.Maximums)},
 		MaxConcurrency: s.opts.MaxConcurrency,

@@ -129,6 +129,9 @@ func (e *Error) Outcome() *protocol.Error {
 		d.FuelConsumed = u64(e.Usage.FuelConsumed)
 		d.PeakMemoryBytes = u64(e.Usage.PeakMemoryBytes)
 	}
+	if e.Output != nil {
+		d.WASIOutput = &protocol.WASIOutput{Stdout: e.Output.Stdout, Stderr: e.Output.Stderr, OutputTruncated: e.Output.Truncated}
+	}
 	return &protocol.Error{Kind: e.Kind, Message: e.Message, Data: d, Err: e}
 }
 

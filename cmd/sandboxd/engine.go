@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
@@ -42,20 +43,46 @@ func (e sidecarEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Mo
 func (e sidecarEngine) Run(ctx context.Context, mod rpc.Module, run protocol.Run) (*protocol.RunOutcome, error) {
 	res, err := e.eng.Run(ctx, sandbox.Request{
 		Module: mod.(*compiledModule).mod, Function: run.Function, Args: run.Args, Limits: run.Limits,
-		Capabilities: sandbox.Capabilities{Log: run.Capabilities.Log, Random: run.Capabilities.Random,
-			Seed: run.Capabilities.Seed, Clock: run.Capabilities.Clock},
-		Log: run.Log,
+		Capabilities: sandboxCaps(run.Capabilities),
+		Log:          run.Log,
+		Output:       run.Output,
 	})
 	if err != nil {
+		var ge *sandbox.GrantError
+		if errors.As(err, &ge) { // a grant the engine refuses is a params problem
+			return nil, &rpc.ParamError{Field: ge.Field, Problem: ge.Problem}
+		}
 		return nil, err
 	}
-	return &protocol.RunOutcome{
+	out := &protocol.RunOutcome{
 		Values:       res.Values,
 		Usage:        protocol.Usage{FuelConsumed: res.FuelConsumed, PeakMemoryBytes: res.PeakMemoryBytes},
 		Elapsed:      res.Elapsed,
 		LogLines:     res.LogLines,
 		LogTruncated: res.LogTruncated,
-	}, nil
+		ExitCode:     res.ExitCode,
+	}
+	if res.Output != nil {
+		out.Output = &protocol.Output{Stdout: res.Output.Stdout, Stderr: res.Output.Stderr, Truncated: res.Output.Truncated}
+	}
+	return out, nil
+}
+
+// CheckGrant refuses a WASI module run without the grant before it is
+// compiled (rpc calls it when the engine has it).
+func (e sidecarEngine) CheckGrant(src protocol.Source, caps protocol.Capabilities) error {
+	return e.eng.CheckWASIGrant(sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID}, sandboxCaps(caps))
+}
+
+func sandboxCaps(c protocol.Capabilities) sandbox.Capabilities {
+	caps := sandbox.Capabilities{Log: c.Log, Random: c.Random, Seed: c.Seed, Clock: c.Clock}
+	if w := c.WASI; w != nil {
+		caps.WASI = &sandbox.WASI{Argv0: w.Argv0, Args: w.Args, Env: w.Env, Stdin: w.Stdin, Files: w.Files}
+		for _, d := range w.Dirs {
+			caps.WASI.Dirs = append(caps.WASI.Dirs, sandbox.Dir{Host: d.Host, Guest: d.Guest, Writable: d.Writable})
+		}
+	}
+	return caps
 }
 
 func (e sidecarEngine) CacheStats() protocol.CacheStats {

@@ -42,6 +42,8 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	maxModule := fs.Int("max-module-bytes", sandbox.DefaultMaxModuleBytes, "largest accepted module")
 	var pathDirs multiFlag
 	fs.Var(&pathDirs, "allow-path-dir", "read module.path files only inside this directory (repeatable; default: any regular file)")
+	var wasiDirs multiFlag
+	fs.Var(&wasiDirs, "allow-dir", "let WASI runs preopen this directory or any under it (repeatable; default: none)")
 	tick := fs.Duration("tick", sandbox.DefaultTick, "epoch tick: the granularity of deadlines and cancellation")
 	logLevel := fs.String("log-level", "info", "stderr log level: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
@@ -83,7 +85,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// limits carry their own (the same defaults unless overridden).
 	eng, err := sandbox.NewEngine(sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
 		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs, MaxCompiles: *maxCompiles,
-		CompileTimeout: defaults().CompileTimeout, CompileMemoryBytes: defaults().CompileMemoryBytes})
+		CompileTimeout: defaults().CompileTimeout, CompileMemoryBytes: defaults().CompileMemoryBytes, WASIDirs: wasiDirs})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown

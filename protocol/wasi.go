@@ -1,0 +1,165 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// WASI preview1 on the wire (docs/wasi.md, docs/protocol.md).
+
+// NotifyOutput is the method of the notification that carries a WASI
+// guest's output while it runs.
+const NotifyOutput = "output"
+
+// WASI is the plain-data wasi grant of a run (sandbox.WASI).
+type WASI struct {
+	Argv0 string
+	Args  []string
+	Env   map[string]string
+	Stdin []byte
+	Files map[string][]byte
+	Dirs  []Dir
+}
+
+// Dir is a host directory preopened for a WASI guest.
+type Dir struct {
+	Host     string
+	Guest    string
+	Writable bool
+}
+
+// Output is what a WASI guest wrote.
+type Output struct {
+	Stdout, Stderr []byte
+	Truncated      bool
+}
+
+// WASIFunctions lists the preview1 functions a granted guest may import
+// (sandbox checks its own table against it).
+func WASIFunctions() []string {
+	return []string{
+		"args_get", "args_sizes_get", "clock_res_get", "clock_time_get", "environ_get", "environ_sizes_get",
+		"fd_advise", "fd_allocate", "fd_close", "fd_datasync", "fd_fdstat_get", "fd_fdstat_set_flags",
+		"fd_fdstat_set_rights", "fd_filestat_get", "fd_filestat_set_size", "fd_filestat_set_times", "fd_pread",
+		"fd_prestat_dir_name", "fd_prestat_get", "fd_pwrite", "fd_read", "fd_readdir", "fd_renumber", "fd_seek",
+		"fd_sync", "fd_tell", "fd_write", "path_create_directory", "path_filestat_get", "path_filestat_set_times",
+		"path_link", "path_open", "path_readlink", "path_remove_directory", "path_rename", "path_symlink",
+		"path_unlink_file", "poll_oneoff", "proc_exit", "proc_raise", "random_get", "sched_yield", "sock_accept",
+		"sock_recv", "sock_send", "sock_shutdown",
+	}
+}
+
+// Bytes is a byte string on the wire. It is written as {"text": s} when
+// the bytes are valid UTF-8 and as {"base64": s} otherwise (standard
+// alphabet, padded); it is read from either, or from a plain JSON string
+// (its UTF-8 bytes).
+type Bytes []byte
+
+// MarshalJSON writes {"text"} or {"base64"}.
+func (b Bytes) MarshalJSON() ([]byte, error) {
+	if utf8.Valid(b) {
+		return json.Marshal(struct {
+			Text string `json:"text"`
+		}{string(b)})
+	}
+	return json.Marshal(struct {
+		Base64 string `json:"base64"`
+	}{base64.StdEncoding.EncodeToString(b)})
+}
+
+// UnmarshalJSON reads a string, {"text"} or {"base64"}.
+func (b *Bytes) UnmarshalJSON(raw []byte) error {
+	v, problem := DecodeBytes(raw)
+	if problem != "" {
+		return errors.New(problem)
+	}
+	*b = v
+	return nil
+}
+
+// DecodeBytes reads a bytes input: a JSON string, {"text": string} or
+// {"base64": string}, exactly one key. problem is "" or what is wrong, for
+// a message that names the field.
+func DecodeBytes(raw []byte) (b []byte, problem string) {
+	raw = bytes.TrimSpace(raw)
+	const want = `must be a string, {"text": string} or {"base64": string}`
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil, want
+		}
+		return []byte(s), ""
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, want
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil || len(obj) != 1 {
+		return nil, want
+	}
+	for k, v := range obj {
+		var s string
+		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+			return nil, want
+		}
+		switch k {
+		case "text":
+			return []byte(s), ""
+		case "base64":
+			out, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return nil, "base64: " + err.Error()
+			}
+			return out, ""
+		}
+	}
+	return nil, want
+}
+
+// OutputParams are the params of the `output` notification: a piece of a
+// WASI guest's stdout or stderr, in order (seq counts from 0 per run,
+// shared by both streams), before the run's response.
+type OutputParams struct {
+	ID     jsonrpc2.ID `json:"id"`
+	Seq    int         `json:"seq"`
+	Stream string      `json:"stream"` // "stdout" or "stderr"
+	Data   Bytes       `json:"data"`
+}
+
+// WASIResult is what a WASI run adds to its result.
+type WASIResult struct {
+	ExitCode        int   `json:"exitCode"`
+	Stdout          Bytes `json:"stdout"`
+	Stderr          Bytes `json:"stderr"`
+	OutputTruncated bool  `json:"outputTruncated"`
+}
+
+// WASIOutput is what a failed WASI run adds to its error's data: the
+// output until it stopped.
+type WASIOutput struct {
+	Stdout          Bytes `json:"stdout"`
+	Stderr          Bytes `json:"stderr"`
+	OutputTruncated bool  `json:"outputTruncated"`
+}
+
+// WASISpec is the wire form of capabilities.wasi as an object (clients
+// build it; `true` grants the zero WASI).
+type WASISpec struct {
+	Args  []string          `json:"args,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+	Stdin Bytes             `json:"stdin,omitempty"`
+	Files map[string]Bytes  `json:"files,omitempty"`
+	Dirs  []DirSpec         `json:"dirs,omitempty"`
+}
+
+// DirSpec is one entry of capabilities.wasi.dirs.
+type DirSpec struct {
+	Host     string `json:"host"`
+	Guest    string `json:"guest"`
+	Writable bool   `json:"writable,omitempty"`
+}
