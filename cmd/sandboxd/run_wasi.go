@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -76,6 +77,7 @@ Flags:`)
 	seed := fs.String("seed", "", "make random_get deterministic, seeded with this unsigned integer")
 	compileTimeoutMs := fs.Uint64("compile-timeout-ms", uint64(def.CompileTimeout/time.Millisecond), "compile deadline in milliseconds")
 	compileMemoryMB := fs.Uint64("compile-memory-mb", def.CompileMemoryBytes>>20, "compile memory limit in MiB (the compile process's data size)")
+	asJSON := fs.Bool("json", false, "print one JSON object, the sidecar's run result (stdout and stderr inside it) or {\"error\": ...}, instead of passing the output through")
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
 	if !ok {
 		return status
@@ -144,9 +146,16 @@ Flags:`)
 		return fail("%v", err)
 	}
 	defer eng.Close()
+	out := &cliOutput{stdout: stdout, stderr: stderr, json: true}
+	failure := func(err error) int {
+		if *asJSON {
+			return out.failure(err)
+		}
+		return wasiFailure(stderr, err)
+	}
 	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: positional[0], CompileTimeout: l.CompileTimeout, CompileMemoryBytes: l.CompileMemoryBytes})
 	if err != nil {
-		return wasiFailure(stderr, err)
+		return failure(err)
 	}
 	in, err := io.ReadAll(io.LimitReader(stdin, maxCLIStdinBytes+1))
 	if err != nil {
@@ -157,15 +166,28 @@ Flags:`)
 	}
 	grant.Stdin = in
 
+	req := sandbox.Request{Module: mod, Function: *invoke, Limits: l, Capabilities: caps}
 	streams := newStreamPrinter(stdout, stderr)
-	res, err := eng.Run(ctx, sandbox.Request{Module: mod, Function: *invoke, Limits: l, Capabilities: caps, Output: streams.add})
+	if !*asJSON { // with --json the output is inside the one JSON object
+		req.Output = streams.add
+	}
+	res, err := eng.Run(ctx, req)
 	streams.close() // all the guest's output is out before our own lines
 	if err != nil {
 		var ge *sandbox.GrantError
 		if errors.As(err, &ge) {
 			return fail("%s", escapeText(ge.Error()))
 		}
-		return wasiFailure(stderr, err)
+		return failure(err)
+	}
+	if *asJSON {
+		out.printJSON(protocol.RunResult{
+			Values: protocol.EncodeValues(res.Values), FuelConsumed: res.FuelConsumed, PeakMemoryBytes: res.PeakMemoryBytes,
+			ElapsedMicros: res.Elapsed.Microseconds(), ModuleID: mod.ID, LogLines: res.LogLines, LogTruncated: res.LogTruncated,
+			WASIResult: &protocol.WASIResult{ExitCode: res.ExitCode, Stdout: res.Output.Stdout, Stderr: res.Output.Stderr,
+				OutputTruncated: res.Output.Truncated},
+		})
+		return res.ExitCode
 	}
 	if res.Output != nil && res.Output.Truncated {
 		fmt.Fprintf(stderr, "sandboxd run: output truncated to %d bytes per stream (--output-bytes)\n", l.OutputBytes)

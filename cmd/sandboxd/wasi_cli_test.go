@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +102,24 @@ func TestCLIWASI(t *testing.T) {
 			if !strings.Contains(r.stderr, fn) {
 				t.Errorf("refusal does not name %s: %s", fn, r)
 			}
+		}
+	})
+	t.Run("--json prints the result with the output inside", func(t *testing.T) {
+		r := runWASICLI(t, "in", c, "--wasi", "--json", "--", "echo")
+		wantCode(t, r, 0)
+		var res struct {
+			ExitCode *int              `json:"exitCode"`
+			Stdout   map[string]string `json:"stdout"`
+			Stderr   map[string]string `json:"stderr"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.ExitCode == nil || *res.ExitCode != 0 ||
+			res.Stdout["text"] != "in" || res.Stderr["text"] != "2 bytes\n" || r.stderr != "" {
+			t.Errorf("%s", r)
+		}
+		r = runWASICLI(t, "", c, "--wasi", "--json", "--timeout-ms", "200", "--", "tick", "100", "100000")
+		wantCode(t, r, 3)
+		if !strings.Contains(r.stdout, `"kind":"timeout"`) || !strings.Contains(r.stdout, `"stdout":{"text":"tick 1\n"}`) {
+			t.Errorf("%s", r)
 		}
 	})
 	t.Run("Go hello-world", func(t *testing.T) {
