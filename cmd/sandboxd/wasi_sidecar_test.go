@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/clients/go/sandboxd"
+	"github.com/sandboxd/sandboxd/protocol"
+	"github.com/sandboxd/sandboxd/rpc"
 )
 
 // wasiRunResult is the part of a run result a WASI run adds.
@@ -301,5 +305,34 @@ func copyTree(t *testing.T, src, dst string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The Go client sends capabilities.wasi and receives the output pieces
+// before RunWith returns.
+func TestGoClientWASI(t *testing.T) {
+	c, _ := startClient(t, binPath)
+	var pieces []string
+	var streamed strings.Builder
+	res, err := c.RunWith(ctxT(t, 60*time.Second), sandboxd.RunParams{
+		Module:       rpc.ModuleSpec{Path: sandboxd.Str(wasiGuest("guest_c.wasm"))},
+		Capabilities: &protocol.CapabilitySpec{WASI: &protocol.WASISpec{Args: []string{"echo"}, Stdin: protocol.Bytes("from Go\n")}},
+	}, sandboxd.RunHandlers{Output: func(seq int, stream string, data []byte) {
+		if seq != len(pieces) {
+			t.Errorf("seq %d after %d pieces", seq, len(pieces))
+		}
+		pieces = append(pieces, stream)
+		if stream == "stdout" {
+			streamed.Write(data)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.WASIResult == nil || res.ExitCode != 0 || string(res.Stdout) != "from Go\n" || string(res.Stderr) != "8 bytes\n" {
+		t.Fatalf("result %+v", res)
+	}
+	if streamed.String() != "from Go\n" || len(pieces) < 2 {
+		t.Errorf("streamed %q in %v", streamed.String(), pieces)
 	}
 }

@@ -77,9 +77,10 @@ type Client struct {
 
 // call is one request waiting for its response.
 type call struct {
-	id    uint64
-	onLog func(seq int, line string)
-	done  chan struct{} // closed once result or err is set
+	id       uint64
+	onLog    func(seq int, line string)
+	onOutput func(seq int, stream string, data []byte)
+	done     chan struct{} // closed once result or err is set
 	// expired is closed when ctx has ended and the grace after the cancel
 	// has run out; nil (never ready) for contexts that cannot end.
 	expired chan struct{}
@@ -194,7 +195,7 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	if c.closing.Load() {
 		return ErrClosed
 	}
-	return c.call(ctx, method, params, result, nil, cancelGrace)
+	return c.call(ctx, method, params, result, RunHandlers{}, cancelGrace)
 }
 
 // RunParams are the params of a run; see docs/protocol.md.
@@ -204,11 +205,28 @@ type RunParams = protocol.RunParams
 // before Run returns. It is called on whichever calling goroutine is
 // reading at the time, so it must be quick and must not call the Client.
 func (c *Client) Run(ctx context.Context, p RunParams, onLog func(seq int, line string)) (*protocol.RunResult, error) {
+	return c.RunWith(ctx, p, RunHandlers{Log: onLog})
+}
+
+// RunHandlers receive a run's notifications, in order, before RunWith
+// returns. Like onLog, they are called on whichever calling goroutine is
+// reading at the time: they must be quick and must not call the Client.
+type RunHandlers struct {
+	Log func(seq int, line string)
+	// Output receives the pieces of a WASI guest's stdout and stderr
+	// (stream "stdout" or "stderr") as the sidecar sends them; concatenated
+	// per stream they are the result's stdout and stderr.
+	Output func(seq int, stream string, data []byte)
+}
+
+// RunWith calls `run` with handlers for its log and output notifications.
+// A WASI run's result has ExitCode, Stdout and Stderr set (WASIResult).
+func (c *Client) RunWith(ctx context.Context, p RunParams, h RunHandlers) (*protocol.RunResult, error) {
 	if c.closing.Load() {
 		return nil, ErrClosed
 	}
 	var res protocol.RunResult
-	if err := c.call(ctx, protocol.MethodRun, p, &res, onLog, cancelGrace); err != nil {
+	if err := c.call(ctx, protocol.MethodRun, p, &res, h, cancelGrace); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -246,13 +264,13 @@ type outMsg struct {
 // call sends one request and waits for its answer. With grace 0 a context
 // that ends makes it return at once, without $/cancelRequest (Close uses
 // this for shutdown).
-func (c *Client) call(ctx context.Context, method string, params, result any, onLog func(int, string), grace time.Duration) error {
+func (c *Client) call(ctx context.Context, method string, params, result any, h RunHandlers, grace time.Duration) error {
 	id := c.nextID.Add(1)
 	body, err := json.Marshal(outMsg{JSONRPC: "2.0", ID: &id, Method: method, Params: params})
 	if err != nil {
 		return fmt.Errorf("sandboxd: encoding %s params: %w", method, err)
 	}
-	cl := &call{id: id, onLog: onLog, done: make(chan struct{})}
+	cl := &call{id: id, onLog: h.Log, onOutput: h.Output, done: make(chan struct{})}
 	// Register before sending: the response may be read by another caller
 	// the moment the request is out.
 	c.mu.Lock()
@@ -392,8 +410,11 @@ func (c *Client) dispatch(body []byte) {
 		return // not JSON: nothing can be attributed to a call
 	}
 	if m.Method != "" {
-		if m.Method == protocol.NotifyLog {
+		switch m.Method {
+		case protocol.NotifyLog:
 			c.dispatchLog(m.Params)
+		case protocol.NotifyOutput:
+			c.dispatchOutput(m.Params)
 		}
 		return // other notifications and server requests: none are defined
 	}
@@ -441,6 +462,28 @@ func (c *Client) dispatchLog(params json.RawMessage) {
 		// cl's own return, which needs this run's response, read later by
 		// this or a following token holder.
 		cl.onLog(p.Seq, p.Line)
+	}
+}
+
+func (c *Client) dispatchOutput(params json.RawMessage) {
+	var p struct {
+		ID     json.RawMessage `json:"id"`
+		Seq    int             `json:"seq"`
+		Stream string          `json:"stream"`
+		Data   protocol.Bytes  `json:"data"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	id, err := strconv.ParseUint(string(p.ID), 10, 64)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	cl := c.pending[id]
+	c.mu.Unlock()
+	if cl != nil && cl.onOutput != nil {
+		cl.onOutput(p.Seq, p.Stream, p.Data) // as dispatchLog: without c.mu
 	}
 }
 
@@ -530,7 +573,7 @@ func (c *Client) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// shutdown waits for in-flight runs, so their answers are read first.
-	shutdownErr := c.call(ctx, protocol.MethodShutdown, nil, nil, nil, 0)
+	shutdownErr := c.call(ctx, protocol.MethodShutdown, nil, nil, RunHandlers{}, 0)
 	if !errors.Is(shutdownErr, ErrClosed) {
 		// Not after the stream died: a peer that stopped reading would
 		// block the write forever on an unbuffered pipe.
