@@ -71,6 +71,7 @@ var sections = []benchSection{
 	{"node", nodeSection},
 	{"peers", nodePeerSection},
 	{"instances", instanceSection},
+	{"wasi", wasiSection},
 }
 
 func main() {
