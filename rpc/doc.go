@@ -10,7 +10,8 @@
 //	engine.go     the Engine interface the server drives
 //	lifecycle.go  Server, Serve and its one state machine: open → shutting
 //	              down → draining → closed
-//	dispatch.go   the read loop and method dispatch (fast methods inline)
+//	dispatch.go   the reader, its inbox and the dispatcher (fast methods
+//	              answered inline; back-pressure)
 //	screen.go     envelope screening: what the JSON-RPC layer never sees
 //	queue.go      admission (busy by entries and by bytes), ids, cancel
 //	execute.go    the prepare stage (decode, compile) and the run workers
