@@ -68,7 +68,9 @@ func guestModule(t testing.TB, file string) *sandbox.Module {
 func runGuest(t testing.TB, e *sandbox.Engine, file string, g sandbox.WASI, mode ...string) (*sandbox.Result, error) {
 	t.Helper()
 	g.Args = append(mode, g.Args...)
-	return e.Run(context.Background(), sandbox.Request{Module: guestModule(t, file), Limits: limits.Defaults(),
+	l := limits.Defaults()
+	l.Timeout = time.Minute // a hang bound: a loaded machine must not fail the test
+	return e.Run(context.Background(), sandbox.Request{Module: guestModule(t, file), Limits: l,
 		Capabilities: sandbox.Capabilities{WASI: &g}})
 }
 

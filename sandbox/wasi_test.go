@@ -62,8 +62,13 @@ func compileWAT(t testing.TB, wat string) *sandbox.Module {
 	return m
 }
 
+// wasiRequest runs m with w under the default limits, except a one-minute
+// deadline: a hang bound, so that a loaded machine cannot fail the tests
+// (the tests about deadlines set their own).
 func wasiRequest(m *sandbox.Module, w *sandbox.WASI) sandbox.Request {
-	return sandbox.Request{Module: m, Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{WASI: w}}
+	l := limits.Defaults()
+	l.Timeout = time.Minute
+	return sandbox.Request{Module: m, Limits: l, Capabilities: sandbox.Capabilities{WASI: w}}
 }
 
 func TestWASIRefusedWithoutGrant(t *testing.T) {
