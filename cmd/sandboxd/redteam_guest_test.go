@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,5 +160,36 @@ func TestPluginKernelFramesAreNotTheGuests(t *testing.T) {
 	err := cmd.Run()
 	if code := exitCode(err); code != 8 || !strings.Contains(stderr.String(), "stack overflow in rec at module offset") {
 		t.Errorf("want exit 8 naming the plugin's own function rec, got %d: %s", code, stderr.String())
+	}
+}
+
+// TestRewriteDoesNotPushAValidModulePastWasmtimesLimits: the rewrite adds
+// four globals, so a valid module of 999,997 globals was refused after it
+// by wasmtime, with a multi-line message and an offset into bytes the
+// caller never sent. The rewriter now refuses it itself, naming the count.
+func TestRewriteDoesNotPushAValidModulePastWasmtimesLimits(t *testing.T) {
+	const n = 999_997
+	payload := []byte{0xbd, 0x84, 0x3d} // LEB128 of 999,997
+	for range n {
+		payload = append(payload, 0x7f, 0x00, 0x41, 0x00, 0x0b) // (global i32 (i32.const 0))
+	}
+	section := []byte{6}
+	for v := len(payload); ; { // LEB128 of the size
+		b := byte(v & 0x7f)
+		if v >>= 7; v == 0 {
+			section = append(section, b)
+			break
+		}
+		section = append(section, b|0x80)
+	}
+	wasm := append([]byte("\x00asm\x01\x00\x00\x00"), append(section, payload...)...)
+	path := filepath.Join(t.TempDir(), "globals.wasm")
+	if err := os.WriteFile(path, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, path, "--json")
+	wantCode(t, r, 6)
+	if !strings.Contains(r.stdout, "the module has 999997 globals; sandboxd's rewrite adds 4") || strings.Contains(r.stdout, `\n`) {
+		t.Errorf("want one line naming the module's own count: %s", r.stdout)
 	}
 }

@@ -181,7 +181,11 @@ walk:
 	if out == nil {
 		return body, nil, nil
 	}
-	return append(out, body[copied:]...), splices, nil
+	out = append(out, body[copied:]...)
+	if len(out) > maxWasmFuncSize {
+		return nil, nil, fmt.Errorf("wasmbin: %s is %d bytes after sandboxd's rewrite (calls replace grow and bulk instructions); wasmtime allows at most %d", where, len(out), maxWasmFuncSize)
+	}
+	return out, splices, nil
 }
 
 // skipLocals consumes the local declarations at the start of a body.

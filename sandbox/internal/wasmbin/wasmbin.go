@@ -160,6 +160,9 @@ func Instrument(wasm []byte) (out []byte, info *Info, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := rw.checkWasmLimits(); err != nil {
+		return nil, nil, err
+	}
 	info = m.info.clone()
 	for _, h := range rw.helpers {
 		switch h.op {
@@ -189,4 +192,40 @@ func (m *module) checkExportNames() error {
 		}
 	}
 	return nil
+}
+
+// wasmparser's limits, which wasmtime enforces on the rewritten module: a
+// valid module close to them must be refused here, naming the original
+// counts, rather than by wasmtime with offsets in bytes the caller never
+// sent.
+const (
+	maxWasmFuncs    = 1_000_000
+	maxWasmGlobals  = 1_000_000
+	maxWasmTypes    = 1_000_000
+	maxWasmFuncSize = 7_654_321 // bytes of one function body
+)
+
+// checkWasmLimits refuses a module whose rewrite would pass one of
+// wasmtime's limits on counts (the rewrite appends functions, types and
+// globals). Body sizes are checked by rewriteBody.
+func (rw *rewriter) checkWasmLimits() error {
+	m := rw.m
+	check := func(what string, have uint64, added int, limit uint64) error {
+		if have+uint64(added) > limit {
+			return fmt.Errorf("wasmbin: the module has %d %s; sandboxd's rewrite adds %d and wasmtime allows at most %d", have, what, added, limit)
+		}
+		return nil
+	}
+	if err := check("functions", uint64(m.info.ImportedFuncs)+uint64(m.funcs.count), len(rw.helpers), maxWasmFuncs); err != nil {
+		return err
+	}
+	g := &helperGen{m: m}
+	sigs := map[string]bool{} // helper types are deduplicated, as assemble does
+	for _, k := range rw.helpers {
+		sigs[string(g.signature(k))] = true
+	}
+	if err := check("types", uint64(m.types.count), len(sigs), maxWasmTypes); err != nil {
+		return err
+	}
+	return check("globals", uint64(m.info.ImportedGlobals)+uint64(m.globals.count), numGlobals, maxWasmGlobals)
 }
