@@ -22,7 +22,7 @@ func (s *Server) prepare(j *job) {
 	raw := j.params
 	j.params = nil // the decoded form replaces it
 	if j.method == MethodCompile {
-		src, err := decodeCompile(raw)
+		src, err := decodeCompile(raw, s.opts.Defaults, s.opts.Maximums)
 		if err != nil {
 			s.respond(j, nil, ErrorObject(err))
 			return

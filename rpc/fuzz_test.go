@@ -83,11 +83,13 @@ func FuzzDecodeRun(f *testing.F) {
 				t.Fatalf("source %+v has %d fields set", s, n)
 			}
 		}
-		if _, err := decodeCompile(json.RawMessage(data)); err != nil {
+		if src, err := decodeCompile(json.RawMessage(data), def, max); err != nil {
 			var pe *ParamError
 			if !errors.As(err, &pe) {
 				t.Fatalf("decodeCompile error %T %v is not a *ParamError", err, err)
 			}
+		} else if src.CompileTimeout <= 0 || src.CompileTimeout > max.CompileTimeout || src.CompileMemoryBytes == 0 || src.CompileMemoryBytes > max.CompileMemoryBytes {
+			t.Fatalf("accepted compile limits %v, %d", src.CompileTimeout, src.CompileMemoryBytes)
 		}
 	})
 }

@@ -387,9 +387,14 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 	return spec, nil
 }
 
-// decodeCompile reads the params of `compile`.
-func decodeCompile(raw json.RawMessage) (protocol.Source, error) {
-	obj, err := object(raw, "params", "module")
+// compileLimitFields are the limits that mean something to `compile`.
+var compileLimitFields = []string{"compileTimeoutMs", "compileMemoryBytes"}
+
+// decodeCompile reads the params of `compile`. Its limits may set only
+// the compile fields: a run limit there would have nothing to fence, and
+// is refused naming it rather than silently ignored.
+func decodeCompile(raw json.RawMessage, defaults, max limits.Limits) (protocol.Source, error) {
+	obj, err := object(raw, "params", "module", "limits")
 	if err != nil {
 		return protocol.Source{}, err
 	}
@@ -397,7 +402,36 @@ func decodeCompile(raw json.RawMessage) (protocol.Source, error) {
 	if !ok {
 		return protocol.Source{}, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
 	}
-	return decodeModule(m, "module")
+	src, err := decodeModule(m, "module")
+	if err != nil {
+		return src, err
+	}
+	l := defaults
+	if v, ok := obj["limits"]; ok {
+		if err := onlyCompileLimits(v); err != nil {
+			return src, err
+		}
+		if l, err = decodeLimits(v, defaults, max); err != nil {
+			return src, err
+		}
+	}
+	src.CompileTimeout, src.CompileMemoryBytes = l.CompileTimeout, l.CompileMemoryBytes
+	return src, nil
+}
+
+// onlyCompileLimits refuses a limit of `compile` that fences a run.
+// Unknown names and non-objects are left to decodeLimits.
+func onlyCompileLimits(raw json.RawMessage) error {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	for _, f := range limits.Fields {
+		if _, ok := obj[f.Name]; ok && !contains(compileLimitFields, f.Name) {
+			return paramErr("limits."+f.Name, "does not apply to compile (only %s do)", strings.Join(compileLimitFields, ", "))
+		}
+	}
+	return nil
 }
 
 // decodeArgs converts raw args to values of the export's parameter types.

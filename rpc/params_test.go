@@ -282,9 +282,15 @@ func TestDecodeCompile(t *testing.T) {
 		paramCase{"function not allowed", `{` + watModule + `,"function":"run"}`, "function: unknown field"},
 		paramCase{"params null", `null`, "params: must be an object, got null"},
 		paramCase{"params array", `[]`, "params: must be an object, got an array"},
+		paramCase{"run limit", `{` + watModule + `,"limits":{"compileTimeoutMs":100,"fuel":5}}`, "limits.fuel: does not apply to compile (only compileTimeoutMs, compileMemoryBytes do)"},
+		paramCase{"unknown limit", `{` + watModule + `,"limits":{"compileTimeout":100}}`, "limits.compileTimeout: unknown field"},
+		paramCase{"limits not an object", `{` + watModule + `,"limits":[]}`, "limits: must be an object, got an array"},
+		paramCase{"zero compile timeout", `{` + watModule + `,"limits":{"compileTimeoutMs":0}}`, "limits.compileTimeoutMs: must be > 0"},
+		paramCase{"compile memory past the maximum", `{` + watModule + `,"limits":{"compileMemoryBytes":4294967297}}`, "limits.compileMemoryBytes: must be <= 4294967296"},
 	)
+	def, max := limits.Defaults(), limits.DefaultMaximums()
 	for _, c := range cases {
-		src, err := decodeCompile(json.RawMessage(c.params))
+		src, err := decodeCompile(json.RawMessage(c.params), def, max)
 		if err == nil {
 			t.Errorf("%s: %s: decoded %+v, want error %q", c.name, c.params, src, c.want)
 			continue
@@ -300,14 +306,21 @@ func TestDecodeCompile(t *testing.T) {
 		{`{"module":{"id":"sha256:abc"}}`, protocol.Source{ID: "sha256:abc"}},
 		{` { "module" : { "wat" : "(module)" } } `, protocol.Source{WAT: "(module)"}},
 	} {
-		src, err := decodeCompile(json.RawMessage(c.params))
+		src, err := decodeCompile(json.RawMessage(c.params), def, max)
 		if err != nil || src.WAT != c.want.WAT || src.Path != c.want.Path || src.ID != c.want.ID {
 			t.Errorf("%s: %+v, %v", c.params, src, err)
 		}
 	}
-	src, err := decodeCompile(json.RawMessage(`{"module":{"wasm":"AGFzbQEAAAA="}}`))
+	src, err := decodeCompile(json.RawMessage(`{"module":{"wasm":"AGFzbQEAAAA="}}`), def, max)
 	if err != nil || string(src.Wasm) != "\x00asm\x01\x00\x00\x00" {
 		t.Errorf("wasm: %q, %v", src.Wasm, err)
+	}
+	if src.CompileTimeout != def.CompileTimeout || src.CompileMemoryBytes != def.CompileMemoryBytes {
+		t.Errorf("compile without limits: %v, %d; want the defaults", src.CompileTimeout, src.CompileMemoryBytes)
+	}
+	src, err = decodeCompile(json.RawMessage(`{"module":{"wat":"(module)"},"limits":{"compileTimeoutMs":250}}`), def, max)
+	if err != nil || src.CompileTimeout != 250*time.Millisecond || src.CompileMemoryBytes != def.CompileMemoryBytes {
+		t.Errorf("compile with compileTimeoutMs 250: %v, %d, %v", src.CompileTimeout, src.CompileMemoryBytes, err)
 	}
 }
 
