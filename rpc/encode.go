@@ -78,12 +78,37 @@ type logNotification struct {
 	Params  protocol.LogParams `json:"params"`
 }
 
-// notifyLog queues one log notification of a run. It never blocks.
-func (s *Server) notifyLog(id jsonrpc2.ID, seq int, line string) {
-	body, err := json.Marshal(logNotification{JSONRPC: "2.0", Method: NotifyLog, Params: protocol.LogParams{ID: id, Seq: seq, Line: line}})
+// logWire is what a run's log notifications may still take on the wire.
+// The engine charges each line for a request id of at most 32 encoded
+// bytes (sandbox.LogLineOverhead); a longer id is copied into every
+// notification, so a 100 KB id made a 1 MiB logBytes worth 800 MB on the
+// wire and in the outbox. The sidecar, which knows the id, charges every
+// notification its framed size against logBytes as well: the first that
+// does not fit is dropped with every later one (the log stays a prefix),
+// and the result says logTruncated.
+type logWire struct {
+	left    uint64
+	sent    int // notifications queued; also the next seq
+	dropped bool
+}
+
+// notifyLog queues one log notification of a run, if it fits the run's
+// wire budget. It never blocks.
+func (s *Server) notifyLog(id jsonrpc2.ID, w *logWire, line string) {
+	if w.dropped {
+		return
+	}
+	body, err := json.Marshal(logNotification{JSONRPC: "2.0", Method: NotifyLog, Params: protocol.LogParams{ID: id, Seq: w.sent, Line: line}})
 	if err != nil {
 		s.log.Error("encoding a log notification", "error", err)
 		return
 	}
+	cost := uint64(s.out.cost(body))
+	if cost > w.left {
+		w.dropped = true
+		return
+	}
+	w.left -= cost
+	w.sent++
 	s.out.send(body)
 }

@@ -129,13 +129,10 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, 
 		return nil, cancelledError()
 	}
 	spec := j.spec
-	seq := 0
+	logs := logWire{left: spec.limits.LogBytes}
 	run := protocol.Run{
 		Function: spec.function, Args: j.args, Limits: spec.limits, Capabilities: spec.caps,
-		Log: func(line string) {
-			s.notifyLog(j.id, seq, line)
-			seq++
-		},
+		Log: func(line string) { s.notifyLog(j.id, &logs, line) },
 	}
 	if spec.caps.WASI != nil {
 		run.Output = s.outputNotifier(j.id)
@@ -152,8 +149,8 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, 
 		ElapsedMicros:   res.Elapsed.Microseconds(),
 		QueuedMicros:    queued.Microseconds(),
 		ModuleID:        j.mod.Info().ID,
-		LogLines:        res.LogLines,
-		LogTruncated:    res.LogTruncated,
+		LogLines:        logs.sent,
+		LogTruncated:    res.LogTruncated || logs.dropped,
 	}, nil
 }
 
