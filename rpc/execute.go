@@ -135,7 +135,9 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, 
 		Log: func(line string) { s.notifyLog(j.id, &logs, line) },
 	}
 	if spec.caps.WASI != nil {
-		run.Output = s.outputNotifier(j.id)
+		output := s.newOutputWire(j.id, spec.limits.OutputBytes)
+		run.Output = output.write
+		defer output.flush() // before the response, which the caller sends
 	}
 	res, err := s.eng.Run(j.ctx, j.mod, run)
 	if err != nil {

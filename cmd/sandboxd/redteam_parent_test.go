@@ -4,9 +4,14 @@ package main
 // the sidecar's stdin found, each through the real binary.
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // TestLongIDsDoNotMultiplyLogNotifications: every `log` notification
@@ -49,6 +54,87 @@ func TestLongIDsDoNotMultiplyLogNotifications(t *testing.T) {
 		}
 		if res.LogLines != len(logs) || !res.LogTruncated {
 			t.Errorf("result: logLines %d (sent %d), logTruncated %v; want the sent count and true", res.LogLines, len(logs), res.LogTruncated)
+		}
+	}
+}
+
+// alternatingWriter is a WASI guest that writes one byte to stdout, then
+// one to stderr, count times: each switch of stream flushes the engine's
+// coalescing, so every byte is a piece of its own.
+func alternatingWriter(count int) string {
+	return fmt.Sprintf(`(module
+	  (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+	  (memory (export "memory") 1)
+	  (data (i32.const 0) "\10\00\00\00\01\00\00\00")
+	  (data (i32.const 16) "x")
+	  (func (export "_start") (local $i i32)
+	    (loop $l
+	      (drop (call $w (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 32)))
+	      (drop (call $w (i32.const 2) (i32.const 0) (i32.const 1) (i32.const 32)))
+	      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+	      (br_if $l (i32.lt_u (local.get $i) (i32.const %d))))))`, count)
+}
+
+// TestOutputNotificationsAreBoundedOnTheWire: a WASI guest alternating
+// one-byte writes between stdout and stderr made one `output`
+// notification per byte, about 80 bytes of envelope (plus the request id)
+// for each byte of output: 2,000,000 notifications for the default
+// outputBytes of 1 MiB, and with a 1 KB id and a parent that did not read,
+// sidecar RSS 1.1 GB after 20 s and growing. The envelopes of a run's
+// output notifications now take at most outputBytes; past that the pieces
+// of each stream are coalesced, and each stream still concatenates to the
+// result's.
+func TestOutputNotificationsAreBoundedOnTheWire(t *testing.T) {
+	const outputBytes = 16 << 10
+	for _, id := range []string{`"short"`, `"` + strings.Repeat("i", 1000) + `"`} {
+		s := startRaw(t, binPath)
+		s.request(id, "run", map[string]any{
+			"module":       map[string]any{"wat": alternatingWriter(3 * outputBytes)},
+			"capabilities": map[string]any{"wasi": map[string]any{}},
+			"limits":       map[string]any{"outputBytes": outputBytes, "fuel": hugeFuel, "timeoutMs": 60_000},
+		})
+		resp, msgs := s.response(id, 60*time.Second)
+		if resp.Error != nil {
+			t.Fatalf("want a result, got %s", trunc(resp.raw))
+		}
+		var res struct {
+			Stdout, Stderr  protocol.Bytes
+			OutputTruncated bool `json:"outputTruncated"`
+		}
+		if err := json.Unmarshal(resp.Result, &res); err != nil {
+			t.Fatal(err)
+		}
+		var wire, count int
+		streams := map[string][]byte{}
+		for _, m := range msgs {
+			if m.Method != "output" {
+				continue
+			}
+			var p protocol.OutputParams
+			if err := json.Unmarshal(m.Params, &p); err != nil {
+				t.Fatalf("bad output params: %s", trunc(m.raw))
+			}
+			if p.Seq != count {
+				t.Fatalf("output seq %d where %d was due", p.Seq, count)
+			}
+			count++
+			wire += len(m.raw) + len(fmt.Sprintf("Content-Length: %d\r\n\r\n", len(m.raw)))
+			streams[p.Stream] = append(streams[p.Stream], p.Data...)
+		}
+		t.Logf("id of %d bytes: %d output notifications, %d wire bytes for outputBytes %d", len(id), count, wire, outputBytes)
+		if !bytes.Equal(streams["stdout"], res.Stdout) || !bytes.Equal(streams["stderr"], res.Stderr) {
+			t.Errorf("the pieces (%d, %d bytes) are not the result's streams (%d, %d bytes)",
+				len(streams["stdout"]), len(streams["stderr"]), len(res.Stdout), len(res.Stderr))
+		}
+		if len(res.Stdout) != outputBytes || len(res.Stderr) != outputBytes || !res.OutputTruncated {
+			t.Errorf("result: stdout %d, stderr %d bytes, outputTruncated %v; want %d, %d, true",
+				len(res.Stdout), len(res.Stderr), res.OutputTruncated, outputBytes, outputBytes)
+		}
+		// The data of both streams, the envelopes up to outputBytes, and
+		// the coalesced pieces' envelopes (each carries at least its own
+		// size of data).
+		if bound := 5 * outputBytes; wire > bound {
+			t.Errorf("id of %d bytes: %d output notifications took %d bytes on the wire, over %d (5 × outputBytes)", len(id), count, wire, bound)
 		}
 	}
 }
