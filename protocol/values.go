@@ -142,17 +142,49 @@ func decodeString(s string, ty ValType) (Value, error) {
 		case "NaN", "Infinity", "-Infinity", "-0":
 		default:
 			if _, err := strconv.ParseFloat(s, 64); err != nil {
-				return Value{}, fmt.Errorf("expected %s, got the string %q", ty, s)
+				return Value{}, fmt.Errorf("expected %s, got the string %s", ty, quoteBounded(s))
 			}
 		}
 		return ParseValue(ty, s)
 	default:
 		v, err := ParseValue(ty, s)
 		if err != nil || strings.TrimSpace(s) != s || strings.HasPrefix(s, "0x") {
-			return Value{}, fmt.Errorf("expected %s, got the string %q", ty, s)
+			if isDecimal(s) {
+				// The right kind of string, the wrong size: say so, as
+				// for a number past the range.
+				return Value{}, fmt.Errorf("the string %s is out of range for %s", quoteBounded(s), ty)
+			}
+			return Value{}, fmt.Errorf("expected %s, got the string %s", ty, quoteBounded(s))
 		}
 		return v, nil
 	}
+}
+
+// isDecimal reports whether s is a decimal integer that ParseValue reads
+// when it fits: an optional sign and at least one digit, nothing else.
+func isDecimal(s string) bool {
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteBounded quotes s for an error message, cut to its first 64 bytes,
+// so that an argument of megabytes is not echoed back whole.
+func quoteBounded(s string) string {
+	const most = 64
+	if len(s) <= most {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:most]) + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
 var (
