@@ -71,8 +71,7 @@ func TestInstancesDoNotLeak(t *testing.T) {
 	if st := e.InstanceStats(); st.Live != 0 || st.Evicted == 0 {
 		t.Fatalf("stats %+v: want no live instance and some evicted", st)
 	}
-	settle()
-	if g := runtime.NumGoroutine(); g > goroutines+5 {
+	if g := goroutinesBackTo(goroutines + 5); g > goroutines+5 {
 		t.Errorf("goroutines %d after, %d before", g, goroutines)
 	}
 	if after, ok := vmRSS(); ok && rssOK && after > rss+64<<20 {

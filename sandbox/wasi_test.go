@@ -400,8 +400,7 @@ func TestWASINoLeaks(t *testing.T) {
 	goroutines, dirs := runtime.NumGoroutine(), tmpDirs()
 	rss0, rssOK := vmRSS()
 	round(1000)
-	settle()
-	if g := runtime.NumGoroutine(); g > goroutines+2 {
+	if g := goroutinesBackTo(goroutines + 2); g > goroutines+2 {
 		t.Errorf("goroutines %d -> %d", goroutines, g)
 	}
 	if d := tmpDirs(); d > dirs {
