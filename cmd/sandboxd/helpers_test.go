@@ -733,8 +733,11 @@ func helperParentMain() int {
 	}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	// The module compiles first, in a child process: on a loaded machine
+	// that takes a while, so the bound is a minute (a hang bound).
+	deadline := time.Now().Add(time.Minute)
 	for i := 0; ; i++ {
-		if i > 1000 {
+		if time.Now().After(deadline) {
 			return fail("the run never showed as in flight")
 		}
 		if err := send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"s%d","method":"stats"}`, i)); err != nil {
