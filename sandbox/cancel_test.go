@@ -121,7 +121,7 @@ func TestCancelBeforeRun(t *testing.T) {
 			if se.Usage != nil {
 				t.Errorf("usage = %+v, want nil: the guest must not have run", *se.Usage)
 			}
-			if d := time.Since(start); d > time.Second {
+			if d := time.Since(start); d > hangBound {
 				t.Errorf("pre-cancelled run took %v", d)
 			}
 		})
@@ -151,7 +151,13 @@ func TestCancelOneOfMany(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			_, errs[i] = e.Run(ctx, sandbox.Request{Module: m, Function: "run", Limits: spinLimits(300 * time.Millisecond)})
+			// The victim's deadline is a hang bound: only the cancel
+			// ends it, however late its timer fires on a loaded machine.
+			timeout := 300 * time.Millisecond
+			if i == victim {
+				timeout = hangBound
+			}
+			_, errs[i] = e.Run(ctx, sandbox.Request{Module: m, Function: "run", Limits: spinLimits(timeout)})
 			took[i] = time.Since(start)
 		}()
 	}
@@ -175,9 +181,6 @@ func TestCancelOneOfMany(t *testing.T) {
 			}
 		}
 	}
-	if took[victim] > 5*time.Second {
-		t.Errorf("cancelled run took %v", took[victim])
-	}
 }
 
 // TestTimeoutOvershoot measures how far past its deadline a spinning guest
@@ -200,7 +203,7 @@ func TestTimeoutOvershoot(t *testing.T) {
 		if se.TimeoutMs != 50 {
 			t.Errorf("timeoutMs = %d", se.TimeoutMs)
 		}
-		if took >= time.Second {
+		if took >= hangBound {
 			t.Errorf("a 50ms deadline took %v to fire", took)
 		}
 		if took < timeout {
