@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -35,7 +34,7 @@ func goPluginModule(t testing.TB) *sandbox.Module {
 
 func goPluginInstance(t testing.TB, mutate func(*sandbox.InstanceRequest)) *sandbox.Instance {
 	t.Helper()
-	req := sandbox.InstanceRequest{Module: goPluginModule(t), Limits: limits.Defaults(),
+	req := sandbox.InstanceRequest{Module: goPluginModule(t), Limits: hangLimits(),
 		Capabilities: sandbox.Capabilities{Log: true, WASI: &sandbox.WASI{}}}
 	if mutate != nil {
 		mutate(&req)
@@ -49,7 +48,7 @@ func goPluginInstance(t testing.TB, mutate func(*sandbox.InstanceRequest)) *sand
 }
 
 func TestGoPluginNeedsWASI(t *testing.T) {
-	_, err := engine(t).Instantiate(context.Background(), sandbox.InstanceRequest{Module: goPluginModule(t), Limits: limits.Defaults(),
+	_, err := engine(t).Instantiate(context.Background(), sandbox.InstanceRequest{Module: goPluginModule(t), Limits: hangLimits(),
 		Capabilities: sandbox.Capabilities{Log: true}})
 	se := wantKind(t, err, sandbox.KindDisallowedImport)
 	if se.Module != sandbox.WASIModule {

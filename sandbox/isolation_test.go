@@ -204,7 +204,7 @@ func TestRandomStreamInterleaved(t *testing.T) {
 				if (g+r)%2 == 1 {
 					seed = uint64(g*1000 + r)
 				}
-				res, err := e.Run(context.Background(), sandbox.Request{Module: m, Function: "roll", Limits: limits.Defaults(),
+				res, err := e.Run(context.Background(), sandbox.Request{Module: m, Function: "roll", Limits: hangLimits(),
 					Capabilities: sandbox.Capabilities{Random: true, Seed: seed}})
 				if err != nil {
 					errs <- err.Error()

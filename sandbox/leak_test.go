@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -95,24 +94,24 @@ func TestNoLeaks(t *testing.T) {
 		ctx  context.Context
 		req  sandbox.Request
 	}
-	fuel := limits.Defaults()
+	fuel := hangLimits()
 	fuel.Fuel = 20_000
 	spin := spinLimits(2 * time.Millisecond)
-	mem := limits.Defaults()
+	mem := hangLimits()
 	mem.MemoryBytes = fourMiB
 	jobs := []mix{
-		{"", ctx, sandbox.Request{Module: wb, Function: "add", Args: []sandbox.Value{i32(1), i32(2)}, Limits: limits.Defaults()}},
-		{"", ctx, sandbox.Request{Module: wb, Function: "fib", Args: []sandbox.Value{i32(30)}, Limits: limits.Defaults()}},
-		{"", ctx, sandbox.Request{Module: logger, Function: "run", Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{Log: true}, Log: func(string) {}}},
-		{"", ctx, sandbox.Request{Module: roller, Function: "roll", Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{Random: true, Seed: 42}}},
-		{"", ctx, sandbox.Request{Module: grow, Function: "run", Limits: limits.Defaults()}},
+		{"", ctx, sandbox.Request{Module: wb, Function: "add", Args: []sandbox.Value{i32(1), i32(2)}, Limits: hangLimits()}},
+		{"", ctx, sandbox.Request{Module: wb, Function: "fib", Args: []sandbox.Value{i32(30)}, Limits: hangLimits()}},
+		{"", ctx, sandbox.Request{Module: logger, Function: "run", Limits: hangLimits(), Capabilities: sandbox.Capabilities{Log: true}, Log: func(string) {}}},
+		{"", ctx, sandbox.Request{Module: roller, Function: "roll", Limits: hangLimits(), Capabilities: sandbox.Capabilities{Random: true, Seed: 42}}},
+		{"", ctx, sandbox.Request{Module: grow, Function: "run", Limits: hangLimits()}},
 		{sandbox.KindFuelExhausted, ctx, sandbox.Request{Module: loop, Function: "run", Limits: fuel}},
 		{sandbox.KindMemoryLimitExceeded, ctx, sandbox.Request{Module: bomb, Function: "run", Limits: mem}},
-		{sandbox.KindTrap, ctx, sandbox.Request{Module: traps, Function: "div_by_zero", Limits: limits.Defaults()}},
-		{sandbox.KindTrap, ctx, sandbox.Request{Module: traps, Function: "oob", Limits: limits.Defaults()}},
-		{sandbox.KindTrap, ctx, sandbox.Request{Module: traps, Function: "stack_overflow", Limits: limits.Defaults()}},
-		{sandbox.KindDisallowedImport, ctx, sandbox.Request{Module: imp, Function: "run", Limits: limits.Defaults()}},
-		{sandbox.KindExport, ctx, sandbox.Request{Module: wb, Function: "nope", Limits: limits.Defaults()}},
+		{sandbox.KindTrap, ctx, sandbox.Request{Module: traps, Function: "div_by_zero", Limits: hangLimits()}},
+		{sandbox.KindTrap, ctx, sandbox.Request{Module: traps, Function: "oob", Limits: hangLimits()}},
+		{sandbox.KindTrap, ctx, sandbox.Request{Module: traps, Function: "stack_overflow", Limits: hangLimits()}},
+		{sandbox.KindDisallowedImport, ctx, sandbox.Request{Module: imp, Function: "run", Limits: hangLimits()}},
+		{sandbox.KindExport, ctx, sandbox.Request{Module: wb, Function: "nope", Limits: hangLimits()}},
 		{sandbox.KindCancelled, cancelled, sandbox.Request{Module: loop, Function: "run", Limits: spin}},
 	}
 	// Rare, because each one spins a core for its deadline.

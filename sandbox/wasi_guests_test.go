@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -68,9 +67,7 @@ func guestModule(t testing.TB, file string) *sandbox.Module {
 func runGuest(t testing.TB, e *sandbox.Engine, file string, g sandbox.WASI, mode ...string) (*sandbox.Result, error) {
 	t.Helper()
 	g.Args = append(mode, g.Args...)
-	l := limits.Defaults()
-	l.Timeout = time.Minute // a hang bound: a loaded machine must not fail the test
-	return e.Run(context.Background(), sandbox.Request{Module: guestModule(t, file), Limits: l,
+	return e.Run(context.Background(), sandbox.Request{Module: guestModule(t, file), Limits: hangLimits(),
 		Capabilities: sandbox.Capabilities{WASI: &g}})
 }
 
@@ -175,7 +172,7 @@ func TestWASIGuests(t *testing.T) {
 				})
 			}
 			t.Run("sleep past the deadline", func(t *testing.T) {
-				req := sandbox.Request{Module: guestModule(t, file), Limits: limits.Defaults(),
+				req := sandbox.Request{Module: guestModule(t, file), Limits: hangLimits(),
 					Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{Args: []string{"sleep", "30000"}}}}
 				req.Limits.Timeout = 300 * time.Millisecond
 				start := time.Now()
@@ -194,7 +191,7 @@ func TestWASIGuests(t *testing.T) {
 				testStreamThenCancel(t, e, file)
 			})
 			t.Run("memory hog", func(t *testing.T) {
-				req := sandbox.Request{Module: guestModule(t, file), Limits: limits.Defaults(),
+				req := sandbox.Request{Module: guestModule(t, file), Limits: hangLimits(),
 					Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{Args: []string{"hog"}}}}
 				req.Limits.MemoryBytes = 32 << 20
 				req.Limits.Timeout = 60 * time.Second
@@ -208,7 +205,7 @@ func TestWASIGuests(t *testing.T) {
 			})
 			t.Run("refused without the grant", func(t *testing.T) {
 				m := guestModule(t, file)
-				_, err := e.Run(context.Background(), sandbox.Request{Module: m, Limits: limits.Defaults()})
+				_, err := e.Run(context.Background(), sandbox.Request{Module: m, Limits: hangLimits()})
 				se := wantKind(t, err, sandbox.KindDisallowedImport)
 				for _, imp := range m.Imports {
 					if imp.Module == sandbox.WASIModule && !strings.Contains(se.Message, imp.Name) {
@@ -236,7 +233,7 @@ func testStreamThenCancel(t *testing.T, e *sandbox.Engine, file string) {
 	var mu sync.Mutex
 	var streamed strings.Builder
 	second := make(chan struct{})
-	req := sandbox.Request{Module: guestModule(t, file), Limits: limits.Defaults(),
+	req := sandbox.Request{Module: guestModule(t, file), Limits: hangLimits(),
 		Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{Args: []string{"tick", "1000", "100"}}}}
 	req.Limits.Timeout = 5 * time.Minute
 	req.Limits.Fuel = 1 << 50

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -62,19 +61,17 @@ func compileWAT(t testing.TB, wat string) *sandbox.Module {
 	return m
 }
 
-// wasiRequest runs m with w under the default limits, except a one-minute
-// deadline: a hang bound, so that a loaded machine cannot fail the tests
+// wasiRequest runs m with w under hangLimits: the default limits with a
+// hang-bound deadline, so that a loaded machine cannot fail the tests
 // (the tests about deadlines set their own).
 func wasiRequest(m *sandbox.Module, w *sandbox.WASI) sandbox.Request {
-	l := limits.Defaults()
-	l.Timeout = time.Minute
-	return sandbox.Request{Module: m, Limits: l, Capabilities: sandbox.Capabilities{WASI: w}}
+	return sandbox.Request{Module: m, Limits: hangLimits(), Capabilities: sandbox.Capabilities{WASI: w}}
 }
 
 func TestWASIRefusedWithoutGrant(t *testing.T) {
 	wat := strings.ReplaceAll(wasiHello, "CODE", "0")
 	m := compileWAT(t, wat)
-	_, err := engine(t).Run(context.Background(), sandbox.Request{Module: m, Limits: limits.Defaults()})
+	_, err := engine(t).Run(context.Background(), sandbox.Request{Module: m, Limits: hangLimits()})
 	se := wantKind(t, err, sandbox.KindDisallowedImport)
 	for _, fn := range []string{"fd_write", "proc_exit", "args_sizes_get"} {
 		if !strings.Contains(se.Message, fn) {
@@ -236,7 +233,7 @@ func TestWASIRandomSeed(t *testing.T) {
 	draw := func(caps sandbox.Capabilities) string {
 		t.Helper()
 		caps.WASI = &sandbox.WASI{}
-		res, err := engine(t).Run(context.Background(), sandbox.Request{Module: m, Limits: limits.Defaults(), Capabilities: caps})
+		res, err := engine(t).Run(context.Background(), sandbox.Request{Module: m, Limits: hangLimits(), Capabilities: caps})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +291,7 @@ func TestWASIGrantErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g := c.grant
-			_, err := e.Run(context.Background(), sandbox.Request{Module: m, Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{WASI: &g}})
+			_, err := e.Run(context.Background(), sandbox.Request{Module: m, Limits: hangLimits(), Capabilities: sandbox.Capabilities{WASI: &g}})
 			var ge *sandbox.GrantError
 			if !errors.As(err, &ge) || ge.Field != c.field || !strings.Contains(ge.Problem, c.in) {
 				t.Fatalf("err = %v, want a GrantError on %s mentioning %q", err, c.field, c.in)
@@ -302,7 +299,7 @@ func TestWASIGrantErrors(t *testing.T) {
 		})
 	}
 	// No allowed directories at all: every dir is refused, saying why.
-	_, err = engine(t).Run(context.Background(), sandbox.Request{Module: compileWAT(t, strings.ReplaceAll(wasiHello, "CODE", "0")), Limits: limits.Defaults(),
+	_, err = engine(t).Run(context.Background(), sandbox.Request{Module: compileWAT(t, strings.ReplaceAll(wasiHello, "CODE", "0")), Limits: hangLimits(),
 		Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{Dirs: []sandbox.Dir{{Host: allowed, Guest: "/"}}}}})
 	var ge *sandbox.GrantError
 	if !errors.As(err, &ge) || !strings.Contains(ge.Problem, "--allow-dir") {
@@ -375,13 +372,13 @@ func TestWASINoLeaks(t *testing.T) {
 	}
 	round := func(n int) {
 		for i := 0; i < n; i++ {
-			req := sandbox.Request{Module: hello, Limits: limits.Defaults(), Output: func(string, []byte) {},
+			req := sandbox.Request{Module: hello, Limits: hangLimits(), Output: func(string, []byte) {},
 				Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{Files: map[string][]byte{"/in": []byte("x")}, Stdin: []byte("in")}}}
 			if res, err := e.Run(ctx, req); err != nil || res.ExitCode != 1 {
 				t.Fatalf("run %d: %v", i, err)
 			}
 			if i%20 == 0 {
-				req = sandbox.Request{Module: sleeper, Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{}}}
+				req = sandbox.Request{Module: sleeper, Limits: hangLimits(), Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{}}}
 				req.Limits.Timeout = 2 * time.Millisecond
 				if _, err := e.Run(ctx, req); sandbox.KindOf(err) != sandbox.KindTimeout {
 					t.Fatalf("sleeper: %v", err)
