@@ -148,7 +148,12 @@ func TestSoak(t *testing.T) {
 	// Spawn the sidecar ourselves so the client's input can be teed into a
 	// frame parser that counts responses per id.
 	stderr := &syncBuffer{}
-	cmd := exec.Command(binPath, "serve", "--max-concurrency", "2")
+	// The default run deadline (1 s) and compile time limit (30 s) become
+	// hang bounds: neither is what the soak is about, and 16 callers on a
+	// loaded machine made compiles and runs wait long for a core. The ops
+	// that test a deadline set their own.
+	cmd := exec.Command(binPath, "serve", "--max-concurrency", "2",
+		"--default-timeout-ms", "60000", "--default-compile-timeout-ms", "300000")
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
