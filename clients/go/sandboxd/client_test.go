@@ -407,7 +407,9 @@ func TestCancelGraceRunsOut(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's", err)
 	}
-	if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
+	// The grace is honoured (not before 250 ms); the upper bound only
+	// detects a call that the read deadline did not wake.
+	if d := time.Since(start); d < 250*time.Millisecond || d > time.Minute {
 		t.Fatalf("gave up after %v, want about 250ms", d)
 	}
 	if m := <-s.reqs; m["method"] != "run" {
