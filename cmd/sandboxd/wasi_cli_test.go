@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,9 +20,14 @@ func wasiGuest(name string) string {
 	return filepath.Join(filepath.Dir(watDir), "wasi", name)
 }
 
-// runWASICLI runs `sandboxd run ARGS...` with stdin.
+// runWASICLI runs `sandboxd run ARGS...` with stdin. A run that sets no
+// --timeout-ms gets a one-minute deadline, a hang bound: the 1 s default
+// would make a guest runtime's start-up on a loaded machine a speed check.
 func runWASICLI(t *testing.T, stdin string, args ...string) cliResult {
 	t.Helper()
+	if !slices.Contains(args, "--timeout-ms") {
+		args = append([]string{args[0], "--timeout-ms", "60000"}, args[1:]...) // before any "--"
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, append([]string{"run"}, args...)...)
