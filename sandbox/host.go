@@ -211,12 +211,12 @@ func valTypes(ks []wasmtime.ValKind) []*wasmtime.ValType {
 // queues (see Request.Log), so a slow reader cannot stall the time fence.
 func (r *run) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	ptr, n := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
-	ext := c.GetExport("memory")
-	if ext == nil || ext.Memory() == nil {
+	mem := r.guestMemory(c)
+	if mem == nil {
 		r.hostTrap = "host::log needs the guest to export its memory as \"memory\""
 		return nil, wasmtime.NewTrap(r.hostTrap)
 	}
-	data := ext.Memory().UnsafeData(c)
+	data := mem.UnsafeData(c)
 	if ptr+n > uint64(len(data)) {
 		r.hostTrap = fmt.Sprintf("host::log: bytes [%d, %d) lie outside the guest's memory of %d bytes", ptr, ptr+n, len(data))
 		return nil, wasmtime.NewTrap(r.hostTrap)
@@ -234,6 +234,20 @@ func (r *run) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, 
 	}
 	r.log.emit(line)
 	return nil, nil
+}
+
+// guestMemory is the guest's export "memory". A module may export the
+// host function itself (`(export "run" (func $log))`): called by the host,
+// it has no calling instance to ask, so the run's instance is asked.
+func (r *run) guestMemory(c *wasmtime.Caller) *wasmtime.Memory {
+	ext := c.GetExport("memory")
+	if ext == nil && r.instance != nil {
+		ext = r.instance.GetExport(c, "memory")
+	}
+	if ext == nil {
+		return nil
+	}
+	return ext.Memory()
 }
 
 // validUTF8 copies b into a string, replacing each byte that is not part of

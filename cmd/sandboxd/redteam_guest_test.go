@@ -193,3 +193,18 @@ func TestRewriteDoesNotPushAValidModulePastWasmtimesLimits(t *testing.T) {
 		t.Errorf("want one line naming the module's own count: %s", r.stdout)
 	}
 }
+
+// TestExportedHostLogFindsTheMemory: a module may export host::log itself
+// as its entry point; called by the host, it has no calling instance, and
+// the run trapped "host::log needs the guest to export its memory" though
+// the module did export it.
+func TestExportedHostLogFindsTheMemory(t *testing.T) {
+	guest := writeGuest(t, "exported_log.wat", `(module (import "host" "log" (func $l (param i32 i32)))
+	  (memory (export "memory") 1) (data (i32.const 0) "hello")
+	  (export "run" (func $l)))`)
+	r := runCLI(t, guest, "--allow-log", "--arg", "0", "--arg", "5")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "[guest log] hello") {
+		t.Errorf("want the line logged: %s", r)
+	}
+}
