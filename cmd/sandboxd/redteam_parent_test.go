@@ -138,3 +138,44 @@ func TestOutputNotificationsAreBoundedOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestContentLengthIsOneUnsignedNumber: a header block with two
+// Content-Length headers that disagree was read by the last one, and
+// "+46" was read as 46. Anything between parent and sidecar that reads the
+// first header (a proxy, a logger, a recorder) splits the stream elsewhere
+// than the sidecar, so a message it inspected is not the one that runs. As
+// in HTTP, a Content-Length is digits only, and headers that disagree make
+// the stream unreadable: exit 2, naming both values.
+func TestContentLengthIsOneUnsignedNumber(t *testing.T) {
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize"}`
+	stats := `{"jsonrpc":"2.0","id":2,"method":"stats"}`
+	for _, tc := range []struct{ name, input, want string }{
+		{"conflicting", fmt.Sprintf("Content-Length: 5\r\nContent-Length: %d\r\n\r\n%s", len(init), init), "conflicting Content-Length headers"},
+		{"sign", fmt.Sprintf("Content-Length: +%d\r\n\r\n%s", len(init), init), "invalid Content-Length"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startRaw(t, binPath)
+			s.sendBytes([]byte(tc.input))
+			s.sendBody([]byte(stats))
+			_ = s.stdin.Close()
+			code, _, killed := s.wait(30 * time.Second)
+			if killed || code != exitServeFraming {
+				t.Errorf("exit %d (killed %v), want %d", code, killed, exitServeFraming)
+			}
+			for _, m := range s.all() {
+				if m.Error == nil {
+					t.Errorf("a message was served: %s", trunc(m.raw))
+				}
+			}
+			if e := s.stderr.String(); !strings.Contains(e, tc.want) {
+				t.Errorf("stderr does not say %q: %q", tc.want, e)
+			}
+		})
+	}
+	// The same value twice is one length.
+	s := startRaw(t, binPath)
+	s.sendBytes([]byte(fmt.Sprintf("Content-Length: %d\r\ncontent-length: %d\r\n\r\n%s", len(init), len(init), init)))
+	if r, _ := s.response("1", 30*time.Second); r.Error != nil {
+		t.Errorf("a repeated equal Content-Length: want initialize served, got %s", trunc(r.raw))
+	}
+}

@@ -149,9 +149,16 @@ func (r *Reader) readContentLength() ([]byte, error) {
 			return nil, &Error{Problem: fmt.Sprintf("malformed header line %q", truncate(text, 80))}
 		}
 		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
-			n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
-			if err != nil || n < 0 {
-				return nil, &Error{Problem: fmt.Sprintf("invalid Content-Length %q", truncate(strings.TrimSpace(value), 40))}
+			// Digits only (ParseInt alone takes "+5"), and one value: as
+			// in HTTP, headers that disagree cannot be read one way
+			// that everything between parent and sidecar agrees on.
+			value = strings.TrimSpace(value)
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || n < 0 || strings.TrimLeft(value, "0123456789") != "" {
+				return nil, &Error{Problem: fmt.Sprintf("invalid Content-Length %q", truncate(value, 40))}
+			}
+			if length >= 0 && n != length {
+				return nil, &Error{Problem: fmt.Sprintf("conflicting Content-Length headers (%d and %d)", length, n)}
 			}
 			length = n
 		}

@@ -116,7 +116,9 @@ func TestFrameReaderContentLength(t *testing.T) {
 		// once. Its body is skipped on the next read.
 		{"oversized body truncated by EOF", "Content-Length: 5000\r\n\r\n" + big, 1024, []frameResult{oversized, broken}},
 		{"huge declared length", "Content-Length: 9223372036854775807\r\n\r\n{}", 1024, []frameResult{oversized, broken}},
-		{"duplicate content-length, last wins", "Content-Length: 100\r\nContent-Length: 2\r\n\r\n{}", 1024, []frameResult{ok(`{}`), eof}},
+		{"conflicting content-lengths", "Content-Length: 100\r\nContent-Length: 2\r\n\r\n{}", 1024, []frameResult{broken}},
+		{"repeated equal content-length", "Content-Length: 2\r\ncontent-length: 2\r\n\r\n{}", 1024, []frameResult{ok(`{}`), eof}},
+		{"signed content-length", "Content-Length: +2\r\n\r\n{}", 1024, []frameResult{broken}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
