@@ -37,6 +37,104 @@ type envelope struct {
 	Error   json.RawMessage `json:"error"`
 }
 
+// envelopeOf returns the members of the valid JSON object obj that
+// JSON-RPC names, matched exactly (encoding/json would match "ID" or
+// "Method" too, case-insensitively, the last match winning, so that
+// {"method":"stats","Method":"shutdown"} shut the sidecar down). The last
+// of repeated members wins, as in encoding/json. Values are copies: obj is
+// the framing reader's buffer.
+func envelopeOf(obj []byte) envelope {
+	var env envelope
+	fields := [...]struct {
+		name string
+		dst  *json.RawMessage
+	}{{"jsonrpc", &env.JSONRPC}, {"id", &env.ID}, {"method", &env.Method},
+		{"params", &env.Params}, {"result", &env.Result}, {"error", &env.Error}}
+	members(obj, func(key, value []byte) {
+		for _, f := range fields {
+			if keyIs(key, f.name) {
+				*f.dst = append(json.RawMessage(nil), value...)
+				return
+			}
+		}
+	})
+	return env
+}
+
+// keyIs reports whether the JSON string literal key decodes to name.
+func keyIs(key []byte, name string) bool {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return len(key) == len(name)+2 && string(key[1:len(key)-1]) == name
+	}
+	var s string
+	return json.Unmarshal(key, &s) == nil && s == name
+}
+
+// members calls fn with the key (a JSON string literal, as written) and
+// the raw value of each member of the JSON object obj, in order. obj must
+// be valid JSON: the caller has checked it.
+func members(obj []byte, fn func(key, value []byte)) {
+	i := skipSpace(obj, 0) + 1 // past '{'
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return
+		}
+		if obj[i] == ',' {
+			i++
+			continue
+		}
+		k := valueEnd(obj, i)
+		key := obj[i:k]
+		i = skipSpace(obj, k) + 1 // past ':'
+		i = skipSpace(obj, i)
+		v := valueEnd(obj, i)
+		fn(key, obj[i:v])
+		i = v
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the valid JSON value at b[i].
+func valueEnd(b []byte, i int) int {
+	depth, inString := 0, false
+	for j := i; j < len(b); j++ {
+		c := b[j]
+		switch {
+		case inString:
+			if c == '\\' {
+				j++
+			} else if c == '"' {
+				inString = false
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth == 0 { // the end of the enclosing object: a scalar ended
+				return j
+			}
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return j
+		}
+	}
+	return len(b)
+}
+
 // screen checks the JSON-RPC envelope of body. It reports whether the
 // message should be dispatched; if not, the returned request's answer is
 // the error response it is owed (nil if none). The answer is sent in order
@@ -71,10 +169,11 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 		}
 		return request{}, false
 	}
-	if err := json.Unmarshal(trimmed, &env); err != nil {
+	if err := json.Unmarshal(trimmed, &struct{}{}); err != nil { // syntax only: nothing is kept
 		send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
 		return request{}, false
 	}
+	env = envelopeOf(trimmed)
 	req := request{hasID: env.ID != nil, size: int64(len(body))}
 	if req.hasID {
 		id, ok := parseID(env.ID)

@@ -179,3 +179,32 @@ func TestContentLengthIsOneUnsignedNumber(t *testing.T) {
 		t.Errorf("a repeated equal Content-Length: want initialize served, got %s", trunc(r.raw))
 	}
 }
+
+// TestEnvelopeKeysAreExact: JSON-RPC's member names are case-sensitive,
+// but the envelope was decoded by encoding/json, which matches struct
+// fields case-insensitively and lets the last match win. So
+// {"method":"stats","Method":"shutdown"} shut the sidecar down (anything
+// that checked "method" on the way saw stats), "ID" answered as an id and
+// "PARAMS" replaced "params". Only the exact names count now; other
+// members are ignored.
+func TestEnvelopeKeysAreExact(t *testing.T) {
+	s := startRaw(t, binPath)
+	s.sendBody([]byte(`{"jsonrpc":"2.0","id":1,"method":"stats","Method":"shutdown"}`))
+	if r, _ := s.response("1", 30*time.Second); r.Error != nil || !strings.Contains(string(r.Result), `"runs"`) {
+		t.Errorf(`"method":"stats","Method":"shutdown": want the stats, got %s`, trunc(r.raw))
+	}
+	// A notification (it has no "id"), whatever "ID" says: not answered.
+	s.sendBody([]byte(`{"jsonrpc":"2.0","ID":2,"method":"initialize"}`))
+	add := `{"wat":"(module (func (export \"add\") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))"}`
+	s.sendBody([]byte(`{"jsonrpc":"2.0","id":3,"method":"run","params":{"module":` + add + `,"function":"add","args":[1,2]},` +
+		`"PARAMS":{"module":` + add + `,"function":"add","args":[40,2]}}`))
+	r, msgs := s.response("3", 30*time.Second)
+	if r.Error != nil || !strings.Contains(string(r.Result), `"value":3`) {
+		t.Errorf(`"params" then "PARAMS": want add(1, 2) = 3 (the server not shut down, "params" used), got %s`, trunc(r.raw))
+	}
+	for _, m := range msgs {
+		if m.idKey() == "2" {
+			t.Errorf(`a message with "ID" but no "id" was answered: %s`, trunc(m.raw))
+		}
+	}
+}
