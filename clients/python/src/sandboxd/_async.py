@@ -12,12 +12,12 @@ import asyncio
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ._params import module_source, run_params
+from ._params import compile_params, run_params
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
     Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
 )
-from ._types import Module, OnLog, RunOptions, RunResult
+from ._types import Limits, Module, OnLog, RunOptions, RunResult
 from .errors import SidecarError
 
 __all__ = ["AsyncSidecar"]
@@ -281,9 +281,9 @@ class AsyncSidecar:
         return result
 
     async def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None,
-                      path: Any = None, module: Any = None) -> Module:
+                      path: Any = None, module: Any = None, limits: Optional[Limits] = None) -> Module:
         """See :meth:`sandboxd.Sidecar.compile`."""
-        params = {"module": module_source(wat, wasm, path, module)}
+        params = compile_params(wat, wasm, path, module, limits)
         conn = await self._connection()
         result: Module = await conn.call("compile", params, None, parse_module)
         return result

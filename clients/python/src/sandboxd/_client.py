@@ -14,12 +14,12 @@ import threading
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from ._params import module_source, run_params
+from ._params import compile_params, run_params
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
     Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
 )
-from ._types import Module, OnLog, RunOptions, RunResult
+from ._types import Limits, Module, OnLog, RunOptions, RunResult
 from .errors import InvalidParams, SidecarError
 
 __all__ = ["Sidecar", "RunHandle"]
@@ -310,10 +310,13 @@ class Sidecar:
         return RunHandle(conn, call, fut)
 
     def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
-                module: Any = None) -> Module:
+                module: Any = None, limits: Optional[Limits] = None) -> Module:
         """Compile (and cache) a module in the sidecar; returns a Module with
-        its id, imports and exports, to run later with ``module=``."""
-        params = {"module": module_source(wat, wasm, path, module)}
+        its id, imports and exports, to run later with ``module=``.
+        ``limits`` may set ``compile_timeout`` and ``compile_memory_bytes``
+        (the sidecar refuses other fields with InvalidParams naming them);
+        past them the compile raises CompileLimitExceeded."""
+        params = compile_params(wat, wasm, path, module, limits)
         result: Module = self._connection().call("compile", params, None, parse_module)
         return result
 

@@ -61,7 +61,7 @@ def _limit_int(name: str, v: Any) -> int:
     return v
 
 
-def timeout_ms(seconds: Any) -> int:
+def timeout_ms(seconds: Any, name: str = "timeout") -> int:
     """Seconds (or a timedelta) to the protocol's whole milliseconds.
 
     Rounded to nearest (0.05 * 1000 is 50.000000000000007 in binary floating
@@ -72,7 +72,7 @@ def timeout_ms(seconds: Any) -> int:
     if isinstance(seconds, datetime.timedelta):
         seconds = seconds.total_seconds()
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise InvalidParams("timeout must be a number of seconds, got %r" % (seconds,))
+        raise InvalidParams("%s must be a number of seconds, got %r" % (name, seconds))
     ms = int(round(seconds * 1000))
     if seconds > 0 and ms == 0:
         ms = 1
@@ -82,6 +82,7 @@ def timeout_ms(seconds: Any) -> int:
 _LIMIT_FIELDS = (
     ("fuel", "fuel"), ("memory_bytes", "memoryBytes"), ("table_elements", "tableElements"),
     ("instances", "instances"), ("memories", "memories"), ("log_bytes", "logBytes"),
+    ("compile_memory_bytes", "compileMemoryBytes"),
 )
 
 
@@ -99,7 +100,22 @@ def limits_object(limits: Optional[Limits], overrides: Mapping[str, Any]) -> Dic
             out[wire] = _limit_int(attr, v)
     if merged.timeout is not None:
         out["timeoutMs"] = timeout_ms(merged.timeout)
+    if merged.compile_timeout is not None:
+        out["compileTimeoutMs"] = timeout_ms(merged.compile_timeout, "compile_timeout")
     return out
+
+
+def compile_params(wat: Optional[str], wasm: Optional[bytes], path: Any, module: Any,
+                   limits: Optional[Limits]) -> Dict[str, Any]:
+    """The ``compile`` params; raises InvalidParams before anything is sent.
+    Only the compile fields of ``limits`` mean something there: the
+    sidecar refuses the others, naming them."""
+    params: Dict[str, Any] = {"module": module_source(wat, wasm, path, module)}
+    if limits is not None:
+        lim = limits_object(limits, {})
+        if lim:
+            params["limits"] = lim
+    return params
 
 
 def capabilities_object(caps: Optional[Capabilities]) -> Dict[str, Any]:

@@ -18,10 +18,14 @@ OnLog = Callable[[str], Any]
 class Limits:
     """The fences of one run; ``None`` fields take the sidecar's defaults.
 
-    ``timeout`` is in seconds (sent as ``timeoutMs``); the rest are the
-    protocol's integers. Keyword arguments given to ``run()`` override the
-    fields of a ``limits=`` object, so a shared Limits can be a baseline.
-    The sidecar validates the values (and names the field it refuses).
+    ``timeout`` and ``compile_timeout`` are in seconds (sent as
+    ``timeoutMs`` and ``compileTimeoutMs``); the rest are the protocol's
+    integers. ``compile_timeout`` and ``compile_memory_bytes`` fence
+    compiling a module the sidecar has not compiled before; they are the
+    only fields ``compile()`` accepts. Keyword arguments given to ``run()``
+    override the fields of a ``limits=`` object, so a shared Limits can be
+    a baseline. The sidecar validates the values (and names the field it
+    refuses).
     """
 
     fuel: Optional[int] = None
@@ -31,6 +35,8 @@ class Limits:
     instances: Optional[int] = None
     memories: Optional[int] = None
     log_bytes: Optional[int] = None
+    compile_timeout: Optional[float] = None
+    compile_memory_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)
