@@ -19,6 +19,8 @@ export {
   type RunOptions,
   type RunResult,
   type ModuleSource,
+  type CompileOptions,
+  type CompileLimits,
   type CompiledModule,
   type ImportInfo,
   type ExportInfo,

@@ -43,6 +43,7 @@ export interface RunParams {
 /** Params of `compile`. */
 export interface CompileParams {
   module: ModuleParam;
+  limits?: Record<string, number>;
 }
 
 /** Params of the `log` notification (server to client). */

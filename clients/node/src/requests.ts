@@ -8,9 +8,18 @@
 import { resolve as resolvePath } from "node:path";
 
 import { InvalidParams, SidecarError } from "./errors.js";
-import type { ModuleParam, RunParams } from "./protocol.js";
+import type { CompileParams, ModuleParam, RunParams } from "./protocol.js";
 import type { RunState } from "./session.js";
-import type { Capabilities, CompileWireResult, CompiledModule, ModuleSource, RunOptions, RunResult, RunWireResult } from "./types.js";
+import type {
+  Capabilities,
+  CompileOptions,
+  CompileWireResult,
+  CompiledModule,
+  ModuleSource,
+  RunOptions,
+  RunResult,
+  RunWireResult,
+} from "./types.js";
 import { decodeValue, encodeArg, unsafeIntegerProblem, type Value } from "./values.js";
 
 /** The protocol's `module` object from exactly one source; a relative path is made absolute here. */
@@ -51,6 +60,13 @@ export function runParams(options: RunOptions): RunParams {
   if (options.args !== undefined) params.args = options.args.map((a, i) => encodeArg(a, i));
   if (options.limits !== undefined) params.limits = { ...options.limits } as Record<string, number>;
   if (options.capabilities !== undefined) params.capabilities = encodeCapabilities(options.capabilities);
+  return params;
+}
+
+/** The `compile` params; throws {@link InvalidParams} before anything is sent. */
+export function compileParams(options: CompileOptions): CompileParams {
+  const params: CompileParams = { module: moduleParam(options) };
+  if (options.limits !== undefined) params.limits = { ...options.limits } as Record<string, number>;
   return params;
 }
 

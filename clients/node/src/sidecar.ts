@@ -19,15 +19,17 @@ import {
   ShutdownRequest,
   StatsRequest,
 } from "./protocol.js";
-import { moduleParam, runParams, toCompiledModule, toRunResult } from "./requests.js";
+import { compileParams, runParams, toCompiledModule, toRunResult } from "./requests.js";
 import { Session, type RunState, type Sent } from "./session.js";
-import type { CompiledModule, ModuleSource, RunOptions, RunResult, ServerInfo, SpawnOptions, Stats } from "./types.js";
+import type { CompiledModule, CompileOptions, RunOptions, RunResult, ServerInfo, SpawnOptions, Stats } from "./types.js";
 
 export type {
   SpawnOptions,
   RunOptions,
   RunResult,
   ModuleSource,
+  CompileOptions,
+  CompileLimits,
   CompiledModule,
   ImportInfo,
   ExportInfo,
@@ -163,9 +165,13 @@ export class Sidecar {
     }
   }
 
-  /** Compiles a module (and caches it in the sidecar) without running it. */
-  async compile(source: ModuleSource): Promise<CompiledModule> {
-    const params = { module: moduleParam(source) };
+  /**
+   * Compiles a module (and caches it in the sidecar) without running it,
+   * under `limits.compileTimeoutMs`/`compileMemoryBytes` if given (else the
+   * sidecar's defaults); past them it rejects with `CompileLimitExceeded`.
+   */
+  async compile(options: CompileOptions): Promise<CompiledModule> {
+    const params = compileParams(options);
     return toCompiledModule(await this.call(CompileRequest, params).result);
   }
 

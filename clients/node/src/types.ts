@@ -42,7 +42,14 @@ export interface Limits {
   memories?: number;
   /** Cap on log bytes kept for the run; lines beyond it are dropped. */
   logBytes?: number;
+  /** Deadline in milliseconds for compiling a module the sidecar has not compiled before; past it, `CompileLimitExceeded` (`compile_time`). */
+  compileTimeoutMs?: number;
+  /** Memory cap in bytes of that compile (the compile process's data size); past it, `CompileLimitExceeded` (`compile_memory`). */
+  compileMemoryBytes?: number;
 }
+
+/** The limits {@link Sidecar.compile} takes: only the compile fields (the sidecar refuses any other, naming it). */
+export type CompileLimits = Pick<Limits, "compileTimeoutMs" | "compileMemoryBytes">;
 
 /** Host functions granted to the guest; nothing is granted by default. */
 export interface Capabilities {
@@ -92,6 +99,11 @@ export interface ModuleSource {
   path?: string;
   /** A module compiled earlier on this sidecar, or its `sha256:` id. */
   module?: CompiledModule | string;
+}
+
+/** Options of {@link Sidecar.compile}. */
+export interface CompileOptions extends ModuleSource {
+  limits?: CompileLimits;
 }
 
 /** Options of {@link Sidecar.run}. */
