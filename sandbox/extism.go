@@ -387,18 +387,34 @@ func (p *pluginState) badHandle(fn, what string, h uint64) *wasmtime.Trap {
 		Message: fmt.Sprintf("%s::%s: %s %d is not a live kernel block", ExtismEnvModule, fn, what, h)})
 }
 
+// kernelCall calls a kernel function from inside a host function. Its
+// instructions run under the call's fences, so the nested call can be where
+// fuel, the deadline or a cancellation stops the guest: that trap is
+// returned as it is (asTrap) and must be the host function's own, or the
+// run is classified by whatever the host function says next (a bad handle)
+// instead of by the fence. Every nested kernel call goes through here.
+func (p *pluginState) kernelCall(c *wasmtime.Caller, fn *wasmtime.Func, args ...any) (any, *wasmtime.Trap) {
+	out, err := fn.Call(c, args...)
+	if err != nil {
+		return nil, asTrap(err)
+	}
+	return out, nil
+}
+
 // take copies block h out of the kernel and frees it (the ABI gives the
-// host ownership of the handles passed to it).
-func (p *pluginState) take(c *wasmtime.Caller, h uint64) ([]byte, bool) {
+// host ownership of the handles passed to it). fn and what name the
+// handle for the error when h is not a live block; a trap of the nested
+// free is returned as it is.
+func (p *pluginState) take(c *wasmtime.Caller, fn, what string, h uint64) ([]byte, *wasmtime.Trap) {
 	b, ok := kernelBlock(p.mem.UnsafeData(c), h)
 	if !ok {
-		return nil, false
+		return nil, p.badHandle(fn, what, h)
 	}
 	b = append([]byte(nil), b...)
-	if _, err := p.free.Call(c, int64(h)); err != nil {
-		return nil, false
+	if _, trap := p.kernelCall(c, p.free, int64(h)); trap != nil {
+		return nil, trap
 	}
-	return b, true
+	return b, nil
 }
 
 // give allocates a kernel block holding b and returns its handle, or 0 if
@@ -407,9 +423,9 @@ func (p *pluginState) give(c *wasmtime.Caller, b []byte) (int64, *wasmtime.Trap)
 	if len(b) == 0 {
 		return 0, nil
 	}
-	out, err := p.alloc.Call(c, int64(len(b)))
-	if err != nil {
-		return 0, asTrap(err)
+	out, trap := p.kernelCall(c, p.alloc, int64(len(b)))
+	if trap != nil {
+		return 0, trap
 	}
 	h := out.(int64)
 	if h != 0 {
@@ -429,9 +445,9 @@ func asTrap(err error) *wasmtime.Trap {
 
 func (p *pluginState) configGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	h := uint64(args[0].I64())
-	key, ok := p.take(c, h)
-	if !ok {
-		return nil, p.badHandle("config_get", "key", h)
+	key, trap := p.take(c, "config_get", "key", h)
+	if trap != nil {
+		return nil, trap
 	}
 	v, found := p.config[string(key)]
 	if !found {
@@ -443,9 +459,9 @@ func (p *pluginState) configGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasm
 
 func (p *pluginState) varGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	h := uint64(args[0].I64())
-	key, ok := p.take(c, h)
-	if !ok {
-		return nil, p.badHandle("var_get", "key", h)
+	key, trap := p.take(c, "var_get", "key", h)
+	if trap != nil {
+		return nil, trap
 	}
 	v, found := p.vars[string(key)]
 	if !found {
@@ -460,9 +476,9 @@ func (p *pluginState) varGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtim
 // past it stops the call with memory_limit_exceeded (resource vars).
 func (p *pluginState) varSet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	kh, vh := uint64(args[0].I64()), uint64(args[1].I64())
-	key, ok := p.take(c, kh)
-	if !ok {
-		return nil, p.badHandle("var_set", "key", kh)
+	key, trap := p.take(c, "var_set", "key", kh)
+	if trap != nil {
+		return nil, trap
 	}
 	k := string(key)
 	old, had := p.vars[k]
@@ -473,9 +489,9 @@ func (p *pluginState) varSet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtim
 		}
 		return nil, nil
 	}
-	val, ok := p.take(c, vh)
-	if !ok {
-		return nil, p.badHandle("var_set", "value", vh)
+	val, trap := p.take(c, "var_set", "value", vh)
+	if trap != nil {
+		return nil, trap
 	}
 	used := p.varUsed + uint64(len(k)+len(val))
 	if had {
@@ -501,13 +517,15 @@ func (p *pluginState) logLine(r *run, c *wasmtime.Caller, level LogLevel, args [
 	s := &r.log
 	if s.full { // dropped without copying, as host::log does
 		if _, ok := kernelBlock(p.mem.UnsafeData(c), h); ok {
-			p.free.Call(c, int64(h))
+			if _, trap := p.kernelCall(c, p.free, int64(h)); trap != nil {
+				return nil, trap
+			}
 		}
 		return nil, nil
 	}
-	b, ok := p.take(c, h)
-	if !ok {
-		return nil, p.badHandle("log_"+string(level), "message", h)
+	b, trap := p.take(c, "log_"+string(level), "message", h)
+	if trap != nil {
+		return nil, trap
 	}
 	if len(b) > MaxLogLineBytes {
 		b = b[:MaxLogLineBytes]
