@@ -4,9 +4,12 @@ package main
 // the sidecar's stdin found, each through the real binary.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +209,59 @@ func TestEnvelopeKeysAreExact(t *testing.T) {
 		if m.idKey() == "2" {
 			t.Errorf(`a message with "ID" but no "id" was answered: %s`, trunc(m.raw))
 		}
+	}
+}
+
+// TestUnreadStderrDoesNotStallTheSidecar: a parent that pipes the
+// sidecar's stderr and never reads it (subprocess.PIPE, forgotten) filled
+// the pipe with the warnings its own input caused (here: notifications
+// the sidecar ignores, one line each), and then every log call blocked:
+// requests went unanswered and the sidecar never exited after stdin EOF.
+// Diagnostics now go through a bounded buffer; past it, lines are dropped
+// and counted.
+func TestUnreadStderrDoesNotStallTheSidecar(t *testing.T) {
+	cmd := exec.Command(binPath, "serve", "--framing=ndjson")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe() // never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	go func() {
+		var b bytes.Buffer
+		for range 5000 {
+			b.WriteString(`{"jsonrpc":"2.0","method":"no/such/notification"}` + "\n")
+		}
+		b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"stats"}` + "\n")
+		_, _ = stdin.Write(b.Bytes())
+	}()
+	answered := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		answered <- line
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case line := <-answered:
+		if !strings.Contains(line, `"runs"`) {
+			t.Fatalf("want the stats, got %q", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("stats not answered within 30 s while nobody reads stderr")
+	}
+	_ = stdin.Close()
+	if code, _, killed := waitTimeout(cmd, 10*time.Second); killed || code != 0 {
+		t.Errorf("after stdin EOF: exit %d, killed %v; want 0 within 10 s", code, killed)
 	}
 }

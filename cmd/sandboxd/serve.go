@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/rpc"
@@ -55,6 +56,11 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandboxd serve: unexpected argument %q\n", rest[0])
 		return exitServeNoShutdown
 	}
+	// From here on stderr never blocks (see logWriter), so a parent that
+	// does not read it cannot stall the sidecar.
+	logOut := newLogWriter(stderr)
+	defer logOut.close(time.Second)
+	stderr = logOut
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: --log-level: %v\n", err)
