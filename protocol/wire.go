@@ -80,7 +80,8 @@ type RunResult struct {
 
 // CompileParams are the params of `compile`.
 type CompileParams struct {
-	Module ModuleSpec `json:"module"`
+	Module ModuleSpec        `json:"module"`
+	Limits map[string]uint64 `json:"limits,omitempty"` // compileTimeoutMs, compileMemoryBytes; others are refused
 }
 
 // ImportInfo describes one import of a compiled module.

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // TestCompileTakesCompileLimits: an ahead-of-time compile takes the
@@ -16,7 +19,8 @@ func TestCompileTakesCompileLimits(t *testing.T) {
 	s := startRaw(t, binPath)
 	s.startReading()
 
-	s.request("1", "compile", map[string]any{"module": wasmSpec(nestedLoops(100_000, 31)), "limits": map[string]uint64{"compileTimeoutMs": 500}})
+	bomb := base64.StdEncoding.EncodeToString(nestedLoops(100_000, 31))
+	s.request("1", "compile", protocol.CompileParams{Module: protocol.ModuleSpec{Wasm: &bomb}, Limits: map[string]uint64{"compileTimeoutMs": 500}})
 	m, _ := s.response("1", 120*time.Second)
 	kind, _, data := errorOf(t, m)
 	if kind != "compile_limit_exceeded" || data["resource"] != "compile_time" || data["limit"] != 500.0 {
