@@ -369,7 +369,7 @@ func (e *Engine) loadFromDisk(id string) *Module {
 		releaseWasmtimeError(err)
 		return nil
 	}
-	return newModule(id, a.WasmSize, len(compiled), wt, a.Info)
+	return e.newModule(id, a.WasmSize, len(compiled), wt, a.Info)
 }
 
 // saveToDisk writes m's artefact to the persistent cache, atomically

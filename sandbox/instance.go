@@ -277,8 +277,8 @@ func (t *instanceTable) closeAll() {
 // function and _initialize, fenced by req.Limits like a call. A failure
 // here leaves no instance behind.
 func (e *Engine) Instantiate(ctx context.Context, req InstanceRequest) (*Instance, error) {
-	if req.Module == nil {
-		return nil, newError(KindHost, "no module")
+	if err := e.checkModule(req.Module); err != nil {
+		return nil, err
 	}
 	if err := req.Limits.Validate(limits.HardMaximums()); err != nil {
 		return nil, &Error{Kind: KindHost, Message: "limits." + err.Error(), err: err}

@@ -63,8 +63,9 @@ type Module struct {
 	// holds while cached. The cache is bounded by it.
 	CompiledSize int
 
-	wt   *wasmtime.Module
-	info *wasmbin.Info
+	wt     *wasmtime.Module
+	info   *wasmbin.Info
+	engine *Engine // the engine that compiled it; only that one can run it
 }
 
 // Export returns the export named name, if any.
@@ -190,7 +191,7 @@ func (e *Engine) compileNew(ctx context.Context, mod moduleBytes, path string, l
 		defer releaseWasmtimeError(err)
 		return nil, &Error{Kind: KindHost, Message: "loading the compiled module: " + cleanMessage(err.Error())}
 	}
-	m := newModule(r.id, r.wasmSize, len(r.compiled), wt, r.info)
+	m := e.newModule(r.id, r.wasmSize, len(r.compiled), wt, r.info)
 	e.saveToDisk(m, r.compiled)
 	return m, nil
 }
@@ -297,13 +298,30 @@ func (e *Engine) loadBytes(src Source) (moduleBytes, error) {
 	return mod, nil
 }
 
+// checkModule refuses a module this engine cannot run: none, or one that
+// another Engine compiled. wasmtime keeps a module's functions and types
+// in its engine's tables, so using it in a store of another engine aborts
+// the process ("id from different slab"); this check runs before anything
+// touches wasmtime.
+func (e *Engine) checkModule(m *Module) *Error {
+	switch {
+	case m == nil:
+		return newError(KindHost, "no module")
+	case m.engine == nil || m.wt == nil:
+		return newError(KindHost, "module %s was not compiled by an Engine (use Engine.Compile)", m.ID)
+	case m.engine != e:
+		return newError(KindHost, "module %s was compiled by another Engine; a module runs only on the engine that compiled it", m.ID)
+	}
+	return nil
+}
+
 func tooBig(n int64, max int) *Error {
 	return newError(KindInvalidModule, "module is %d bytes; the maximum is %d", n, max)
 }
 
 // newModule describes a compiled module for callers.
-func newModule(id string, size, compiledSize int, wt *wasmtime.Module, info *wasmbin.Info) *Module {
-	m := &Module{ID: id, Size: size, CompiledSize: compiledSize, wt: wt, info: info}
+func (e *Engine) newModule(id string, size, compiledSize int, wt *wasmtime.Module, info *wasmbin.Info) *Module {
+	m := &Module{ID: id, Size: size, CompiledSize: compiledSize, wt: wt, info: info, engine: e}
 	for _, imp := range wt.Imports() {
 		name := ""
 		if n := imp.Name(); n != nil {

@@ -69,8 +69,8 @@ type run struct {
 // in-module caps → call the original start function → call the export →
 // classify.
 func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
-	if req.Module == nil {
-		return nil, newError(KindHost, "no module")
+	if err := e.checkModule(req.Module); err != nil {
+		return nil, err
 	}
 	if err := req.Limits.Validate(limits.HardMaximums()); err != nil {
 		return nil, &Error{Kind: KindHost, Message: "limits." + err.Error(), err: err}
