@@ -863,18 +863,12 @@ func (in *Instance) classify(err error) *Error {
 	return r.classify(err)
 }
 
-// restart readies a WASI output sink for an instance's next call: empty
-// streams, the call's budget and receiver. The sink itself stays (the
-// store's stdio callbacks hold a handle to it). Only between calls.
+// restart readies a WASI output sink for an instance's next call. Only
+// between calls.
 func (s *outputSink) restart(budget uint64, forward func(stream string, data []byte)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	fresh := newOutputSink(budget, forward)
-	s.budget, s.forward, s.timer = fresh.budget, fresh.forward, fresh.timer
-	s.stdout, s.stderr, s.truncated, s.pending, s.from, s.done = nil, nil, false, 0, 0, false
+	s.reset(budget, forward)
 }
 
 // bindExports looks up, once, what every call reads or resets: the

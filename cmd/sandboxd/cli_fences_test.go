@@ -114,8 +114,11 @@ func (s *wireSidecar) read(stdout io.Reader) {
 			return
 		}
 		f := wireFrame{size: len(header) + len(blank) + n, method: m.Method, id: m.ID, result: m.Result, err: m.Error}
+		if m.Method != "" { // a notification names its run in params
+			f.id = m.Params.ID
+		}
 		if m.Method == "log" {
-			f.id, f.line = m.Params.ID, m.Params.Line
+			f.line = m.Params.Line
 		}
 		s.frames <- f
 	}
