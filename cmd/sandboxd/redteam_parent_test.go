@@ -129,9 +129,12 @@ func TestOutputNotificationsAreBoundedOnTheWire(t *testing.T) {
 			t.Errorf("the pieces (%d, %d bytes) are not the result's streams (%d, %d bytes)",
 				len(streams["stdout"]), len(streams["stderr"]), len(res.Stdout), len(res.Stderr))
 		}
-		if len(res.Stdout) != outputBytes || len(res.Stderr) != outputBytes || !res.OutputTruncated {
-			t.Errorf("result: stdout %d, stderr %d bytes, outputTruncated %v; want %d, %d, true",
-				len(res.Stdout), len(res.Stderr), res.OutputTruncated, outputBytes, outputBytes)
+		// The engine charges each one-byte piece its wire size
+		// (sandbox.OutputPieceCost), so the streams stop well short of
+		// outputBytes (wasi_fences_test.go).
+		if len(res.Stdout) == 0 || len(res.Stdout) > outputBytes || len(res.Stderr) == 0 || len(res.Stderr) > outputBytes || !res.OutputTruncated {
+			t.Errorf("result: stdout %d, stderr %d bytes, outputTruncated %v; want 1 to %d each, true",
+				len(res.Stdout), len(res.Stderr), res.OutputTruncated, outputBytes)
 		}
 		// The data of both streams, the envelopes up to outputBytes, and
 		// the coalesced pieces' envelopes (each carries at least its own
