@@ -95,6 +95,31 @@ static int64_t sbx_fence_remaining_ns(sbx_fence *f) {
 	return f->deadline_ns - sbx_now_ns();
 }
 
+// ---- fuel charged by host functions (store.h, error.h) ----
+
+extern wasmtime_error_t *wasmtime_context_get_fuel(const wasmtime_context_t *context, uint64_t *fuel);
+extern wasmtime_error_t *wasmtime_context_set_fuel(wasmtime_context_t *store, uint64_t fuel);
+extern void wasmtime_error_delete(wasmtime_error_t *error);
+
+// sbx_consume_fuel takes n units from the fuel left in ctx (the caller's
+// context, inside a host function): 1 if there were enough; 0 if not, and
+// then none is left; -1 if fuel is not enabled.
+static int sbx_consume_fuel(wasmtime_context_t *ctx, uint64_t n) {
+	uint64_t left = 0;
+	wasmtime_error_t *err = wasmtime_context_get_fuel(ctx, &left);
+	if (err) {
+		wasmtime_error_delete(err);
+		return -1;
+	}
+	int enough = left >= n;
+	err = wasmtime_context_set_fuel(ctx, enough ? left - n : 0);
+	if (err) {
+		wasmtime_error_delete(err);
+		return -1;
+	}
+	return enough;
+}
+
 // ---- WASI (wasi.h, wasm.h) ----
 
 typedef struct wasi_config_t wasi_config_t;
@@ -210,6 +235,16 @@ func (f *fence) free() {
 // the first field of Store. capi_test.go checks that layout by reflection.
 func storePtr(store *wasmtime.Store) *C.wasmtime_store_t {
 	return *(**C.wasmtime_store_t)(unsafe.Pointer(store))
+}
+
+// consumeFuel charges n units of the guest's fuel for work a host function
+// does on its behalf, through the caller's context (wasmtime saves the
+// guest's fuel counter to the store before any host call and reloads it
+// after, so the charge is what the guest sees next). It reports whether
+// there was enough; if not, none is left. One cgo call. A store without
+// fuel (never one of ours) has nothing to charge.
+func consumeFuel(c *wasmtime.Caller, n uint64) bool {
+	return C.sbx_consume_fuel((*C.wasmtime_context_t)(unsafe.Pointer(c.Context())), C.uint64_t(n)) != 0
 }
 
 // ---- WASI ----

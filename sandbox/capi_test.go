@@ -215,6 +215,9 @@ func TestCDeclarationsMatchHeaders(t *testing.T) {
 	for _, fn := range []struct{ name, header string }{
 		{"wasmtime_store_epoch_deadline_callback", storeH},
 		{"wasmtime_error_new", errorH},
+		{"wasmtime_context_get_fuel", storeH},
+		{"wasmtime_context_set_fuel", storeH},
+		{"wasmtime_error_delete", errorH},
 	} {
 		want := cPrototype(t, fn.header, fn.name, typedefs)
 		got := cPrototype(t, capi, fn.name, typedefs)

@@ -401,27 +401,66 @@ func (p *pluginState) kernelCall(c *wasmtime.Caller, fn *wasmtime.Func, args ...
 	return out, nil
 }
 
-// take copies block h out of the kernel and frees it (the ABI gives the
-// host ownership of the handles passed to it). fn and what name the
-// handle for the error when h is not a live block; a trap of the nested
-// free is returned as it is.
-func (p *pluginState) take(c *wasmtime.Caller, fn, what string, h uint64) ([]byte, *wasmtime.Trap) {
+// block returns the live block h where it lies in the kernel's memory
+// (valid until the next kernel call), or a bad-handle trap naming fn and
+// what the handle is.
+func (p *pluginState) block(c *wasmtime.Caller, fn, what string, h uint64) ([]byte, *wasmtime.Trap) {
 	b, ok := kernelBlock(p.mem.UnsafeData(c), h)
 	if !ok {
 		return nil, p.badHandle(fn, what, h)
 	}
-	b = append([]byte(nil), b...)
-	if _, trap := p.kernelCall(c, p.free, int64(h)); trap != nil {
+	return b, nil
+}
+
+// charge takes the fuel for copying n bytes for the guest, before the copy:
+// a plugin without the fuel stops with fuel_exhausted and nothing copied.
+func (p *pluginState) charge(c *wasmtime.Caller, n int) *wasmtime.Trap {
+	fuel := copyFuel(uint64(n))
+	if fuel == 0 || consumeFuel(c, fuel) {
+		return nil
+	}
+	return p.stop(fuelError(p.in.r.req.Limits))
+}
+
+// copyOut charges for b and returns a copy of it.
+func (p *pluginState) copyOut(c *wasmtime.Caller, b []byte) ([]byte, *wasmtime.Trap) {
+	if trap := p.charge(c, len(b)); trap != nil {
+		return nil, trap
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// release frees block h (the ABI gives the host ownership of the handles
+// passed to it).
+func (p *pluginState) release(c *wasmtime.Caller, h uint64) *wasmtime.Trap {
+	_, trap := p.kernelCall(c, p.free, int64(h))
+	return trap
+}
+
+// take copies block h out of the kernel, paying for the copy, and frees it.
+func (p *pluginState) take(c *wasmtime.Caller, fn, what string, h uint64) ([]byte, *wasmtime.Trap) {
+	b, trap := p.block(c, fn, what, h)
+	if trap != nil {
+		return nil, trap
+	}
+	if b, trap = p.copyOut(c, b); trap != nil {
+		return nil, trap
+	}
+	if trap := p.release(c, h); trap != nil {
 		return nil, trap
 	}
 	return b, nil
 }
 
-// give allocates a kernel block holding b and returns its handle, or 0 if
-// the kernel memory cannot grow (the refusal is recorded).
+// give allocates a kernel block holding b, paying for the copy, and returns
+// its handle, or 0 if the kernel memory cannot grow (the refusal is
+// recorded).
 func (p *pluginState) give(c *wasmtime.Caller, b []byte) (int64, *wasmtime.Trap) {
 	if len(b) == 0 {
 		return 0, nil
+	}
+	if trap := p.charge(c, len(b)); trap != nil {
+		return 0, trap
 	}
 	out, trap := p.kernelCall(c, p.alloc, int64(len(b)))
 	if trap != nil {
@@ -489,17 +528,24 @@ func (p *pluginState) varSet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtim
 		}
 		return nil, nil
 	}
-	val, trap := p.take(c, "var_set", "value", vh)
+	vb, trap := p.block(c, "var_set", "value", vh)
 	if trap != nil {
 		return nil, trap
 	}
-	used := p.varUsed + uint64(len(k)+len(val))
+	used := p.varUsed + uint64(len(k)+len(vb))
 	if had {
 		used -= uint64(len(k) + len(old))
 	}
-	if used > p.varBytes {
+	if used > p.varBytes { // refused before copying the value
 		return nil, p.stop(&Error{Kind: KindMemoryLimitExceeded, Resource: ResourceVars, Limit: p.varBytes, Requested: used,
 			Message: fmt.Sprintf("var_set of %q would hold %d bytes of vars; the limit is %d (limits.varBytes)", quoteKey(key), used, p.varBytes)})
+	}
+	val, trap := p.copyOut(c, vb)
+	if trap != nil {
+		return nil, trap
+	}
+	if trap := p.release(c, vh); trap != nil {
+		return nil, trap
 	}
 	p.vars[k] = val
 	p.varUsed = used
@@ -517,21 +563,32 @@ func (p *pluginState) logLine(r *run, c *wasmtime.Caller, level LogLevel, args [
 	s := &r.log
 	if s.full { // dropped without copying, as host::log does
 		if _, ok := kernelBlock(p.mem.UnsafeData(c), h); ok {
-			if _, trap := p.kernelCall(c, p.free, int64(h)); trap != nil {
-				return nil, trap
-			}
+			return nil, p.release(c, h)
 		}
 		return nil, nil
 	}
-	b, trap := p.take(c, "log_"+string(level), "message", h)
+	whole, trap := p.block(c, "log_"+string(level), "message", h)
 	if trap != nil {
 		return nil, trap
 	}
-	if len(b) > MaxLogLineBytes {
-		b = b[:MaxLogLineBytes]
+	// Only what can be forwarded is copied: at most MaxLogLineBytes, and
+	// nothing if even those bytes exceed what is left of the budget (a
+	// line costs at least its length).
+	n := min(len(whole), MaxLogLineBytes)
+	if uint64(n) > s.budget-s.used {
+		s.truncated, s.full = true, true
+		return nil, p.release(c, h)
+	}
+	if trap := p.charge(c, n); trap != nil {
+		return nil, trap
+	}
+	line := validUTF8(whole[:n]) // a copy, made before the block is freed
+	if n < len(whole) {
 		s.truncated = true
 	}
-	line := validUTF8(b)
+	if trap := p.release(c, h); trap != nil {
+		return nil, trap
+	}
 	if len(line) > MaxLogLineBytes {
 		line = cutUTF8(line, MaxLogLineBytes)
 	}
