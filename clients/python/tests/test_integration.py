@@ -493,18 +493,28 @@ class LifecycleTest(IntegrationTest):
         # third that must be refused with -32000 busy.
         sb = sandboxd.Sidecar(binary=self.BIN, max_concurrency=1, args=["--max-queue", "1"])
         self.addCleanup(sb.close)
-        spin = dict(path=fixture("infinite_loop.wat"), fuel=10 ** 12, timeout=0.5)
+        # Each step waits for the sidecar to show the one before (a fixed
+        # sleep is too short on a loaded machine, where the module's compile
+        # alone may take longer); the runs' 2 s deadline outlasts the waits.
+        spin = dict(path=fixture("infinite_loop.wat"), fuel=10 ** 12, timeout=2)
+
+        def wait_stats(what, ok):
+            deadline = time.monotonic() + 30  # only a hang bound
+            while not ok(sb.stats()):
+                self.assertLess(time.monotonic(), deadline, what)
+                time.sleep(0.005)
+
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             first = pool.submit(sb.run, **spin)
-            time.sleep(0.15)
+            wait_stats("the first run never started", lambda st: st["inFlight"] == 1)
             second = pool.submit(sb.run, **spin)
-            time.sleep(0.15)
+            wait_stats("the second run was never queued", lambda st: st["queued"] == 1)
             with self.assertRaises(sandboxd.SidecarError) as cm:
                 sb.run(**spin)
             self.assertEqual((cm.exception.code, cm.exception.data.get("maxQueue")), (-32000, 1))
             for fut in (first, second):
                 with self.assertRaises(sandboxd.Timeout):
-                    fut.result(timeout=5)
+                    fut.result(timeout=60)
 
     def test_oversized_message(self):
         # The server answers an oversized message with "id": null; the client
