@@ -52,6 +52,8 @@ Flags:`)
 	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB for the instance's life (the plugin's memory and the kernel's together)")
 	logBytes := fs.Uint64("log-bytes", def.LogBytes, "guest log bytes kept per call")
 	outputBytes := fs.Uint64("output-bytes", def.OutputBytes, "bytes of each call's output kept (and of WASI stdout and stderr); the rest is dropped")
+	compileTimeoutMs := fs.Uint64("compile-timeout-ms", uint64(def.CompileTimeout/time.Millisecond), "compile deadline in milliseconds")
+	compileMemoryMB := fs.Uint64("compile-memory-mb", def.CompileMemoryBytes>>20, "compile memory limit in MiB (the compile process's data size)")
 	varBytes := fs.Uint64("var-bytes", sandbox.DefaultVarBytes, "cap on the plugin's vars (keys and values together)")
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
 	if !ok {
@@ -95,6 +97,7 @@ Flags:`)
 	l := def
 	l.Fuel, l.Timeout, l.MemoryBytes, l.LogBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20, *logBytes
 	l.OutputBytes = *outputBytes
+	l.CompileTimeout, l.CompileMemoryBytes = time.Duration(*compileTimeoutMs)*time.Millisecond, *compileMemoryMB<<20
 	if err := l.Validate(limits.HardMaximums()); err != nil {
 		var fe *limits.FieldError
 		if errors.As(err, &fe) && fe.Field == "outputBytes" {
