@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -545,7 +546,12 @@ func TestCLIReadmeExamples(t *testing.T) {
 		if len(args) < 2 || args[0] != "bin/sandboxd" {
 			t.Fatalf("README example %q does not run bin/sandboxd", e.command)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		// An example that sets no deadline or compile limit runs under hang
+		// bounds instead of the defaults (1 s, 30 s): a Go guest's 2 MB took
+		// longer than 30 s to compile on a loaded machine. The flags go
+		// first, so they never land after a "--".
+		args = append(args[:2:2], append(hangFlags(args[2:]), args[2:]...)...)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		cmd := exec.CommandContext(ctx, binPath, args[1:]...)
 		cmd.Dir = filepath.Join("..", "..")
 		var stdout, stderr bytes.Buffer
@@ -565,6 +571,18 @@ func TestCLIReadmeExamples(t *testing.T) {
 	if len(examples) < 4 {
 		t.Errorf("found %d README CLI examples, want at least 4", len(examples))
 	}
+}
+
+// hangFlags are the deadline and compile time limit flags args does not
+// set, at hang-bound values.
+func hangFlags(args []string) []string {
+	var flags []string
+	for flag, value := range map[string]string{"--timeout-ms": "60000", "--compile-timeout-ms": "300000"} {
+		if !slices.Contains(args, flag) {
+			flags = append(flags, flag, value)
+		}
+	}
+	return flags
 }
 
 func isDecimal(s string) bool {
