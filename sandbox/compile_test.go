@@ -22,6 +22,11 @@ import (
 // hangBound detects a hang; it is not a speed assertion.
 const hangBound = 60 * time.Second
 
+// compileHangBound is the compile time limit of the shared test engines,
+// for compiles whose limit is not under test: a 2 MB Go module took longer
+// than the 30 s default on a loaded machine.
+const compileHangBound = 5 * time.Minute
+
 // nestedLoops is a module whose "run" is n nested empty loops: 3 bytes a
 // loop, and very expensive for Cranelift (100,000 of them took 27 s and
 // 2.2 GB before the fence). salt makes the bytes differ.

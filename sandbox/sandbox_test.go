@@ -33,7 +33,7 @@ var (
 // engine is one engine for the whole package, as in the sidecar.
 func engine(t testing.TB) *sandbox.Engine {
 	engineOnce.Do(func() {
-		e, err := sandbox.NewEngine(sandbox.Config{})
+		e, err := sandbox.NewEngine(sandbox.Config{CompileTimeout: compileHangBound})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func guestEnv(t testing.TB) (*sandbox.Engine, string) {
 			t.Fatal(err)
 		}
 		guestDirs = dir
-		if guestEngine, err = sandbox.NewEngine(sandbox.Config{WASIDirs: []string{dir}}); err != nil {
+		if guestEngine, err = sandbox.NewEngine(sandbox.Config{WASIDirs: []string{dir}, CompileTimeout: compileHangBound}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -117,7 +117,7 @@ func TestWASITestsuite(t *testing.T) {
 		t.Fatalf("no tests under %s", dir)
 	}
 	scratch := t.TempDir()
-	e := newEngine(t, sandbox.Config{WASIDirs: []string{scratch}})
+	e := newEngine(t, sandbox.Config{WASIDirs: []string{scratch}, CompileTimeout: compileHangBound})
 	passed := 0
 	for _, c := range cases {
 		ran := false

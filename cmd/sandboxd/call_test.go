@@ -18,10 +18,11 @@ func pluginPath(t *testing.T, rel string) string {
 	return p
 }
 
-// sandboxdCall runs the real binary's call command.
+// sandboxdCall runs the real binary's call command, under hang-bound
+// deadline and compile limits where args set none (hangFlags).
 func sandboxdCall(t *testing.T, args ...string) (stdout []byte, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(binPath, append([]string{"call"}, args...)...)
+	cmd := exec.Command(binPath, append(append([]string{"call"}, hangFlags(args)...), args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

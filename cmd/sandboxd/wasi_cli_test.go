@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,13 +20,12 @@ func wasiGuest(name string) string {
 }
 
 // runWASICLI runs `sandboxd run ARGS...` with stdin. A run that sets no
-// --timeout-ms gets a one-minute deadline, a hang bound: the 1 s default
-// would make a guest runtime's start-up on a loaded machine a speed check.
+// deadline or compile limit gets hang bounds (hangFlags): the defaults
+// would make a Go guest's compile and start-up on a loaded machine a speed
+// check.
 func runWASICLI(t *testing.T, stdin string, args ...string) cliResult {
 	t.Helper()
-	if !slices.Contains(args, "--timeout-ms") {
-		args = append([]string{args[0], "--timeout-ms", "60000"}, args[1:]...) // before any "--"
-	}
+	args = append(hangFlags(args), args...) // flags first: never after a "--"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, append([]string{"run"}, args...)...)
