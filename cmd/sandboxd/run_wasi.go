@@ -190,7 +190,8 @@ Flags:`)
 		return res.ExitCode
 	}
 	if res.Output != nil && res.Output.Truncated {
-		fmt.Fprintf(stderr, "sandboxd run: output truncated to %d bytes per stream (--output-bytes)\n", l.OutputBytes)
+		fmt.Fprintf(stderr, "sandboxd run: output truncated: at most %d bytes per stream (--output-bytes), and its pieces' wire size at most %d\n",
+			l.OutputBytes, sandbox.OutputWireBudget(l.OutputBytes))
 	}
 	return res.ExitCode
 }
