@@ -268,3 +268,31 @@ func TestUnreadStderrDoesNotStallTheSidecar(t *testing.T) {
 		t.Errorf("after stdin EOF: exit %d, killed %v; want 0 within 10 s", code, killed)
 	}
 }
+
+// TestWASIFilesLayoutIsCancellable: capabilities.wasi.files is written to
+// disk, one file at a time, before the run's store exists, and the loop
+// did not look at the run's context: 60,000 empty files (a 1 MB message)
+// kept a cancel unanswered for 64 s and the sidecar alive 21 s after
+// stdin EOF (the drain bound is 1 s). The lay-out now stops when the run
+// is cancelled, so the end of input ends it.
+func TestWASIFilesLayoutIsCancellable(t *testing.T) {
+	s := startRaw(t, binPath, "--framing=ndjson")
+	files := map[string]string{}
+	for i := range 200_000 {
+		files[fmt.Sprintf("/f%d", i)] = ""
+	}
+	s.request(`1`, "run", map[string]any{
+		"module": map[string]any{"wat": `(module (import "wasi_snapshot_preview1" "proc_exit" (func $e (param i32)))
+		  (memory (export "memory") 1) (func (export "_start") (call $e (i32.const 3))))`},
+		"capabilities": map[string]any{"wasi": map[string]any{"files": files}},
+	})
+	s.waitRunning(1, 0)
+	_ = s.stdin.Close()
+	code, _, killed := s.wait(30 * time.Second)
+	if killed || code != 0 {
+		t.Fatalf("stdin EOF while the files were laid out: exit %d, killed %v; want exit 0 well within 30 s", code, killed)
+	}
+	if r, _ := s.response("1", time.Second); r.kind() != "cancelled" {
+		t.Errorf("want the run answered cancelled, got %s", trunc(r.raw))
+	}
+}
