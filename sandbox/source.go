@@ -38,6 +38,14 @@ func pathError(path, problem string, cause error) *Error {
 // (symlinks resolved, checked on the open descriptor so that a swapped
 // link cannot race the check) must lie inside one of them.
 func readModuleFile(path string, max int, allowed []string) ([]byte, error) {
+	// With allowed directories, a path that does not even name a place
+	// inside one is refused before anything is opened: opening has side
+	// effects on some files (a FIFO's writer wakes, a watchdog arms), and
+	// the open's errors would tell the parent what exists where. The
+	// check on the opened descriptor below still catches symlinks.
+	if len(allowed) > 0 && !namesInside(path, allowed) {
+		return nil, pathError(path, outsideAllowed, nil)
+	}
 	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
 	// writer. It does not affect reading a regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
@@ -62,7 +70,7 @@ func readModuleFile(path string, max int, allowed []string) ([]byte, error) {
 			return nil, pathError(path, "cannot resolve: "+errnoText(err), err)
 		}
 		if !insideAny(real, allowed) {
-			return nil, pathError(path, "outside the directories the sidecar reads modules from (--allow-path-dir)", nil)
+			return nil, pathError(path, outsideAllowed, nil)
 		}
 	}
 	if fi.Size() > int64(max) {
@@ -78,6 +86,25 @@ func readModuleFile(path string, max int, allowed []string) ([]byte, error) {
 		return nil, tooBig(int64(buf.Len()), max)
 	}
 	return buf.Bytes(), nil
+}
+
+const outsideAllowed = "outside the directories the sidecar reads modules from (--allow-path-dir)"
+
+// namesInside reports whether path, made absolute and clean, lies inside
+// one of dirs, either as written or with the symlinks of its directory
+// resolved (an allowed directory reached through a link). It opens
+// nothing; every failure to resolve is simply "not inside", so the
+// answer says nothing about what exists outside.
+func namesInside(path string, dirs []string) bool {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	if insideAny(abs, dirs) {
+		return true
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	return err == nil && insideAny(filepath.Join(dir, filepath.Base(abs)), dirs)
 }
 
 // openedPath is the resolved path of the file f refers to: the kernel's

@@ -203,6 +203,10 @@ func TestAllowPathDir(t *testing.T) {
 	if err := os.Symlink(escaped, link); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(outside, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	dirLink := filepath.Join(root, "via-link")
 	if err := os.Symlink(allowed, dirLink); err != nil {
 		t.Fatal(err)
@@ -219,6 +223,12 @@ func TestAllowPathDir(t *testing.T) {
 		{filepath.Join(allowed, "..", "outside", "no.wat"), false},
 		{escaped, false},
 		{"/etc/passwd", false},
+		// Refused before anything is opened, with the same words whether
+		// the path exists, is a directory or a FIFO (no existence oracle,
+		// no open(2) side effects outside the allowed directories).
+		{filepath.Join(outside, "does-not-exist.wat"), false},
+		{outside, false},
+		{fifo, false},
 	}
 	for i, tc := range cases {
 		id := strconv.Itoa(i + 1)
