@@ -14,7 +14,7 @@ subclass named after the fence or fault that stopped them.
 
 from ._async import AsyncSidecar
 from ._client import RunHandle, Sidecar
-from ._types import Capabilities, Limits, Module, RunOptions, RunResult
+from ._types import Capabilities, Dir, Limits, Module, RunOptions, RunResult, Wasi
 from ._values import F32, F64, I32, I64, WasmValue
 from .errors import (
     Cancelled, CompileLimitExceeded, PluginError, DisallowedImport, ExportError, FuelExhausted, HostError, InvalidModule,
@@ -24,7 +24,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Sidecar", "AsyncSidecar", "RunHandle", "RunOptions", "Limits", "Capabilities", "Module", "RunResult",
+    "Sidecar", "AsyncSidecar", "RunHandle", "RunOptions", "Limits", "Capabilities", "Wasi", "Dir", "Module", "RunResult",
     "I32", "I64", "F32", "F64", "WasmValue",
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "PluginError", "CompileLimitExceeded",

@@ -17,7 +17,7 @@ from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_
 from ._protocol import (
     Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
 )
-from ._types import Limits, Module, OnLog, RunOptions, RunResult
+from ._types import Limits, Module, OnLog, OnOutput, RunOptions, RunResult
 from .errors import SidecarError
 
 __all__ = ["AsyncSidecar"]
@@ -122,7 +122,8 @@ class _AsyncConnection:
             self.notify("$/cancelRequest", {"id": call.id})
 
     async def call(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
-                   transform: Transform = parse_any, wait: Optional[float] = None) -> Any:
+                   transform: Transform = parse_any, wait: Optional[float] = None,
+                   on_output: Optional[OnOutput] = None) -> Any:
         fut = asyncio.get_running_loop().create_future()
 
         def settle(result: Any, exc: Optional[BaseException]) -> None:
@@ -133,7 +134,7 @@ class _AsyncConnection:
             else:
                 fut.set_result(result)
 
-        call, frame = self.session.start(method, params, settle, on_log, transform)
+        call, frame = self.session.start(method, params, settle, on_log, transform, on_output)
         sent = False
         try:
             async with self._drain_lock:
@@ -271,13 +272,13 @@ class AsyncSidecar:
             return conn
 
     async def run(self, options: Optional[RunOptions] = None, /, **keywords: Any) -> RunResult:
-        """See :meth:`sandboxd.Sidecar.run` (same arguments). ``on_log``
-        runs on the event loop, from the reader task, before this coroutine
+        """See :meth:`sandboxd.Sidecar.run` (same arguments). ``on_log`` and
+        ``on_output`` run on the event loop, from the reader task, before this coroutine
         returns. Cancelling the awaiting task cancels the run."""
         opts = RunOptions.build(options, keywords)
         params = run_params(opts)
         conn = await self._connection()
-        result: RunResult = await conn.call("run", params, opts.on_log, parse_run_result)
+        result: RunResult = await conn.call("run", params, opts.on_log, parse_run_result, on_output=opts.on_output)
         return result
 
     async def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None,

@@ -19,7 +19,7 @@ from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_
 from ._protocol import (
     Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
 )
-from ._types import Limits, Module, OnLog, RunOptions, RunResult
+from ._types import Limits, Module, OnLog, OnOutput, RunOptions, RunResult
 from .errors import InvalidParams, SidecarError
 
 __all__ = ["Sidecar", "RunHandle"]
@@ -110,7 +110,8 @@ class _Connection:
             pass  # a dead sidecar needs no notification; the reader reports it
 
     def start(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
-              transform: Transform = parse_any) -> Tuple[Call, "concurrent.futures.Future[Any]"]:
+              transform: Transform = parse_any,
+              on_output: Optional[OnOutput] = None) -> Tuple[Call, "concurrent.futures.Future[Any]"]:
         """Send a request; returns it and the future its response settles."""
         fut: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
 
@@ -123,7 +124,7 @@ class _Connection:
             except concurrent.futures.InvalidStateError:
                 pass
 
-        call, frame = self.session.start(method, params, settle, on_log, transform)
+        call, frame = self.session.start(method, params, settle, on_log, transform, on_output)
         try:
             self.send(frame)
         except (OSError, ValueError) as e:  # ValueError: stdin already closed
@@ -280,14 +281,18 @@ class Sidecar:
         options, see :meth:`RunOptions.with_options`). The keywords: exactly
         one module source, ``wat`` (text), ``wasm`` (bytes), ``path`` (a file
         the sidecar reads) or ``module`` (from compile()); ``function``
-        (default "run") and ``args``; the limits ``fuel``, ``timeout``
+        (default "run"; for a WASI run the sidecar's ``_start``) and ``args``; the limits ``fuel``, ``timeout``
         (seconds), ``memory_bytes``, ``table_elements``, ``instances``,
         ``memories``, ``log_bytes`` or ``limits=Limits(...)`` (default: the
         sidecar's); the grants ``log``, ``random_seed``, ``clock`` or
-        ``capabilities=Capabilities(...)`` (default: nothing); ``on_log``.
-        ``on_log(line)`` is called for each guest log line, in order, on the
-        reader thread and before run() returns (do not call the Sidecar from
-        it; an exception it raises is re-raised by run()).
+        ``capabilities=Capabilities(...)`` (default: nothing); ``wasi``
+        (a :class:`Wasi`, a dict of its fields, or True) runs a WASI preview1
+        program; ``on_log``, ``on_output``.
+        ``on_log(line)`` is called for each guest log line, and
+        ``on_output(stream, data)`` for each piece of a WASI guest's
+        ``"stdout"`` or ``"stderr"`` (bytes), in order, on the reader thread
+        and before run() returns (do not call the Sidecar from them; an
+        exception one raises is re-raised by run()).
 
         Returns a RunResult; raises a SandboxError subclass named after the
         reason the run stopped (FuelExhausted, Timeout, Trap, ...),
@@ -306,7 +311,7 @@ class Sidecar:
         opts = RunOptions.build(options, keywords)
         params = run_params(opts)
         conn = self._connection()
-        call, fut = conn.start("run", params, opts.on_log, parse_run_result)
+        call, fut = conn.start("run", params, opts.on_log, parse_run_result, opts.on_output)
         return RunHandle(conn, call, fut)
 
     def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,

@@ -13,10 +13,10 @@ import base64
 import dataclasses
 import datetime
 import os
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from . import _values
-from ._types import Capabilities, Limits, Module, RunOptions
+from ._types import Capabilities, Dir, Limits, Module, RunOptions, Wasi
 from .errors import InvalidParams
 
 
@@ -83,6 +83,7 @@ _LIMIT_FIELDS = (
     ("fuel", "fuel"), ("memory_bytes", "memoryBytes"), ("table_elements", "tableElements"),
     ("instances", "instances"), ("memories", "memories"), ("log_bytes", "logBytes"),
     ("compile_memory_bytes", "compileMemoryBytes"),
+    ("output_bytes", "outputBytes"),
 )
 
 
@@ -133,6 +134,105 @@ def capabilities_object(caps: Optional[Capabilities]) -> Dict[str, Any]:
         out["random"] = {"seed": seed if seed <= _values.MAX_SAFE_INTEGER else str(seed)}
     if caps.clock:
         out["clock"] = True
+    if caps.wasi is not None and caps.wasi is not False:
+        out["wasi"] = wasi_object(caps.wasi)
+    return out
+
+
+_WASI_FIELDS = frozenset(f.name for f in dataclasses.fields(Wasi))
+_DIR_FIELDS = frozenset(f.name for f in dataclasses.fields(Dir))
+
+
+def _fields(value: Mapping[str, Any], allowed: frozenset, where: str) -> Dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidParams("%s needs a mapping, got %s" % (where, type(value).__name__))
+    unknown = sorted(str(k) for k in value if k not in allowed)
+    if unknown:
+        raise InvalidParams("%s: unknown key(s) %s (known: %s)" % (where, ", ".join(unknown), ", ".join(sorted(allowed))))
+    return dict(value)
+
+
+def bytes_input(value: Any, where: str) -> Any:
+    """A WASI input on the wire: a str as a plain JSON string (its UTF-8
+    bytes), bytes as ``{"base64": ...}``; an object already in wire form
+    (``{"text"}`` or ``{"base64"}``) passes through for the sidecar to check."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, Mapping) and len(value) == 1 and ("text" in value or "base64" in value):
+        return dict(value)
+    raise InvalidParams("%s needs bytes or a str, got %s" % (where, type(value).__name__))
+
+
+def _strings(value: Any, where: str) -> List[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise InvalidParams("%s needs a list of str, got %s" % (where, type(value).__name__))
+    for i, v in enumerate(value):
+        if not isinstance(v, str):
+            raise InvalidParams("%s[%d] must be a str, got %r" % (where, i, v))
+    return list(value)
+
+
+def _dir_object(d: Any, where: str) -> Dict[str, Any]:
+    if isinstance(d, Dir):
+        d = {f: getattr(d, f) for f in _DIR_FIELDS}
+    fields = _fields(d, _DIR_FIELDS, where)
+    if fields.get("host") is None:
+        raise InvalidParams("%s.host is required" % where)
+    try:
+        host = os.path.abspath(os.fspath(fields["host"]))
+    except TypeError:
+        raise InvalidParams("%s.host needs a path, got %r" % (where, fields["host"])) from None
+    guest = fields.get("guest")
+    if guest is None:
+        guest = os.fspath(fields["host"])
+    if not isinstance(guest, str):
+        raise InvalidParams("%s.guest must be a str, got %r" % (where, guest))
+    out: Dict[str, Any] = {"host": host, "guest": guest}
+    writable = fields.get("writable", False)
+    if not isinstance(writable, bool):
+        raise InvalidParams("%s.writable must be a bool, got %r" % (where, writable))
+    if writable:
+        out["writable"] = True
+    return out
+
+
+def wasi_object(wasi: Any) -> Any:
+    """``capabilities.wasi``: True, or the object of a Wasi (or of a dict
+    with its fields)."""
+    if wasi is True:
+        return True
+    if isinstance(wasi, Wasi):
+        wasi = {f: getattr(wasi, f) for f in _WASI_FIELDS}
+    w = _fields(wasi, _WASI_FIELDS, "wasi")
+    out: Dict[str, Any] = {}
+    if w.get("args"):
+        out["args"] = _strings(w["args"], "wasi.args")
+    env = w.get("env")
+    if env:
+        if not isinstance(env, Mapping):
+            raise InvalidParams("wasi.env needs a mapping of str to str, got %s" % type(env).__name__)
+        for k, v in env.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InvalidParams("wasi.env[%r] must map a str to a str, got %r" % (k, v))
+        out["env"] = dict(env)
+    if w.get("stdin") is not None:
+        out["stdin"] = bytes_input(w["stdin"], "wasi.stdin")
+    files = w.get("files")
+    if files:
+        if not isinstance(files, Mapping):
+            raise InvalidParams("wasi.files needs a mapping of guest path to bytes, got %s" % type(files).__name__)
+        out["files"] = {}
+        for k, v in files.items():
+            if not isinstance(k, str):
+                raise InvalidParams("wasi.files: a guest path must be a str, got %r" % (k,))
+            out["files"][k] = bytes_input(v, "wasi.files[%r]" % k)
+    dirs = w.get("dirs")
+    if dirs:
+        if isinstance(dirs, (str, bytes, Mapping, Dir)) or not isinstance(dirs, (list, tuple)):
+            raise InvalidParams("wasi.dirs needs a list of sandboxd.Dir, got %s" % type(dirs).__name__)
+        out["dirs"] = [_dir_object(d, "wasi.dirs[%d]" % i) for i, d in enumerate(dirs)]
     return out
 
 
@@ -143,17 +243,24 @@ def run_params(options: RunOptions) -> Dict[str, Any]:
         # Without the grant the guest cannot even link host::log, so the
         # callback could never fire; say so instead of silently ignoring it.
         raise InvalidParams("on_log= needs log=True (the guest gets host::log only when granted)")
-    if not isinstance(options.function, str):
-        raise InvalidParams("function must be a str, got %r" % (options.function,))
+    cap = capabilities_object(caps)  # checks its type first
+    wasi = "wasi" in cap
+    if options.on_output is not None and not wasi:
+        raise InvalidParams("on_output= needs wasi= (only a WASI guest has stdout and stderr)")
+    function = options.function
+    if function is None and not wasi:
+        function = "run"
+    if function is not None and not isinstance(function, str):
+        raise InvalidParams("function must be a str, got %r" % (function,))
     params: Dict[str, Any] = {
         "module": module_source(options.wat, options.wasm, options.path, options.module),
-        "function": options.function,
-        "args": _values.encode_args(options.args),
     }
+    if function is not None:  # a WASI run without one: the sidecar calls _start
+        params["function"] = function
+    params["args"] = _values.encode_args(options.args)
     lim = limits_object(options.limits, {})
     if lim:
         params["limits"] = lim
-    cap = capabilities_object(caps)
     if cap:
         params["capabilities"] = cap
     return params

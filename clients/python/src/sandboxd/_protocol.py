@@ -1,7 +1,7 @@
 """The I/O-free core of the client, shared by Sidecar and AsyncSidecar.
 
 :class:`Session` owns the table of pending requests: it numbers requests,
-routes ``log`` notifications and responses to them, and turns responses into
+routes ``log`` and ``output`` notifications and responses to them, and turns responses into
 results or exceptions, and decides what pending calls are told when the
 sidecar goes away. The two clients only move bytes and wake waiters
 (``concurrent.futures`` for threads, ``asyncio`` futures for the event
@@ -16,8 +16,9 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _values
+from ._bytes import bytes_from_wire
 from ._framing import FrameDecoder, FramingError, encode_message
-from ._types import OnLog
+from ._types import OnLog, OnOutput
 from ._process import describe_exit, sidecar_failure
 from ._types import Module, RunResult
 from .errors import SidecarError, error_from_rpc
@@ -46,6 +47,12 @@ def parse_run_result(result: Any, call: "Call") -> RunResult:
     """A ``run`` result object as a RunResult (strict on the core fields)."""
     raw_values = _need(result, "values", (list,))
     values = [_values.decode_value(v) for v in raw_values]
+    exit_code = result.get("exitCode")
+    wasi = exit_code is not None
+    if wasi and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
+        raise ValueError("'exitCode' has the wrong type: %r" % (exit_code,))
+    stdout = _output(result, "stdout") if wasi else b""
+    stderr = _output(result, "stderr") if wasi else b""
     return RunResult(
         values=values,
         raw_values=raw_values,
@@ -57,8 +64,19 @@ def parse_run_result(result: Any, call: "Call") -> RunResult:
         module_id=_need(result, "moduleId", (str,)),
         log_lines=result.get("logLines", len(call.logs)),
         log_truncated=bool(result.get("logTruncated", False)),
+        exit_code=exit_code,
+        stdout=stdout,
+        stderr=stderr,
+        output_truncated=bool(result.get("outputTruncated", False)),
         raw=result,
     )
+
+
+def _output(result: Dict[str, Any], key: str) -> bytes:
+    data = bytes_from_wire(result.get(key))
+    if data is None:
+        raise ValueError("%r is not a bytes object ({\"text\"} or {\"base64\"}): %r" % (key, result.get(key)))
+    return data
 
 
 def parse_module(result: Any, call: "Call") -> Module:
@@ -105,16 +123,19 @@ def read_failure(exc: BaseException, reader: str) -> Tuple[str, bool]:
 class Call:
     """One request awaiting its response."""
 
-    __slots__ = ("id", "method", "settle", "on_log", "transform", "logs", "failure", "size")
+    __slots__ = ("id", "method", "settle", "on_log", "on_output", "transform", "logs", "outputs", "failure",
+                 "size")
 
     def __init__(self, id: int, method: str, settle: Settle, on_log: Optional[OnLog],
-                 transform: Transform, size: int) -> None:
+                 transform: Transform, size: int, on_output: Optional[OnOutput] = None) -> None:
         self.id = id
         self.method = method
         self.settle = settle
         self.on_log = on_log
+        self.on_output = on_output
         self.transform = transform
         self.logs: List[str] = []
+        self.outputs = 0  # output notifications seen (the next seq)
         self.failure: Optional[BaseException] = None  # raised instead of the result
         self.size = size  # body bytes, to attribute an "id": null size error
 
@@ -127,8 +148,8 @@ class Session:
 
     Thread safety: ``start``/``abandon``/``close`` may be called from any
     thread; ``feed``/``receive`` from a single reader only (which is what
-    keeps each call's log lines in order). ``settle`` and ``on_log``
-    callbacks run in the reader, outside the lock.
+    keeps each call's log lines and output in order). ``settle``, ``on_log``
+    and ``on_output`` callbacks run in the reader, outside the lock.
 
     ``stderr_tail`` returns the sidecar's recent stderr, for the errors that
     report a failed or vanished sidecar.
@@ -141,7 +162,7 @@ class Session:
         self._closed: Optional[Callable[[], BaseException]] = None
         self._stderr_tail = stderr_tail
         self._decoder = FrameDecoder()
-        self._notifications: Dict[str, NotificationHandler] = {"log": self._log}
+        self._notifications: Dict[str, NotificationHandler] = {"log": self._log, "output": self._output}
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle notifications of ``method`` with ``handler`` (replacing an
@@ -153,7 +174,7 @@ class Session:
     # -- requests
 
     def start(self, method: str, params: Any, settle: Settle, on_log: Optional[OnLog] = None,
-              transform: Transform = parse_any) -> Tuple[Call, bytes]:
+              transform: Transform = parse_any, on_output: Optional[OnOutput] = None) -> Tuple[Call, bytes]:
         """Register a request; returns it and its frame, to be written next."""
         with self._lock:
             if self._closed is not None:
@@ -163,7 +184,7 @@ class Session:
         if params is not None:
             message["params"] = params
         frame = encode_message(message)  # outside the lock: may be megabytes
-        call = Call(id, method, settle, on_log, transform, len(frame) - frame.index(b"\r\n\r\n") - 4)
+        call = Call(id, method, settle, on_log, transform, len(frame) - frame.index(b"\r\n\r\n") - 4, on_output)
         with self._lock:
             if self._closed is not None:
                 raise self._closed()
@@ -304,6 +325,26 @@ class Session:
         if call.on_log is not None and call.failure is None:
             try:
                 call.on_log(line)
+            except Exception as e:  # re-raised by run() once the response arrives
+                call.failure = e
+
+    def _output(self, params: Any, call: Optional[Call]) -> None:
+        if call is None or not isinstance(params, dict):
+            return
+        seq, stream = params.get("seq"), params.get("stream")
+        data = bytes_from_wire(params.get("data"))
+        if call.failure is None:
+            # As for log lines: a gap, a reordering or a piece we cannot
+            # read would silently corrupt the caller's view of the output.
+            if seq != call.outputs:
+                call.failure = SidecarError("output notification out of order for request %d: expected seq %d, got %r"
+                                            % (call.id, call.outputs, seq))
+            elif stream not in ("stdout", "stderr") or data is None:
+                call.failure = SidecarError("malformed output notification for request %d: %r" % (call.id, params))
+        call.outputs += 1
+        if call.on_output is not None and call.failure is None:
+            try:
+                call.on_output(stream, data)
             except Exception as e:  # re-raised by run() once the response arrives
                 call.failure = e
 

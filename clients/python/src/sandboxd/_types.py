@@ -1,5 +1,5 @@
 """Plain data types of the public API: RunOptions, Limits, Capabilities,
-RunResult, Module."""
+Wasi, Dir, RunResult, Module."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from .errors import InvalidParams
 
-__all__ = ["RunOptions", "Limits", "Capabilities", "RunResult", "Module"]
+__all__ = ["RunOptions", "Limits", "Capabilities", "Wasi", "Dir", "RunResult", "Module"]
 
 OnLog = Callable[[str], Any]
+#: ``on_output(stream, data)``: ``stream`` is ``"stdout"`` or ``"stderr"``.
+OnOutput = Callable[[str, bytes], Any]
+#: A WASI input: bytes as they are, a str as its UTF-8 bytes.
+BytesInput = Union[bytes, bytearray, memoryview, str]
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,39 @@ class Limits:
     log_bytes: Optional[int] = None
     compile_timeout: Optional[float] = None
     compile_memory_bytes: Optional[int] = None
+    output_bytes: Optional[int] = None  # a WASI guest's stdout and stderr, each
+
+
+@dataclass(frozen=True)
+class Dir:
+    """A host directory preopened for a WASI guest at ``guest`` (default:
+    ``host`` as written), read-only unless ``writable``. The sidecar must
+    have been started allowing it: ``Sidecar(args=["--allow-dir", PATH])``
+    for ``host`` at or under PATH. A relative ``host`` is made absolute
+    against this process's current directory."""
+
+    host: Any
+    guest: Optional[str] = None
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class Wasi:
+    """The WASI preview1 grant (``capabilities.wasi``); every field is
+    optional and the guest sees exactly what is given.
+
+    ``args`` are argv after argv[0]; ``env`` is the whole environment
+    (nothing is inherited); ``stdin`` is what fd 0 reads, then end of file;
+    ``files`` maps absolute guest paths to read-only file contents; ``dirs``
+    are :class:`Dir` (or dicts with the same keys). Bytes travel as they
+    are, a str as its UTF-8 bytes.
+    """
+
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    stdin: Optional[BytesInput] = None
+    files: Mapping[str, BytesInput] = field(default_factory=dict)
+    dirs: Sequence[Union[Dir, Mapping[str, Any]]] = ()
 
 
 @dataclass(frozen=True)
@@ -44,12 +81,15 @@ class Capabilities:
     """The host functions granted to one run; nothing is granted by default.
 
     ``log`` grants ``host::log`` (needed for ``on_log``), ``random_seed=N``
-    a ``host::random`` seeded with N, ``clock`` grants ``host::now_ns``.
+    a ``host::random`` seeded with N (and WASI's ``random_get``), ``clock``
+    grants ``host::now_ns``. ``wasi`` grants WASI preview1: a :class:`Wasi`,
+    a dict with its fields, or True (the empty grant).
     """
 
     log: bool = False
     random_seed: Optional[int] = None
     clock: bool = False
+    wasi: Union[Wasi, Mapping[str, Any], bool, None] = None
 
 
 _LIMIT_KEYWORDS = frozenset(f.name for f in dataclasses.fields(Limits))
@@ -64,7 +104,11 @@ class RunOptions:
     ``path`` (a file the sidecar reads) or ``module`` (a :class:`Module`
     from ``compile()``, or its id). ``limits`` and ``capabilities`` default
     to the sidecar's limits and to nothing granted. ``on_log(line)`` is
-    called for each guest log line, in order, before ``run`` returns.
+    called for each guest log line, in order, before ``run`` returns, and
+    ``on_output(stream, data)`` for each piece of a WASI guest's stdout or
+    stderr (bytes), in the order written, before ``run`` returns.
+    ``function`` defaults to ``"run"``, or for a WASI run (``wasi=``) to
+    the sidecar's default, ``_start``.
 
     ``Sidecar.run`` takes a RunOptions, keywords, or both: keywords are
     :meth:`with_options` applied to the options.
@@ -74,16 +118,17 @@ class RunOptions:
     wasm: Optional[bytes] = None
     path: Any = None
     module: Any = None
-    function: str = "run"
+    function: Optional[str] = None
     args: Sequence[Any] = ()
     limits: Limits = field(default_factory=Limits)
     capabilities: Capabilities = field(default_factory=Capabilities)
     on_log: Optional[OnLog] = None
+    on_output: Optional[OnOutput] = None
 
     def with_options(self, **keywords: Any) -> "RunOptions":
         """A copy with ``keywords`` applied: any field of RunOptions, and as
         shortcuts any field of :class:`Limits` (``fuel=``, ``timeout=``, ...)
-        or of :class:`Capabilities` (``log=``, ``random_seed=``, ``clock=``),
+        or of :class:`Capabilities` (``log=``, ``random_seed=``, ``clock=``, ``wasi=``),
         which override the matching field of ``limits``/``capabilities``.
         A ``None`` shortcut leaves the field as it is."""
         own = {k: v for k, v in keywords.items() if k not in _LIMIT_KEYWORDS and k not in _CAPABILITY_KEYWORDS}
@@ -126,7 +171,10 @@ class RunResult:
     their bits, so -0.0, infinities and NaN payloads are exact);
     ``raw_values`` are the wire objects they came from. ``logs`` are the
     guest's ``host::log`` lines in order. ``elapsed`` and ``queued`` are in
-    seconds (``elapsedMicros``/``queuedMicros``). ``raw`` is the whole
+    seconds (``elapsedMicros``/``queuedMicros``). A WASI run adds
+    ``exit_code`` (its ``proc_exit`` status, 0 when ``_start`` returned;
+    None for other runs), ``stdout`` and ``stderr`` (bytes, each at most
+    ``limits.outputBytes``) and ``output_truncated``. ``raw`` is the whole
     result object, for fields this client does not model.
     """
 
@@ -140,6 +188,10 @@ class RunResult:
     module_id: str
     log_lines: int
     log_truncated: bool
+    exit_code: Optional[int] = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    output_truncated: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 

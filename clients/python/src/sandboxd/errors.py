@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Type
 
+from ._bytes import bytes_from_wire
+
 __all__ = [
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled",
@@ -33,6 +35,10 @@ class SandboxError(Exception):
         data: the error's ``data`` object (an empty dict if there was none).
         fuel_consumed, peak_memory_bytes: what the run used before it
             stopped; ``None`` if the run never got as far as a store.
+        stdout, stderr: a WASI run's output until it stopped, as bytes
+            (``None`` when the error's data carries none: not a WASI run,
+            or it failed before the guest started); ``output_truncated``
+            says bytes past ``limits.outputBytes`` were dropped.
     """
 
     #: Class-level defaults: the kind, CLI exit code and JSON-RPC code.
@@ -64,6 +70,9 @@ class SandboxError(Exception):
         self.data: Dict[str, Any] = dict(data or {})
         self.fuel_consumed: Optional[int] = self.data.get("fuelConsumed")
         self.peak_memory_bytes: Optional[int] = self.data.get("peakMemoryBytes")
+        self.stdout: Optional[bytes] = bytes_from_wire(self.data.get("stdout"))
+        self.stderr: Optional[bytes] = bytes_from_wire(self.data.get("stderr"))
+        self.output_truncated: bool = self.data.get("outputTruncated") is True
         self._read_details(self.data)
 
     def _read_details(self, data: Dict[str, Any]) -> None:
