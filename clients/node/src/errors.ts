@@ -10,6 +10,8 @@
  * @module
  */
 
+import { decodeBytes } from "./bytes.js";
+
 /** One wasm stack frame of a trap, innermost first. */
 export interface TrapFrame {
   /** Function name from the module's name section, when it has one. */
@@ -64,6 +66,12 @@ export class SandboxError extends Error {
   readonly data: unknown;
   /** Log lines the run emitted before it failed (empty when none or not a run). */
   readonly logs: string[];
+  /** A WASI run's stdout until it stopped (`undefined` when the data carries none). */
+  readonly stdout: Uint8Array | undefined;
+  /** A WASI run's stderr until it stopped (`undefined` when the data carries none). */
+  readonly stderr: Uint8Array | undefined;
+  /** Output past `limits.outputBytes` was dropped. */
+  readonly outputTruncated: boolean;
 
   constructor(kind: string, message: string, init: SandboxErrorInit = {}) {
     super(message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -75,6 +83,9 @@ export class SandboxError extends Error {
     const d = asData(init.data);
     this.fuelConsumed = num(d, "fuelConsumed");
     this.peakMemoryBytes = num(d, "peakMemoryBytes");
+    this.stdout = decodeBytes(d["stdout"]);
+    this.stderr = decodeBytes(d["stderr"]);
+    this.outputTruncated = d["outputTruncated"] === true;
   }
 }
 

@@ -26,6 +26,10 @@ export {
   type ExportInfo,
   type Limits,
   type Capabilities,
+  type Wasi,
+  type WasiDir,
+  type BytesInput,
+  type OutputStream,
   type ServerInfo,
   type Stats,
 } from "./sidecar.js";

@@ -9,7 +9,10 @@
  */
 import { NotificationType, NotificationType0, RequestType, RequestType0 } from "vscode-jsonrpc/node";
 
+import type { WireBytes } from "./bytes.js";
 import type { CompileWireResult, RunWireResult, ServerInfo, Stats } from "./types.js";
+
+export type { WireBytes } from "./bytes.js";
 
 /** A request id. This client sends integers; the protocol allows strings. */
 export type RequestId = number | string;
@@ -40,6 +43,15 @@ export interface RunParams {
   capabilities?: Record<string, unknown>;
 }
 
+/** `capabilities.wasi` as an object (`true` grants it with every field empty). */
+export interface WasiParam {
+  args?: string[];
+  env?: Record<string, string>;
+  stdin?: WireBytes;
+  files?: Record<string, WireBytes>;
+  dirs?: { host: string; guest: string; writable?: boolean }[];
+}
+
 /** Params of `compile`. */
 export interface CompileParams {
   module: ModuleParam;
@@ -55,6 +67,17 @@ export interface LogParams {
   line: string;
 }
 
+/** Params of the `output` notification (server to client): a piece of a WASI guest's stdout or stderr. */
+export interface OutputParams {
+  /** The id of the run request. */
+  id: RequestId;
+  /** 0, 1, 2, … per run, across both streams. */
+  seq: number;
+  stream: "stdout" | "stderr";
+  /** `{"text"}` when the piece is valid UTF-8, else `{"base64"}`. */
+  data: { text: string } | { base64: string };
+}
+
 /** Params of `$/cancelRequest`. */
 export interface CancelParams {
   id: RequestId;
@@ -68,3 +91,4 @@ export const ShutdownRequest = new RequestType0<null, ErrorData>("shutdown");
 export const ExitNotification = new NotificationType0("exit");
 export const CancelNotification = new NotificationType<CancelParams>("$/cancelRequest");
 export const LogNotification = new NotificationType<LogParams>("log");
+export const OutputNotification = new NotificationType<OutputParams>("output");

@@ -7,8 +7,9 @@
  */
 import { resolve as resolvePath } from "node:path";
 
+import { decodeBytes, encodeBytes, type WireBytes } from "./bytes.js";
 import { InvalidParams, SidecarError } from "./errors.js";
-import type { CompileParams, ModuleParam, RunParams } from "./protocol.js";
+import type { CompileParams, ModuleParam, RunParams, WasiParam } from "./protocol.js";
 import type { RunState } from "./session.js";
 import type {
   Capabilities,
@@ -19,6 +20,7 @@ import type {
   RunOptions,
   RunResult,
   RunWireResult,
+  Wasi,
 } from "./types.js";
 import { decodeValue, encodeArg, unsafeIntegerProblem, type Value } from "./values.js";
 
@@ -38,8 +40,83 @@ export function moduleParam(src: ModuleSource): ModuleParam {
   return { id: typeof m === "string" ? m : m.id };
 }
 
+function bytesParam(value: unknown, where: string): WireBytes {
+  if (typeof value === "string" || value instanceof Uint8Array) return encodeBytes(value);
+  throw new InvalidParams(`${where} must be a string or a Uint8Array, got ${describe(value)}`);
+}
+
+function describe(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value) && !(value instanceof Uint8Array);
+}
+
+const WASI_KEYS = new Set(["args", "env", "stdin", "files", "dirs"]);
+const DIR_KEYS = new Set(["host", "guest", "writable"]);
+
+function checkKeys(value: Record<string, unknown>, known: Set<string>, where: string): void {
+  const unknown = Object.keys(value).filter((k) => !known.has(k));
+  if (unknown.length > 0) throw new InvalidParams(`${where}: unknown key(s) ${unknown.join(", ")} (known: ${[...known].join(", ")})`);
+}
+
+/** `capabilities.wasi` on the wire: strings as they are, bytes as base64, dirs with absolute hosts. */
+export function wasiParam(wasi: Wasi | boolean): WasiParam | true {
+  if (wasi === true) return true;
+  const w = wasi as unknown;
+  if (!isRecord(w)) throw new InvalidParams(`wasi must be an object or true, got ${describe(w)}`);
+  checkKeys(w, WASI_KEYS, "wasi");
+  const out: WasiParam = {};
+  if (w["args"] !== undefined) {
+    const args = w["args"];
+    if (!Array.isArray(args)) throw new InvalidParams(`wasi.args must be an array of strings, got ${describe(args)}`);
+    args.forEach((a, i) => {
+      if (typeof a !== "string") throw new InvalidParams(`wasi.args[${i}] must be a string, got ${describe(a)}`);
+    });
+    if (args.length > 0) out.args = [...(args as string[])];
+  }
+  if (w["env"] !== undefined) {
+    const env = w["env"];
+    if (!isRecord(env)) throw new InvalidParams(`wasi.env must be an object of strings, got ${describe(env)}`);
+    for (const [k, v] of Object.entries(env)) {
+      if (typeof v !== "string") throw new InvalidParams(`wasi.env.${k} must be a string, got ${describe(v)}`);
+    }
+    if (Object.keys(env).length > 0) out.env = { ...(env as Record<string, string>) };
+  }
+  if (w["stdin"] !== undefined) out.stdin = bytesParam(w["stdin"], "wasi.stdin");
+  if (w["files"] !== undefined) {
+    const files = w["files"];
+    if (!isRecord(files)) throw new InvalidParams(`wasi.files must be an object of guest path to bytes, got ${describe(files)}`);
+    const entries = Object.entries(files);
+    if (entries.length > 0) out.files = Object.fromEntries(entries.map(([k, v]) => [k, bytesParam(v, `wasi.files[${JSON.stringify(k)}]`)]));
+  }
+  if (w["dirs"] !== undefined) {
+    const dirs = w["dirs"];
+    if (!Array.isArray(dirs)) throw new InvalidParams(`wasi.dirs must be an array of {host, guest, writable}, got ${describe(dirs)}`);
+    const list = dirs.map((d: unknown, i) => {
+      const where = `wasi.dirs[${i}]`;
+      if (!isRecord(d)) throw new InvalidParams(`${where} must be an object, got ${describe(d)}`);
+      checkKeys(d, DIR_KEYS, where);
+      const { host, guest, writable } = d;
+      if (typeof host !== "string") throw new InvalidParams(`${where}.host must be a string, got ${describe(host)}`);
+      if (guest !== undefined && typeof guest !== "string") throw new InvalidParams(`${where}.guest must be a string, got ${describe(guest)}`);
+      if (writable !== undefined && typeof writable !== "boolean") {
+        throw new InvalidParams(`${where}.writable must be a boolean, got ${describe(writable)}`);
+      }
+      const dir: { host: string; guest: string; writable?: boolean } = { host: resolvePath(host), guest: guest ?? host };
+      if (writable) dir.writable = true;
+      return dir;
+    });
+    if (list.length > 0) out.dirs = list;
+  }
+  return out;
+}
+
 function encodeCapabilities(c: Capabilities): Record<string, unknown> {
   const out: Record<string, unknown> = { ...c };
+  if (c.wasi === false || c.wasi === undefined) delete out["wasi"];
+  else out["wasi"] = wasiParam(c.wasi);
   if (c.random !== undefined) {
     const seed = c.random.seed;
     if (typeof seed === "number" && Number.isInteger(seed) && !Number.isSafeInteger(seed)) {
@@ -59,7 +136,15 @@ export function runParams(options: RunOptions): RunParams {
   if (options.function !== undefined) params.function = options.function;
   if (options.args !== undefined) params.args = options.args.map((a, i) => encodeArg(a, i));
   if (options.limits !== undefined) params.limits = { ...options.limits } as Record<string, number>;
-  if (options.capabilities !== undefined) params.capabilities = encodeCapabilities(options.capabilities);
+  let caps = options.capabilities;
+  if (options.wasi !== undefined && options.wasi !== false) {
+    if (caps?.wasi !== undefined) throw new InvalidParams("give wasi or capabilities.wasi, not both");
+    caps = { ...caps, wasi: options.wasi };
+  }
+  if (caps !== undefined) params.capabilities = encodeCapabilities(caps);
+  if (options.onOutput !== undefined && params.capabilities?.["wasi"] === undefined) {
+    throw new InvalidParams("onOutput needs wasi (only a WASI guest has stdout and stderr)");
+  }
   return params;
 }
 
@@ -87,6 +172,17 @@ export function toRunResult(raw: RunWireResult, state: RunState, stderrTail: str
   } catch (err) {
     throw violation((err as Error).message);
   }
+  let stdout: Uint8Array = new Uint8Array(0);
+  let stderr: Uint8Array = new Uint8Array(0);
+  const wasi = raw.exitCode !== undefined;
+  if (wasi) {
+    if (!Number.isInteger(raw.exitCode)) throw violation(`exitCode is ${JSON.stringify(raw.exitCode)}`);
+    const out = decodeBytes(raw.stdout);
+    const err = decodeBytes(raw.stderr);
+    if (out === undefined || err === undefined) throw violation(`stdout or stderr is not a bytes object`);
+    stdout = out;
+    stderr = err;
+  }
   if (raw.logLines !== state.logs.length) {
     throw violation(`logLines is ${raw.logLines} but ${state.logs.length} log notifications arrived before the response`);
   }
@@ -100,6 +196,10 @@ export function toRunResult(raw: RunWireResult, state: RunState, stderrTail: str
     moduleId: raw.moduleId,
     logs: state.logs,
     logTruncated: raw.logTruncated,
+    exitCode: raw.exitCode,
+    stdout,
+    stderr,
+    outputTruncated: raw.outputTruncated === true,
   };
 }
 

@@ -26,15 +26,27 @@ import {
 } from "vscode-jsonrpc/node";
 
 import { SidecarError, errorFromResponse } from "./errors.js";
-import { CancelNotification, LogNotification, type LogParams, type RequestId } from "./protocol.js";
+import { decodeBytes } from "./bytes.js";
+import {
+  CancelNotification,
+  LogNotification,
+  OutputNotification,
+  type LogParams,
+  type OutputParams,
+  type RequestId,
+} from "./protocol.js";
+import type { OutputStream } from "./types.js";
 
-/** What a run collects while it is pending: its log lines and problems with them. */
+/** What a run collects while it is pending: its log lines, output count and problems with them. */
 export interface RunState {
   logs: string[];
   onLog?: (line: string, seq: number) => void;
-  /** What onLog threw first; a successful run rejects with it. */
-  logError?: { error: unknown };
-  /** A protocol violation of the log notifications (seq out of order). */
+  /** `output` notifications seen so far (the next seq). */
+  outputs?: number;
+  onOutput?: (stream: OutputStream, data: Uint8Array, seq: number) => void;
+  /** What onLog or onOutput threw first; a successful run rejects with it. */
+  callbackError?: { error: unknown };
+  /** A protocol violation of the log or output notifications (seq out of order, bad data). */
   seqProblem?: string;
   /** The abort reason, the `cause` of the Cancelled error. */
   abortReason?: unknown;
@@ -79,6 +91,7 @@ export class Session {
     private readonly hooks: SessionHooks,
   ) {
     this.onNotification(LogNotification, (params, run) => this.log(params, run));
+    this.onNotification(OutputNotification, (params, run) => this.output(params, run));
     reader.listen((message) => this.receive(message));
   }
 
@@ -194,7 +207,29 @@ export class Session {
       try {
         run.onLog(line, expected);
       } catch (error) {
-        run.logError ??= { error };
+        run.callbackError ??= { error };
+      }
+    }
+  }
+
+  private output(params: Partial<OutputParams> | undefined, run: RunState | undefined): void {
+    if (!run) return;
+    const p = params ?? {};
+    const expected = run.outputs ?? 0;
+    run.outputs = expected + 1;
+    const data = decodeBytes(p.data);
+    if (run.seqProblem === undefined) {
+      if (p.seq !== expected) {
+        run.seqProblem = `output notification seq ${JSON.stringify(p.seq)} where ${expected} was expected`;
+      } else if ((p.stream !== "stdout" && p.stream !== "stderr") || data === undefined) {
+        run.seqProblem = `malformed output notification ${JSON.stringify(p)}`;
+      }
+    }
+    if (run.onOutput && run.seqProblem === undefined) {
+      try {
+        run.onOutput(p.stream as OutputStream, data!, expected);
+      } catch (error) {
+        run.callbackError ??= { error };
       }
     }
   }

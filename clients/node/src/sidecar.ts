@@ -35,6 +35,10 @@ export type {
   ExportInfo,
   Limits,
   Capabilities,
+  Wasi,
+  WasiDir,
+  BytesInput,
+  OutputStream,
   ServerInfo,
   Stats,
 } from "./types.js";
@@ -149,7 +153,7 @@ export class Sidecar {
     if (signal?.aborted) {
       throw new Cancelled("run aborted before it was sent", { cause: signal.reason });
     }
-    const state: RunState = { logs: [], onLog: options.onLog };
+    const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput };
     const sent = this.call(RunRequest, params, state);
     const onAbort = () => {
       state.abortReason = signal!.reason;
@@ -158,7 +162,7 @@ export class Sidecar {
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const raw = await sent.result;
-      if (state.logError) throw state.logError.error;
+      if (state.callbackError) throw state.callbackError.error;
       return toRunResult(raw, state, this.stderrTail);
     } finally {
       signal?.removeEventListener("abort", onAbort);

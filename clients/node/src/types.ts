@@ -46,10 +46,46 @@ export interface Limits {
   compileTimeoutMs?: number;
   /** Memory cap in bytes of that compile (the compile process's data size); past it, `CompileLimitExceeded` (`compile_memory`). */
   compileMemoryBytes?: number;
+  /** Cap on a WASI guest's stdout and on its stderr (bytes kept, each); the rest is dropped. */
+  outputBytes?: number;
 }
 
 /** The limits {@link Sidecar.compile} takes: only the compile fields (the sidecar refuses any other, naming it). */
 export type CompileLimits = Pick<Limits, "compileTimeoutMs" | "compileMemoryBytes">;
+
+/** A WASI input: a string (sent as its UTF-8 bytes) or bytes. */
+export type BytesInput = string | Uint8Array;
+
+/** A host directory preopened for a WASI guest. */
+export interface WasiDir {
+  /**
+   * The host directory (made absolute against this process's cwd). It must
+   * be at or under a directory the sidecar allows: spawn it with
+   * `args: ["--allow-dir", PATH]`.
+   */
+  host: string;
+  /** Where the guest sees it (default: `host` as written). */
+  guest?: string;
+  /** Default false: read-only. */
+  writable?: boolean;
+}
+
+/** The WASI preview1 grant; every field is optional and the guest sees exactly what is given. */
+export interface Wasi {
+  /** argv after argv[0]. */
+  args?: string[];
+  /** The whole environment (nothing is inherited from the sidecar). */
+  env?: Record<string, string>;
+  /** What fd 0 reads, then end of file. */
+  stdin?: BytesInput;
+  /** Read-only files at absolute guest paths. */
+  files?: Record<string, BytesInput>;
+  /** Host directories to preopen. */
+  dirs?: WasiDir[];
+}
+
+/** Which output stream a piece of WASI output belongs to. */
+export type OutputStream = "stdout" | "stderr";
 
 /** Host functions granted to the guest; nothing is granted by default. */
 export interface Capabilities {
@@ -59,6 +95,8 @@ export interface Capabilities {
   random?: { seed: number | bigint | string };
   /** `host::now_ns() -> i64`, monotonic nanoseconds. */
   clock?: boolean;
+  /** WASI preview1 (`true`: with every field empty); the same as {@link RunOptions.wasi}. */
+  wasi?: Wasi | boolean;
 }
 
 /** What `compile` returns; pass it as `module` to later runs. */
@@ -108,7 +146,7 @@ export interface CompileOptions extends ModuleSource {
 
 /** Options of {@link Sidecar.run}. */
 export interface RunOptions extends ModuleSource {
-  /** The export to call (default `"run"`). */
+  /** The export to call (default `_start` when the module exports it, else `"run"`). */
   function?: string;
   /** One entry per parameter, see {@link ArgValue}. */
   args?: ArgValue[];
@@ -119,6 +157,17 @@ export interface RunOptions extends ModuleSource {
    * settles. If it throws, a successful run rejects with that error.
    */
   onLog?: (line: string, seq: number) => void;
+  /**
+   * Runs a WASI preview1 program (`capabilities.wasi`; give one or the
+   * other): the result then has `exitCode`, `stdout` and `stderr`.
+   */
+  wasi?: Wasi | boolean;
+  /**
+   * Called for each piece of a WASI guest's stdout or stderr, in the order
+   * written, before the run's promise settles (`seq` counts pieces across
+   * both streams). If it throws, a successful run rejects with that error.
+   */
+  onOutput?: (stream: OutputStream, data: Uint8Array, seq: number) => void;
   /** Aborting sends `$/cancelRequest`; the run then rejects with `Cancelled`. */
   signal?: AbortSignal;
 }
@@ -141,6 +190,14 @@ export interface RunResult {
   logs: string[];
   /** Lines were cut to 16 KiB or dropped by `logBytes`. */
   logTruncated: boolean;
+  /** A WASI run's `proc_exit` status (0 when `_start` returned); `undefined` for other runs. */
+  exitCode: number | undefined;
+  /** A WASI run's stdout (at most `limits.outputBytes`); empty for other runs. */
+  stdout: Uint8Array;
+  /** A WASI run's stderr (at most `limits.outputBytes`); empty for other runs. */
+  stderr: Uint8Array;
+  /** Output past `limits.outputBytes` was dropped. */
+  outputTruncated: boolean;
 }
 
 /** The result of `initialize`, available as {@link Sidecar.info}. */
@@ -177,6 +234,11 @@ export interface RunWireResult {
   moduleId: string;
   logLines: number;
   logTruncated: boolean;
+  /** The WASI fields (present when the run granted `wasi`). */
+  exitCode?: number;
+  stdout?: { text: string } | { base64: string };
+  stderr?: { text: string } | { base64: string };
+  outputTruncated?: boolean;
 }
 
 /** The `compile` result as it is on the wire. */
