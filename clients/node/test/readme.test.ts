@@ -42,49 +42,62 @@ function project(prefix: string): string {
   return dir;
 }
 
-describe("README.md", () => {
-  it("the Node snippet runs as printed, and type-checks as TypeScript", async () => {
-    const snippet = readmeBlock("snippet: node");
-    const expected = readmeBlock("output: node");
-    assert.ok(
-      existsSync(join(repoDir, "bin", "sandboxd")),
-      `the README snippet finds bin/sandboxd of the checkout: run \`make build\` in ${repoDir}`,
-    );
-    const dir = project("sandboxd-readme-");
-    try {
-      // what `npm install <checkout>/clients/node` leaves: a link to the package
-      mkdirSync(join(dir, "node_modules"));
-      symlinkSync(packageDir, join(dir, "node_modules", "sandboxd"), "dir");
-      writeFileSync(join(dir, "example.mjs"), snippet);
-      const { stdout } = await exec(process.execPath, ["example.mjs"], { cwd: dir, env: userEnv(), timeout: 30_000 });
-      assert.equal(stdout, expected);
+/**
+ * Runs README.md's snippet `name` as a user's project would (from `cwd`,
+ * default the project directory), compares what it prints with its output
+ * block, and type-checks it as TypeScript.
+ */
+async function checkSnippet(name: string, cwd?: string): Promise<void> {
+  const snippet = readmeBlock(`snippet: ${name}`);
+  const expected = readmeBlock(`output: ${name}`);
+  assert.ok(
+    existsSync(join(repoDir, "bin", "sandboxd")),
+    `the README snippet finds bin/sandboxd of the checkout: run \`make build\` in ${repoDir}`,
+  );
+  const dir = project("sandboxd-readme-");
+  try {
+    // what `npm install <checkout>/clients/node` leaves: a link to the package
+    mkdirSync(join(dir, "node_modules"));
+    symlinkSync(packageDir, join(dir, "node_modules", "sandboxd"), "dir");
+    writeFileSync(join(dir, "example.mjs"), snippet);
+    const { stdout } = await exec(process.execPath, [join(dir, "example.mjs")], {
+      cwd: cwd ?? dir,
+      env: userEnv(),
+      timeout: 30_000,
+    });
+    assert.equal(stdout, expected);
 
-      // the README says the same code is valid TypeScript: type-check it against the package's types
-      writeFileSync(join(dir, "example.mts"), snippet);
-      writeFileSync(
-        join(dir, "tsconfig.json"),
-        JSON.stringify({
-          compilerOptions: {
-            target: "ES2022",
-            module: "NodeNext",
-            moduleResolution: "NodeNext",
-            strict: true,
-            noEmit: true,
-            skipLibCheck: true,
-            types: ["node"],
-            typeRoots: [join(packageDir, "node_modules", "@types")],
-          },
-          files: ["example.mts"],
-        }),
-      );
-      const tsc = join(packageDir, "node_modules", "typescript", "bin", "tsc");
-      await exec(process.execPath, [tsc, "-p", join(dir, "tsconfig.json")], { cwd: dir, timeout: 60_000 }).catch(
-        (err: { stdout?: string }) => assert.fail(`the README's Node snippet does not type-check:\n${err.stdout}`),
-      );
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    // the README says the same code is valid TypeScript: type-check it against the package's types
+    writeFileSync(join(dir, "example.mts"), snippet);
+    writeFileSync(
+      join(dir, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2022",
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          noEmit: true,
+          skipLibCheck: true,
+          types: ["node"],
+          typeRoots: [join(packageDir, "node_modules", "@types")],
+        },
+        files: ["example.mts"],
+      }),
+    );
+    const tsc = join(packageDir, "node_modules", "typescript", "bin", "tsc");
+    await exec(process.execPath, [tsc, "-p", join(dir, "tsconfig.json")], { cwd: dir, timeout: 60_000 }).catch(
+      (err: { stdout?: string }) => assert.fail(`the README's ${name} snippet does not type-check:\n${err.stdout}`),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe("README.md", () => {
+  it("the Node snippet runs as printed, and type-checks as TypeScript", () => checkSnippet("node"));
+  // it names testdata/wasi/guest_c.wasm relative to the checkout, as the README says
+  it("the WASI Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("wasi-node", repoDir));
 });
 
 describe("npm install <dir>", () => {

@@ -91,8 +91,14 @@ class PackagingTest(unittest.TestCase):
 
 class ReadmeSnippetTest(IntegrationTest):
     def test_python_snippet_runs_as_printed(self):
-        snippet = readme_block("snippet: python")
-        expected = readme_block("output: python")
+        self.check_snippet("python")
+
+    def test_wasi_python_snippet_runs_as_printed(self):
+        self.check_snippet("wasi-python")
+
+    def check_snippet(self, name):
+        snippet = readme_block("snippet: " + name)
+        expected = readme_block("output: " + name)
         if not os.access(REPO / "bin" / "sandboxd", os.X_OK):
             raise AssertionError("the README snippet finds bin/sandboxd of the checkout: run `make build` in %s"
                                  % REPO)
