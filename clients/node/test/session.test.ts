@@ -9,7 +9,7 @@ import { AbstractMessageWriter, NotificationType, type Message, type MessageWrit
 import { Cancelled, InvalidParams, SidecarError } from "sandboxd";
 
 import { FrameReader } from "../dist/framing.js";
-import { LogNotification, RunRequest, StatsRequest } from "../dist/protocol.js";
+import { LogNotification, OutputNotification, RunRequest, StatsRequest } from "../dist/protocol.js";
 import { Session, type RunState } from "../dist/session.js";
 
 import { rejection } from "./helpers.js";
@@ -156,5 +156,40 @@ describe("Session", () => {
     assert.equal(session.size, 1);
     session.close(() => new SidecarError("the sidecar died", { reason: "exited" }));
     assert.match(String(await rejection(a.result)), /the sidecar died/);
+  });
+});
+
+describe("Session output", () => {
+  it("passes each piece to onOutput as bytes, in order, and notes a gap or bad data", async () => {
+    const { session, send } = setup();
+    const pieces: [string, number[], number][] = [];
+    const state: RunState = { logs: [], onOutput: (stream, data, seq) => pieces.push([stream, [...data], seq]) };
+    const run = session.request(RunRequest, { module: { wat: "" } }, state);
+    const out = (params: Record<string, unknown>) =>
+      send({ jsonrpc: "2.0", method: OutputNotification.method, params: { id: run.id, ...params } });
+    out({ seq: 0, stream: "stdout", data: { text: "hé" } });
+    out({ seq: 1, stream: "stderr", data: { base64: "/wA=" } });
+    send({ jsonrpc: "2.0", id: run.id, result: { values: [] } });
+    await run.result;
+    assert.deepEqual(pieces, [
+      ["stdout", [0x68, 0xc3, 0xa9], 0],
+      ["stderr", [0xff, 0x00], 1],
+    ]);
+    assert.equal(state.seqProblem, undefined);
+
+    for (const [params, problem] of [
+      [[{ seq: 0, stream: "stdout", data: { text: "a" } }, { seq: 2, stream: "stdout", data: { text: "c" } }], /seq 2 where 1/],
+      [[{ seq: 0, stream: "stdin", data: { text: "a" } }], /malformed output notification/],
+      [[{ seq: 0, stream: "stdout", data: "a" }], /malformed output notification/],
+    ] as const) {
+      const seen: number[] = [];
+      const st: RunState = { logs: [], onOutput: (_s, _d, seq) => seen.push(seq) };
+      const r = session.request(RunRequest, { module: { wat: "" } }, st);
+      for (const p of params) send({ jsonrpc: "2.0", method: "output", params: { id: r.id, ...p } });
+      send({ jsonrpc: "2.0", id: r.id, result: { values: [] } });
+      await r.result;
+      assert.match(st.seqProblem ?? "", problem);
+      assert.ok(seen.length < params.length, "no callback for the bad piece");
+    }
   });
 });
