@@ -66,8 +66,19 @@ func (r *run) classify(err error) *Error {
 				Message: "guest trapped: " + strings.ReplaceAll(trapCodes[raw], "_", " ") + where(fr)}
 		}
 	}
-	return &Error{Kind: KindHost, Message: cleanMessage(err.Error())}
+	msg := cleanMessage(err.Error())
+	if strings.HasSuffix(msg, invalidExitStatus) {
+		// proc_exit with a status WASI does not allow (126 and up, or
+		// negative): the guest's fault, reported like any other trap.
+		return &Error{Kind: KindTrap, TrapCode: "host",
+			Message: "guest trapped: proc_exit with a status outside 0..125"}
+	}
+	return &Error{Kind: KindHost, Message: msg}
 }
+
+// invalidExitStatus ends wasmtime's error for a proc_exit status outside
+// what WASI allows.
+const invalidExitStatus = "exit with invalid exit status outside of [0..126)"
 
 // releaseWasmtimeError frees the C side of a wasmtime error now rather than
 // at some later garbage collection: a stack-overflow trap carries

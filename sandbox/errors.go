@@ -203,6 +203,13 @@ const (
 // "Caused by" chain's stack dumps. Guests and parents must never see host
 // addresses or Rust symbol names.
 func cleanMessage(s string) string {
+	// "error while executing at wasm backtrace:\n    0: 0x103 - …\n\nCaused
+	// by:\n    <cause>": the frames are reported separately; keep the words.
+	if b := strings.Index(s, " at wasm backtrace:"); b >= 0 {
+		if c := strings.Index(s[b:], "\nCaused by:"); c >= 0 {
+			s = s[:b] + ": " + strings.TrimSpace(s[b+c+len("\nCaused by:"):])
+		}
+	}
 	for _, marker := range []string{"\nStack backtrace:", "\nstack backtrace:", "\n   0: "} {
 		if i := strings.Index(s, marker); i >= 0 {
 			s = s[:i]

@@ -168,3 +168,20 @@ func TestCLIWASIStreams(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, rest of stdout %q", code, stderr.String(), rest)
 	}
 }
+
+// TestCLIWASIInvalidExitStatus: a proc_exit status WASI does not allow
+// (wasmtime refuses 126 and up) is the guest's trap, in one line with no
+// wasm backtrace, not a host failure.
+func TestCLIWASIInvalidExitStatus(t *testing.T) {
+	wat := filepath.Join(t.TempDir(), "exit255.wat")
+	if err := os.WriteFile(wat, []byte(`(module (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+	  (memory (export "memory") 1)
+	  (func (export "_start") (call $exit (i32.const 255))))`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runWASICLI(t, "", wat, "--wasi")
+	wantCode(t, r, 8)
+	if !strings.Contains(r.stderr, "proc_exit with a status outside 0..125") || strings.Contains(r.stderr, "backtrace") {
+		t.Errorf("%s", r)
+	}
+}
