@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
@@ -130,69 +129,19 @@ func cliLimitError(err error) string {
 	return err.Error()
 }
 
-// logPrinter prints guest log lines, escaped, from its own goroutine:
-// host::log only queues, so a slow or stalled stdout can never hold the
-// guest inside a host call, where its deadline cannot reach it. The queue
-// holds at most the run's logBytes (every line costs at least its length).
-type logPrinter struct {
-	w    *bufio.Writer
-	wake chan struct{} // a line was queued or close was called (capacity 1)
-	done chan struct{} // closed when the goroutine has printed everything
+// logPrinter prints guest log lines, escaped, through a printQueue:
+// host::log only queues (the queue holds at most the run's logBytes, as
+// every line costs at least its length).
+type logPrinter struct{ *printQueue[string] }
 
-	mu     sync.Mutex
-	queue  []string
-	closed bool
-}
-
-func newLogPrinter(w io.Writer) *logPrinter {
-	p := &logPrinter{w: bufio.NewWriter(w), wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go p.loop()
-	return p
-}
-
-// add queues one line; it never blocks (it is Request.Log).
-func (p *logPrinter) add(line string) {
-	p.mu.Lock()
-	p.queue = append(p.queue, line)
-	p.mu.Unlock()
-	p.signal()
-}
-
-func (p *logPrinter) signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default: // a wake-up is pending already
-	}
-}
-
-// close waits until every queued line is printed.
-func (p *logPrinter) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.signal()
-	<-p.done
-}
-
-func (p *logPrinter) loop() {
-	defer close(p.done)
-	for {
-		p.mu.Lock()
-		batch, closed := p.queue, p.closed
-		p.queue = nil
-		p.mu.Unlock()
-		for _, line := range batch {
-			fmt.Fprintf(p.w, "[guest log] %s\n", escapeText(line))
+func newLogPrinter(w io.Writer) logPrinter {
+	bw := bufio.NewWriter(w)
+	return logPrinter{newPrintQueue(func(lines []string) {
+		for _, line := range lines {
+			fmt.Fprintf(bw, "[guest log] %s\n", escapeText(line))
 		}
-		_ = p.w.Flush() // a closed stdout only loses the lines
-		switch {
-		case len(batch) > 0:
-		case closed:
-			return
-		default:
-			<-p.wake
-		}
-	}
+		_ = bw.Flush() // a closed stdout only loses the lines
+	})}
 }
 
 // cliOutput prints a run's outcome the way the CLI promises (after the

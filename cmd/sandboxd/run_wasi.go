@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
@@ -242,73 +241,32 @@ func wasiFailure(stderr io.Writer, err error) int {
 	return kind.Info().ExitCode
 }
 
-// streamPrinter writes the guest's output from its own goroutine:
+// streamPrinter writes the guest's output through a printQueue:
 // Request.Output must not block, so a stalled stdout cannot hold the guest
 // inside fd_write past its deadline. What it queues is bounded by the run's
 // outputBytes per stream.
-type streamPrinter struct {
-	out, err io.Writer
-	wake     chan struct{}
-	done     chan struct{}
-
-	mu     sync.Mutex
-	queue  []chunk
-	closed bool
-}
+type streamPrinter struct{ q *printQueue[chunk] }
 
 type chunk struct {
 	stderr bool
 	data   []byte
 }
 
-func newStreamPrinter(stdout, stderr io.Writer) *streamPrinter {
-	p := &streamPrinter{out: stdout, err: stderr, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go p.loop()
-	return p
-}
-
-func (p *streamPrinter) add(stream string, data []byte) {
-	p.mu.Lock()
-	p.queue = append(p.queue, chunk{stream == sandbox.StreamStderr, data})
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-// close waits until everything queued is written.
-func (p *streamPrinter) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-	<-p.done
-}
-
-func (p *streamPrinter) loop() {
-	defer close(p.done)
-	for {
-		p.mu.Lock()
-		batch, closed := p.queue, p.closed
-		p.queue = nil
-		p.mu.Unlock()
-		for _, c := range batch {
-			w := p.out
+func newStreamPrinter(stdout, stderr io.Writer) streamPrinter {
+	return streamPrinter{newPrintQueue(func(chunks []chunk) {
+		for _, c := range chunks {
+			w := stdout
 			if c.stderr {
-				w = p.err
+				w = stderr
 			}
 			_, _ = w.Write(c.data) // a closed stdout only loses the output
 		}
-		switch {
-		case len(batch) > 0:
-		case closed:
-			return
-		default:
-			<-p.wake
-		}
-	}
+	})}
 }
+
+func (p streamPrinter) add(stream string, data []byte) {
+	p.q.add(chunk{stream == sandbox.StreamStderr, data})
+}
+
+// close waits until everything queued is written.
+func (p streamPrinter) close() { p.q.close() }
