@@ -72,6 +72,12 @@ export class SandboxError extends Error {
   readonly stderr: Uint8Array | undefined;
   /** Output past `limits.outputBytes` was dropped. */
   readonly outputTruncated: boolean;
+  /**
+   * The call that failed closed its instance (`data.instanceClosed`: every
+   * fence and trap does, a plugin error does not); later calls on it reject
+   * with {@link InstanceClosed}.
+   */
+  readonly instanceClosed: boolean;
 
   constructor(kind: string, message: string, init: SandboxErrorInit = {}) {
     super(message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -86,6 +92,7 @@ export class SandboxError extends Error {
     this.stdout = decodeBytes(d["stdout"]);
     this.stderr = decodeBytes(d["stderr"]);
     this.outputTruncated = d["outputTruncated"] === true;
+    this.instanceClosed = d["instanceClosed"] === true;
   }
 }
 
@@ -219,6 +226,51 @@ export class CompileLimitExceeded extends SandboxError {
   }
 }
 
+/** JSON-RPC code of a call or release on an instance that is closed or unknown. */
+export const INSTANCE_CLOSED_CODE = -32001;
+/** JSON-RPC code of an `instantiate` refused because the sidecar has its maximum of live instances. */
+export const TOO_MANY_INSTANCES_CODE = -32002;
+
+/**
+ * Kind `instance_closed` (code -32001): the instance a call names is closed
+ * (released, evicted after its idle time, closed after a fence or trap in
+ * an earlier call) or was never created on this sidecar. Instances die
+ * with the sidecar: a new sidecar knows none of the old one's.
+ */
+export class InstanceClosed extends SandboxError {
+  /** The instance id (`data.instance`). */
+  readonly instance: string | undefined;
+  /**
+   * Why it is closed (`data.reason`): `released`, `evicted after 10m0s
+   * without a call`, `closed after timeout in a call of "spin"`, `no such
+   * instance (never created, or already closed)`.
+   */
+  readonly reason: string | undefined;
+  constructor(message: string, init: SandboxErrorInit = {}) {
+    super("instance_closed", message, { code: INSTANCE_CLOSED_CODE, ...init });
+    const d = asData(init.data);
+    this.instance = str(d, "instance");
+    this.reason = str(d, "reason");
+  }
+}
+
+/**
+ * Kind `too_many_instances` (code -32002): the sidecar already has its
+ * maximum of live instances (`serve --max-instances`); release one.
+ */
+export class TooManyInstances extends SandboxError {
+  /** Live instances when it was refused (`data.instances`). */
+  readonly instances: number | undefined;
+  /** The maximum (`data.maxInstances`). */
+  readonly maxInstances: number | undefined;
+  constructor(message: string, init: SandboxErrorInit = {}) {
+    super("too_many_instances", message, { code: TOO_MANY_INSTANCES_CODE, ...init });
+    const d = asData(init.data);
+    this.instances = num(d, "instances");
+    this.maxInstances = num(d, "maxInstances");
+  }
+}
+
 /** JSON-RPC code of invalid params (-32602), the code of {@link InvalidParams}. */
 export const INVALID_PARAMS_CODE = -32602;
 
@@ -323,6 +375,7 @@ export function isProtocolErrorCode(code: number): boolean {
  * decides first, then `data.kind`:
  *
  * - -32602 (invalid params) → {@link InvalidParams};
+ * - -32001 → {@link InstanceClosed}, -32002 → {@link TooManyInstances};
  * - another protocol error code (see {@link isProtocolErrorCode}) →
  *   {@link SidecarError} with reason `busy` for -32000, else `protocol`;
  * - `data.kind` names a known run-outcome kind → that kind's class;
@@ -338,6 +391,8 @@ export function errorFromResponse(
 ): SandboxError {
   const init: SandboxErrorInit = { code, data, logs: extra.logs, cause: extra.cause };
   if (code === INVALID_PARAMS_CODE) return new InvalidParams(message, init);
+  if (code === INSTANCE_CLOSED_CODE) return new InstanceClosed(message, init);
+  if (code === TOO_MANY_INSTANCES_CODE) return new TooManyInstances(message, init);
   if (isProtocolErrorCode(code)) {
     return new SidecarError(message, {
       ...init,

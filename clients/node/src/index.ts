@@ -15,6 +15,7 @@
  */
 export {
   Sidecar,
+  Plugin,
   type SpawnOptions,
   type RunOptions,
   type RunResult,
@@ -25,6 +26,7 @@ export {
   type ImportInfo,
   type ExportInfo,
   type Limits,
+  type CallLimits,
   type Capabilities,
   type Wasi,
   type WasiDir,
@@ -32,6 +34,12 @@ export {
   type OutputStream,
   type ServerInfo,
   type Stats,
+  type PluginOptions,
+  type CallOptions,
+  type CallResult,
+  type InstantiationUsage,
+  type LogLevel,
+  type LogEntry,
 } from "./sidecar.js";
 
 export {
@@ -47,6 +55,10 @@ export {
   Cancelled,
   CompileLimitExceeded,
   PluginError,
+  InstanceClosed,
+  TooManyInstances,
+  INSTANCE_CLOSED_CODE,
+  TOO_MANY_INSTANCES_CODE,
   InvalidParams,
   INVALID_PARAMS_CODE,
   SidecarError,

@@ -10,7 +10,15 @@
 import { NotificationType, NotificationType0, RequestType, RequestType0 } from "vscode-jsonrpc/node";
 
 import type { WireBytes } from "./bytes.js";
-import type { CompileWireResult, RunWireResult, ServerInfo, Stats } from "./types.js";
+import type {
+  CallWireResult,
+  CompileWireResult,
+  InstantiateWireResult,
+  LogLevel,
+  RunWireResult,
+  ServerInfo,
+  Stats,
+} from "./types.js";
 
 export type { WireBytes } from "./bytes.js";
 
@@ -41,6 +49,32 @@ export interface RunParams {
   args?: unknown[];
   limits?: Record<string, number>;
   capabilities?: Record<string, unknown>;
+  /** A plugin run's input (the module imports `extism:host/env`). */
+  input?: WireBytes;
+  /** A plugin run's config (what `config_get` reads). */
+  config?: Record<string, string>;
+}
+
+/** Params of `instantiate`. */
+export interface InstantiateParams {
+  module: ModuleParam;
+  capabilities?: Record<string, unknown>;
+  limits?: Record<string, number>;
+  config?: Record<string, string>;
+}
+
+/** Params of `call`. */
+export interface CallParams {
+  instance: string;
+  function: string;
+  input?: WireBytes;
+  args?: unknown[];
+  limits?: Record<string, number>;
+}
+
+/** Params of `release`. */
+export interface ReleaseParams {
+  instance: string;
 }
 
 /** `capabilities.wasi` as an object (`true` grants it with every field empty). */
@@ -65,6 +99,8 @@ export interface LogParams {
   /** 0, 1, 2, … per run. */
   seq: number;
   line: string;
+  /** The level of an Extism `log_*` line; absent for `host::log`. */
+  level?: LogLevel;
 }
 
 /** Params of the `output` notification (server to client): a piece of a WASI guest's stdout or stderr. */
@@ -86,6 +122,9 @@ export interface CancelParams {
 export const InitializeRequest = new RequestType<InitializeParams, ServerInfo, ErrorData>("initialize");
 export const RunRequest = new RequestType<RunParams, RunWireResult, ErrorData>("run");
 export const CompileRequest = new RequestType<CompileParams, CompileWireResult, ErrorData>("compile");
+export const InstantiateRequest = new RequestType<InstantiateParams, InstantiateWireResult, ErrorData>("instantiate");
+export const CallRequest = new RequestType<CallParams, CallWireResult, ErrorData>("call");
+export const ReleaseRequest = new RequestType<ReleaseParams, null, ErrorData>("release");
 export const StatsRequest = new RequestType0<Stats, ErrorData>("stats");
 export const ShutdownRequest = new RequestType0<null, ErrorData>("shutdown");
 export const ExitNotification = new NotificationType0("exit");

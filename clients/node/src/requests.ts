@@ -1,5 +1,5 @@
 /**
- * Building the params of `run` and `compile` from the API's options, and
+ * Building the params of `run`, `compile`, `instantiate` and `call` from the API's options, and
  * reading their results: everything about a call that the client can
  * check or convert by itself, before a byte is sent or after the answer.
  *
@@ -9,14 +9,22 @@ import { resolve as resolvePath } from "node:path";
 
 import { decodeBytes, encodeBytes, type WireBytes } from "./bytes.js";
 import { InvalidParams, SidecarError } from "./errors.js";
-import type { CompileParams, ModuleParam, RunParams, WasiParam } from "./protocol.js";
+import type { CallParams, CompileParams, InstantiateParams, ModuleParam, RunParams, WasiParam } from "./protocol.js";
 import type { RunState } from "./session.js";
 import type {
+  CallLimits,
+  CallOptions,
+  CallResult,
+  CallWireResult,
   Capabilities,
   CompileOptions,
   CompileWireResult,
   CompiledModule,
+  InstantiateWireResult,
+  InstantiationUsage,
+  LogEntry,
   ModuleSource,
+  PluginOptions,
   RunOptions,
   RunResult,
   RunWireResult,
@@ -26,9 +34,13 @@ import { decodeValue, encodeArg, unsafeIntegerProblem, type Value } from "./valu
 
 /** The protocol's `module` object from exactly one source; a relative path is made absolute here. */
 export function moduleParam(src: ModuleSource): ModuleParam {
-  const given = (["wat", "wasm", "path", "module"] as const).filter((k) => src[k] !== undefined);
+  const given = (["wat", "wasm", "path", "module", "moduleId"] as const).filter((k) => src[k] !== undefined);
   if (given.length !== 1) {
-    throw new InvalidParams(`give exactly one of wat, wasm, path, module (got ${given.length === 0 ? "none" : given.join(", ")})`);
+    throw new InvalidParams(`give exactly one of wat, wasm, path, module, moduleId (got ${given.length === 0 ? "none" : given.join(", ")})`);
+  }
+  if (src.moduleId !== undefined) {
+    if (typeof src.moduleId !== "string") throw new InvalidParams(`moduleId must be a string, got ${describe(src.moduleId)}`);
+    return { id: src.moduleId };
   }
   if (src.wat !== undefined) return { wat: src.wat };
   if (src.wasm !== undefined) {
@@ -130,22 +142,82 @@ function encodeCapabilities(c: Capabilities): Record<string, unknown> {
   return out;
 }
 
+/** `capabilities` on the wire, with `wasi` given either way (not both). */
+function capabilitiesParam(options: { capabilities?: Capabilities; wasi?: Wasi | boolean; onOutput?: unknown }): Record<string, unknown> | undefined {
+  let caps = options.capabilities;
+  if (options.wasi !== undefined && options.wasi !== false) {
+    if (caps?.wasi !== undefined) throw new InvalidParams("give wasi or capabilities.wasi, not both");
+    caps = { ...caps, wasi: options.wasi };
+  }
+  const encoded = caps === undefined ? undefined : encodeCapabilities(caps);
+  if (options.onOutput !== undefined && encoded?.["wasi"] === undefined) {
+    throw new InvalidParams("onOutput needs wasi (only a WASI guest has stdout and stderr)");
+  }
+  return encoded;
+}
+
+/** A plugin's `config`: string keys to string values, as the sidecar requires. */
+function configParam(config: unknown): Record<string, string> {
+  if (!isRecord(config)) throw new InvalidParams(`config must be an object of strings, got ${describe(config)}`);
+  for (const [k, v] of Object.entries(config)) {
+    if (typeof v !== "string") throw new InvalidParams(`config.${k}: must be a string, got ${describe(v)}`);
+  }
+  return { ...(config as Record<string, string>) };
+}
+
 /** The `run` params; throws {@link InvalidParams} before anything is sent. */
 export function runParams(options: RunOptions): RunParams {
   const params: RunParams = { module: moduleParam(options) };
   if (options.function !== undefined) params.function = options.function;
   if (options.args !== undefined) params.args = options.args.map((a, i) => encodeArg(a, i));
   if (options.limits !== undefined) params.limits = { ...options.limits } as Record<string, number>;
-  let caps = options.capabilities;
-  if (options.wasi !== undefined && options.wasi !== false) {
-    if (caps?.wasi !== undefined) throw new InvalidParams("give wasi or capabilities.wasi, not both");
-    caps = { ...caps, wasi: options.wasi };
+  const caps = capabilitiesParam(options);
+  if (caps !== undefined) params.capabilities = caps;
+  if (options.input !== undefined) params.input = bytesParam(options.input, "input");
+  if (options.config !== undefined) params.config = configParam(options.config);
+  return params;
+}
+
+/** The `instantiate` params; throws {@link InvalidParams} before anything is sent. */
+export function instantiateParams(options: PluginOptions): InstantiateParams {
+  const params: InstantiateParams = { module: moduleParam(options) };
+  const caps = capabilitiesParam(options);
+  if (caps !== undefined) params.capabilities = caps;
+  if (options.limits !== undefined) params.limits = { ...options.limits } as Record<string, number>;
+  if (options.config !== undefined) params.config = configParam(options.config);
+  return params;
+}
+
+const CALL_LIMITS = new Set<string>(["fuel", "timeoutMs", "logBytes", "outputBytes"]);
+
+/**
+ * The `call` params; throws {@link InvalidParams} before anything is sent.
+ * `input` is for plugin functions, `options.args` for plain ones.
+ */
+export function callParams(instance: string, fn: string, input: unknown, options: CallOptions): CallParams {
+  if (typeof fn !== "string" || fn === "") throw new InvalidParams(`function must be a non-empty string, got ${describe(fn)}`);
+  const params: CallParams = { instance, function: fn };
+  if (input !== undefined) params.input = bytesParam(input, "input");
+  if (options.args !== undefined) {
+    if (!Array.isArray(options.args)) throw new InvalidParams(`args must be an array, got ${describe(options.args)}`);
+    params.args = options.args.map((a, i) => encodeArg(a, i));
   }
-  if (caps !== undefined) params.capabilities = encodeCapabilities(caps);
-  if (options.onOutput !== undefined && params.capabilities?.["wasi"] === undefined) {
-    throw new InvalidParams("onOutput needs wasi (only a WASI guest has stdout and stderr)");
+  if (options.limits !== undefined) {
+    const limits = options.limits as Record<string, unknown>;
+    for (const k of Object.keys(limits)) {
+      if (!CALL_LIMITS.has(k)) {
+        throw new InvalidParams(`limits.${k}: fixed at instantiate (only fuel, timeoutMs, logBytes, outputBytes apply to a call)`);
+      }
+    }
+    params.limits = { ...(options.limits as CallLimits) } as Record<string, number>;
   }
   return params;
+}
+
+/** The log lines of a request with their levels. */
+export function logEntries(state: RunState): LogEntry[] {
+  const levels = state.levels;
+  return state.logs.map((line, i) => ({ line, level: levels?.[i] }));
 }
 
 /** The `compile` params; throws {@link InvalidParams} before anything is sent. */
@@ -157,8 +229,15 @@ export function compileParams(options: CompileOptions): CompileParams {
 
 /** A `run` result as a RunResult, checked against the log notifications that came before it. */
 export function toRunResult(raw: RunWireResult, state: RunState, stderrTail: string): RunResult {
+  const r = toCallResult(raw, state, stderrTail, "run") as RunResult;
+  r.moduleId = raw.moduleId;
+  return r;
+}
+
+/** A `run` or `call` result, checked against the log notifications that came before it. */
+export function toCallResult(raw: CallWireResult, state: RunState, stderrTail: string, method = "call"): CallResult {
   const violation = (what: string) =>
-    new SidecarError(`protocol violation in run result: ${what}`, {
+    new SidecarError(`protocol violation in ${method} result: ${what}`, {
       reason: "protocol",
       data: raw,
       logs: state.logs,
@@ -183,23 +262,53 @@ export function toRunResult(raw: RunWireResult, state: RunState, stderrTail: str
     stdout = out;
     stderr = err;
   }
+  let output: Uint8Array = EMPTY;
+  if (raw.output !== undefined) {
+    const o = decodeBytes(raw.output);
+    if (o === undefined) throw violation(`output is not a bytes object: ${JSON.stringify(raw.output)}`);
+    output = o;
+  }
   if (raw.logLines !== state.logs.length) {
     throw violation(`logLines is ${raw.logLines} but ${state.logs.length} log notifications arrived before the response`);
   }
   return {
     values,
     rawValues: raw.values,
+    output,
     fuelConsumed: raw.fuelConsumed,
     peakMemoryBytes: raw.peakMemoryBytes,
     elapsedMs: raw.elapsedMicros / 1000,
     queuedMs: raw.queuedMicros / 1000,
-    moduleId: raw.moduleId,
     logs: state.logs,
+    logEntries: logEntries(state),
     logTruncated: raw.logTruncated,
     exitCode: raw.exitCode,
     stdout,
     stderr,
     outputTruncated: raw.outputTruncated === true,
+  };
+}
+
+const EMPTY = new Uint8Array(0);
+
+/** An `instantiate` result, checked: the instance id and what instantiation cost. */
+export function checkInstantiated(raw: InstantiateWireResult, state: RunState, stderrTail: string): InstantiationUsage {
+  const violation = (what: string) =>
+    new SidecarError(`protocol violation in instantiate result: ${what}`, { reason: "protocol", data: raw, logs: state.logs, stderrTail });
+  if (state.seqProblem) throw violation(state.seqProblem);
+  if (!raw || typeof raw.instance !== "string" || raw.instance === "") throw violation(`no instance id in ${JSON.stringify(raw)}`);
+  if (!Array.isArray(raw.exports)) throw violation(`no exports array in ${JSON.stringify(raw)}`);
+  if (raw.logLines !== undefined && raw.logLines !== state.logs.length) {
+    throw violation(`logLines is ${raw.logLines} but ${state.logs.length} log notifications arrived before the response`);
+  }
+  return {
+    fuelConsumed: raw.fuelConsumed,
+    peakMemoryBytes: raw.peakMemoryBytes,
+    elapsedMs: raw.elapsedMicros / 1000,
+    queuedMs: raw.queuedMicros / 1000,
+    logs: state.logs,
+    logEntries: logEntries(state),
+    logTruncated: raw.logTruncated,
   };
 }
 

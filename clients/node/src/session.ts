@@ -35,12 +35,14 @@ import {
   type OutputParams,
   type RequestId,
 } from "./protocol.js";
-import type { OutputStream } from "./types.js";
+import type { LogLevel, OutputStream } from "./types.js";
 
 /** What a run collects while it is pending: its log lines, output count and problems with them. */
 export interface RunState {
   logs: string[];
-  onLog?: (line: string, seq: number) => void;
+  /** The level of each line of `logs` (Extism `log_*`), `undefined` for `host::log`; created at the first level. */
+  levels?: (LogLevel | undefined)[];
+  onLog?: (line: string, seq: number, level: LogLevel | undefined) => void;
   /** `output` notifications seen so far (the next seq). */
   outputs?: number;
   onOutput?: (stream: OutputStream, data: Uint8Array, seq: number) => void;
@@ -202,10 +204,15 @@ export class Session {
       run.seqProblem = `log notification seq ${JSON.stringify(p.seq)} where ${expected} was expected`;
     }
     const line = typeof p.line === "string" ? p.line : String(p.line);
+    const level = typeof p.level === "string" ? p.level : undefined;
     run.logs.push(line);
+    if (level !== undefined || run.levels !== undefined) {
+      run.levels ??= new Array<LogLevel | undefined>(expected).fill(undefined);
+      run.levels.push(level);
+    }
     if (run.onLog) {
       try {
-        run.onLog(line, expected);
+        run.onLog(line, expected, level);
       } catch (error) {
         run.callbackError ??= { error };
       }

@@ -11,17 +11,36 @@ import type { RequestType, RequestType0 } from "vscode-jsonrpc/node";
 import { findBinary } from "./binary.js";
 import { Cancelled, InvalidParams, SidecarError } from "./errors.js";
 import { describeExit, lastLine, SidecarProcess } from "./process.js";
+import { asyncDispose, Plugin, type PluginChannel } from "./plugin.js";
 import {
   CompileRequest,
   ExitNotification,
   InitializeRequest,
+  InstantiateRequest,
+  ReleaseRequest,
   RunRequest,
   ShutdownRequest,
   StatsRequest,
 } from "./protocol.js";
-import { compileParams, runParams, toCompiledModule, toRunResult } from "./requests.js";
+import {
+  checkInstantiated,
+  compileParams,
+  instantiateParams,
+  runParams,
+  toCompiledModule,
+  toRunResult,
+} from "./requests.js";
 import { Session, type RunState, type Sent } from "./session.js";
-import type { CompiledModule, CompileOptions, RunOptions, RunResult, ServerInfo, SpawnOptions, Stats } from "./types.js";
+import type {
+  CompiledModule,
+  CompileOptions,
+  PluginOptions,
+  RunOptions,
+  RunResult,
+  ServerInfo,
+  SpawnOptions,
+  Stats,
+} from "./types.js";
 
 export type {
   SpawnOptions,
@@ -34,6 +53,7 @@ export type {
   ImportInfo,
   ExportInfo,
   Limits,
+  CallLimits,
   Capabilities,
   Wasi,
   WasiDir,
@@ -41,7 +61,14 @@ export type {
   OutputStream,
   ServerInfo,
   Stats,
+  PluginOptions,
+  CallOptions,
+  CallResult,
+  InstantiationUsage,
+  LogLevel,
+  LogEntry,
 } from "./types.js";
+export { Plugin } from "./plugin.js";
 
 type State = "open" | "closing" | "dead";
 
@@ -64,6 +91,12 @@ export class Sidecar {
   private deathError: SidecarError | undefined;
   private readonly tornDown: Promise<void>;
   private closePromise: Promise<void> | undefined;
+  /** How this sidecar's {@link Plugin}s send their calls. */
+  private readonly channel: PluginChannel = {
+    send: (type, params, state, signal) => this.send(type as RequestType<unknown, never, unknown>, params, state, signal),
+    stderrTail: () => this.stderrTail,
+    gone: () => this.state !== "open",
+  };
 
   private constructor(binary: string, process: SidecarProcess) {
     this.binary = binary;
@@ -149,24 +182,46 @@ export class Sidecar {
    */
   async run(options: RunOptions): Promise<RunResult> {
     const params = runParams(options);
-    const signal = options.signal;
-    if (signal?.aborted) {
-      throw new Cancelled("run aborted before it was sent", { cause: signal.reason });
-    }
     const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput };
-    const sent = this.call(RunRequest, params, state);
-    const onAbort = () => {
-      state.abortReason = signal!.reason;
-      this.session.cancel(sent.id);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
+    const raw = await this.send(RunRequest, params, state, options.signal);
+    if (state.callbackError) throw state.callbackError.error;
+    return toRunResult(raw, state, this.stderrTail);
+  }
+
+  /**
+   * Creates a live instance of a module: `instantiate`. Its memory cap
+   * holds for its whole life, its memory, globals and (for an Extism
+   * plugin) vars persist between calls. The instance lives in the sidecar
+   * process and dies with it.
+   *
+   * @throws {TooManyInstances} the sidecar has its maximum of live instances.
+   * @throws every run outcome of instantiation ({@link DisallowedImport},
+   *   {@link InvalidModule}, {@link Timeout} in `_initialize`, …),
+   *   {@link Cancelled} when `signal` aborts, {@link InvalidParams},
+   *   {@link SidecarError}.
+   */
+  async plugin(options: PluginOptions): Promise<Plugin> {
+    const params = instantiateParams(options);
+    const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput };
+    const raw = await this.send(InstantiateRequest, params, state, options.signal);
+    let usage;
     try {
-      const raw = await sent.result;
+      usage = checkInstantiated(raw, state, this.stderrTail);
       if (state.callbackError) throw state.callbackError.error;
-      return toRunResult(raw, state, this.stderrTail);
-    } finally {
-      signal?.removeEventListener("abort", onAbort);
+    } catch (err) {
+      // the instance exists but the caller will never see it: do not leave it behind
+      if (typeof raw?.instance === "string" && raw.instance !== "") {
+        await this.send(ReleaseRequest, { instance: raw.instance }, undefined).catch(() => {});
+      }
+      throw err;
     }
+    return new Plugin(this.channel, {
+      instance: raw.instance,
+      moduleId: raw.moduleId,
+      plugin: raw.plugin === true,
+      exports: raw.exports,
+      usage,
+    });
   }
 
   /**
@@ -199,7 +254,7 @@ export class Sidecar {
   }
 
   /** `await using sb = await Sidecar.spawn()` support: calls {@link Sidecar.close}. */
-  async [Symbol.asyncDispose](): Promise<void> {
+  async [asyncDispose](): Promise<void> {
     await this.close();
   }
 
@@ -252,6 +307,27 @@ export class Sidecar {
         reason: "exited",
         ...details,
       });
+    }
+  }
+
+  /**
+   * Sends a request whose notifications go to `state`; aborting `signal`
+   * sends `$/cancelRequest` for it (an already aborted one rejects with
+   * {@link Cancelled} without sending anything).
+   */
+  private async send<P, R, E>(type: RequestType<P, R, E>, params: P, state: RunState | undefined, signal?: AbortSignal): Promise<R> {
+    if (signal === undefined) return this.call(type, params, state).result;
+    if (signal.aborted) throw new Cancelled(`${type.method} aborted before it was sent`, { cause: signal.reason });
+    const sent = this.call(type, params, state);
+    const onAbort = () => {
+      if (state) state.abortReason = signal.reason;
+      this.session.cancel(sent.id);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await sent.result;
+    } finally {
+      signal.removeEventListener("abort", onAbort);
     }
   }
 

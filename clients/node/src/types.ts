@@ -46,8 +46,22 @@ export interface Limits {
   compileTimeoutMs?: number;
   /** Memory cap in bytes of that compile (the compile process's data size); past it, `CompileLimitExceeded` (`compile_memory`). */
   compileMemoryBytes?: number;
-  /** Cap on a WASI guest's stdout and on its stderr (bytes kept, each); the rest is dropped. */
+  /** Cap on a WASI guest's stdout and on its stderr (bytes kept, each), and on a plugin's output; the rest is dropped. */
   outputBytes?: number;
+  /** Cap on a plugin instance's vars (keys and values) in bytes, for its whole life (instantiate only). */
+  varBytes?: number;
+}
+
+/** The limits a {@link Plugin.call} may set: the rest are fixed when the instance is created. */
+export type CallLimits = Pick<Limits, "fuel" | "timeoutMs" | "logBytes" | "outputBytes">;
+
+/** The level of an Extism plugin's `log_*` line. */
+export type LogLevel = "trace" | "debug" | "info" | "warn" | "error";
+
+/** One guest log line and its level (`undefined` for `host::log` lines, which have none). */
+export interface LogEntry {
+  line: string;
+  level: LogLevel | undefined;
 }
 
 /** The limits {@link Sidecar.compile} takes: only the compile fields (the sidecar refuses any other, naming it). */
@@ -137,6 +151,8 @@ export interface ModuleSource {
   path?: string;
   /** A module compiled earlier on this sidecar, or its `sha256:` id. */
   module?: CompiledModule | string;
+  /** A module compiled earlier on this sidecar, by its `sha256:` id (the same as `module: id`). */
+  moduleId?: string;
 }
 
 /** Options of {@link Sidecar.compile}. */
@@ -146,6 +162,15 @@ export interface CompileOptions extends ModuleSource {
 
 /** Options of {@link Sidecar.run}. */
 export interface RunOptions extends ModuleSource {
+  /**
+   * A plugin run's input (the module imports `extism:host/env`; `function`
+   * is a plugin function): a string (its UTF-8 bytes) or bytes. The result's
+   * `output` is what the plugin set. Refused (`InvalidParams`) for a module
+   * that is not a plugin.
+   */
+  input?: BytesInput;
+  /** A plugin run's config: string keys to string values, what the plugin's `config_get` reads. */
+  config?: Record<string, string>;
   /** The export to call (default `_start` when the module exports it, else `"run"`). */
   function?: string;
   /** One entry per parameter, see {@link ArgValue}. */
@@ -154,9 +179,10 @@ export interface RunOptions extends ModuleSource {
   capabilities?: Capabilities;
   /**
    * Called for each guest log line, in order, before the run's promise
-   * settles. If it throws, a successful run rejects with that error.
+   * settles; `level` is that of an Extism `log_*` line (`undefined` for
+   * `host::log`). If it throws, a successful run rejects with that error.
    */
-  onLog?: (line: string, seq: number) => void;
+  onLog?: (line: string, seq: number, level: LogLevel | undefined) => void;
   /**
    * Runs a WASI preview1 program (`capabilities.wasi`; give one or the
    * other): the result then has `exitCode`, `stdout` and `stderr`.
@@ -172,22 +198,24 @@ export interface RunOptions extends ModuleSource {
   signal?: AbortSignal;
 }
 
-/** The result of a successful run. */
-export interface RunResult {
+/** The result of a successful {@link Plugin.call} (and the base of {@link RunResult}). */
+export interface CallResult {
   /** Decoded results: i32/f32/f64 as number, i64 as bigint. */
   values: Value[];
   /** The results as sent on the wire (floats with exact `bits`, NaN payloads included). */
   rawValues: WireValue[];
+  /** The bytes a plugin function set as its output (empty for other functions). */
+  output: Uint8Array;
   fuelConsumed: number;
   peakMemoryBytes: number;
-  /** Instantiation + start function + call, in milliseconds (from `elapsedMicros`). */
+  /** The guest's time in milliseconds (from `elapsedMicros`): a run's instantiation, start function and call; a call's call. */
   elapsedMs: number;
-  /** Time spent waiting for a worker, in milliseconds (from `queuedMicros`). */
+  /** Time spent waiting for a worker (a call: also for the instance's earlier calls), in milliseconds (from `queuedMicros`). */
   queuedMs: number;
-  /** `sha256:<hex>` of the module. */
-  moduleId: string;
   /** Guest log lines, in order. */
   logs: string[];
+  /** The same lines with their level (Extism `log_*`; `undefined` for `host::log`). */
+  logEntries: LogEntry[];
   /** Lines were cut to 16 KiB or dropped by `logBytes`. */
   logTruncated: boolean;
   /** A WASI run's `proc_exit` status (0 when `_start` returned); `undefined` for other runs. */
@@ -196,8 +224,67 @@ export interface RunResult {
   stdout: Uint8Array;
   /** A WASI run's stderr (at most `limits.outputBytes`); empty for other runs. */
   stderr: Uint8Array;
-  /** Output past `limits.outputBytes` was dropped. */
+  /** Output (a plugin's, or a WASI stream) past `limits.outputBytes` was dropped. */
   outputTruncated: boolean;
+}
+
+/** The result of a successful run. */
+export interface RunResult extends CallResult {
+  /** `sha256:<hex>` of the module. */
+  moduleId: string;
+}
+
+/** Options of {@link Sidecar.plugin}: a module and what its instance is given for its life. */
+export interface PluginOptions extends ModuleSource {
+  /**
+   * The instance's limits. `memoryBytes`, `tableElements`, `instances`,
+   * `memories` and `varBytes` hold for its whole life; `fuel`, `timeoutMs`,
+   * `logBytes` and `outputBytes` fence instantiation (start function,
+   * `_initialize`) and are each call's defaults; the compile limits fence
+   * the compile.
+   */
+  limits?: Limits;
+  /** Host functions granted; an Extism plugin's `log_*` needs `log`. */
+  capabilities?: Capabilities;
+  /** WASI preview1 for the instance (the same as `capabilities.wasi`); the Go PDK's plugins need it. */
+  wasi?: Wasi | boolean;
+  /** String keys to string values: what the plugin's `config_get` reads. */
+  config?: Record<string, string>;
+  /** Log lines of instantiation (start function, `_initialize`). */
+  onLog?: (line: string, seq: number, level: LogLevel | undefined) => void;
+  /** WASI output of instantiation. */
+  onOutput?: (stream: OutputStream, data: Uint8Array, seq: number) => void;
+  /** Aborting cancels the instantiation (no instance is left behind); it rejects with `Cancelled`. */
+  signal?: AbortSignal;
+}
+
+/** Options of {@link Plugin.call}. */
+export interface CallOptions {
+  /** Arguments of a plain (non-plugin) function, see {@link ArgValue}. */
+  args?: ArgValue[];
+  /** This call's fences; omitted ones are the instance's (from {@link PluginOptions.limits}). */
+  limits?: CallLimits;
+  /** Called for each log line of the call, in order, before its promise settles. */
+  onLog?: (line: string, seq: number, level: LogLevel | undefined) => void;
+  /** Called for each piece of a WASI instance's stdout or stderr during the call. */
+  onOutput?: (stream: OutputStream, data: Uint8Array, seq: number) => void;
+  /**
+   * Aborting sends `$/cancelRequest`: a call still waiting for its turn is
+   * dropped (the instance stays open); a running one is stopped, which
+   * closes the instance. Either way it rejects with `Cancelled`.
+   */
+  signal?: AbortSignal;
+}
+
+/** What instantiation cost: its start function and `_initialize`. */
+export interface InstantiationUsage {
+  fuelConsumed: number;
+  peakMemoryBytes: number;
+  elapsedMs: number;
+  queuedMs: number;
+  logs: string[];
+  logEntries: LogEntry[];
+  logTruncated: boolean;
 }
 
 /** The result of `initialize`, available as {@link Sidecar.info}. */
@@ -208,6 +295,10 @@ export interface ServerInfo {
   limits: { defaults: Required<Limits>; maximums: Required<Limits> };
   maxConcurrency: number;
   maxQueue: number;
+  /** Live instances allowed at once (`serve --max-instances`). */
+  maxInstances?: number;
+  /** An instance without a call for this long is evicted (`serve --instance-idle`). */
+  instanceIdleMs?: number;
   [key: string]: unknown;
 }
 
@@ -221,6 +312,8 @@ export interface Stats {
   cache: { entries: number; bytes: number; hits: number; misses: number };
   uptimeMs: number;
   requests: number;
+  /** Instances: live now, the maximum, created and evicted since start. */
+  instances?: { live: number; max: number; created: number; evicted: number };
   [key: string]: unknown;
 }
 
@@ -239,6 +332,25 @@ export interface RunWireResult {
   stdout?: { text: string } | { base64: string };
   stderr?: { text: string } | { base64: string };
   outputTruncated?: boolean;
+  /** A plugin function's output. */
+  output?: { text: string } | { base64: string };
+}
+
+/** The `call` result as it is on the wire: a run result without `moduleId`. */
+export type CallWireResult = Omit<RunWireResult, "moduleId">;
+
+/** The `instantiate` result as it is on the wire. */
+export interface InstantiateWireResult {
+  instance: string;
+  moduleId: string;
+  plugin: boolean;
+  exports: ExportInfo[];
+  fuelConsumed: number;
+  peakMemoryBytes: number;
+  elapsedMicros: number;
+  queuedMicros: number;
+  logLines: number;
+  logTruncated: boolean;
 }
 
 /** The `compile` result as it is on the wire. */
