@@ -120,3 +120,79 @@ func BenchmarkCompileNew(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCallWarm is one call of add(1, 2) on a long-lived instance:
+// the per-call fences re-armed on the instance's store, no instantiation.
+func BenchmarkCallWarm(b *testing.B) {
+	eng, m, _ := benchModule(b)
+	in, err := eng.Instantiate(context.Background(), sandbox.InstanceRequest{Module: m, Limits: limits.Defaults()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Release()
+	req := sandbox.CallRequest{Function: "add", Args: []sandbox.Value{sandbox.ValueI32(1), sandbox.ValueI32(2)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := in.Call(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCompileCacheHitWAT is Compile of a WAT text already compiled:
+// the text's alias leads to the module without parsing it.
+func BenchmarkCompileCacheHitWAT(b *testing.B) {
+	eng, _, _ := benchModule(b)
+	text, err := os.ReadFile(filepath.Join("..", "testdata", "wat", "well_behaved.wat"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := sandbox.Source{WAT: string(text)}
+	if _, _, err := eng.Compile(context.Background(), src); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if _, info, err := eng.Compile(context.Background(), src); err != nil || !info.Cached {
+			b.Fatal(err, info.Cached)
+		}
+	}
+}
+
+// BenchmarkCheckWASIGrantWAT is the grant check the sidecar makes before
+// compiling a run's WAT text (cmd/sandboxd/engine.go), for a text
+// already compiled: "raw" asks CheckWASIGrant with the text (it converts
+// it to read the imports); "cached" first finds the module by the text's
+// bytes (Engine.Cached) and checks it by id, as the sidecar does.
+func BenchmarkCheckWASIGrantWAT(b *testing.B) {
+	eng, _, _ := benchModule(b)
+	text, err := os.ReadFile(filepath.Join("..", "testdata", "wat", "well_behaved.wat"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := sandbox.Source{WAT: string(text)}
+	if _, _, err := eng.Compile(context.Background(), src); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("raw", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := eng.CheckWASIGrant(src, sandbox.Capabilities{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			m, ok := eng.Cached(src)
+			if !ok {
+				b.Fatal("not cached")
+			}
+			if err := eng.CheckWASIGrant(sandbox.Source{ID: m.ID}, sandbox.Capabilities{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -9,10 +9,12 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -21,19 +23,24 @@ import (
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
-// moduleCache is an LRU of compiled modules bounded by count and by their
-// summed compiled size (Module.CompiledSize). A WAT text is known by an
-// alias, the hash of the text, which goes with its module's entry.
-// Evicted modules stay valid for runs still holding them; the garbage
-// collector frees them after.
+// moduleCache is an LRU of compiled modules bounded by count and by the
+// bytes it holds: each module's compiled size (Module.CompiledSize) plus
+// the sources it is known by. A source is a text or binary that compiled
+// to the module; a later Compile of the same bytes finds the module
+// through it with one fast hash of the bytes and one comparison, without
+// converting, validating, hashing them with sha256 or starting a compile
+// child. Sources go with their module's entry: evicting the module drops
+// them. Evicted modules stay valid for runs still holding them; the
+// garbage collector frees them after.
 type moduleCache struct {
 	maxEntries int // 0: nothing is kept
 	maxBytes   int64
+	seed       maphash.Seed // per cache: a parent cannot aim collisions at it
 
 	mu      sync.Mutex
 	order   *list.List // front = most recent; values are *cacheEntry
 	byID    map[string]*list.Element
-	aliases map[string]string // text key → module id
+	sources map[uint64][]*knownSource // by sourceHash of the bytes
 	bytes   int64
 	hits    uint64
 	misses  uint64
@@ -41,38 +48,82 @@ type moduleCache struct {
 
 type cacheEntry struct {
 	m       *Module
-	aliases []string
+	sources []*knownSource // oldest first, at most maxSourcesPerModule
 }
 
+// knownSource is a copy of bytes that compiled to el's module. The copy is
+// what a hit is compared with, so a hash collision can only cost a miss,
+// never run another module, and a caller that reuses its buffer after
+// Compile cannot change what the cache recognises.
+type knownSource struct {
+	hash    uint64
+	content string
+	el      *list.Element
+}
+
+// maxSourcesPerModule bounds the sources one module is known by: a parent
+// sending one module in endless formattings (each text compiles to the
+// same wasm) keeps only the latest few, not a growing list.
+const maxSourcesPerModule = 4
+
 func newModuleCache(maxEntries int, maxBytes int64) *moduleCache {
-	return &moduleCache{maxEntries: maxEntries, maxBytes: maxBytes, order: list.New(),
-		byID: map[string]*list.Element{}, aliases: map[string]string{}}
+	return &moduleCache{maxEntries: maxEntries, maxBytes: maxBytes, seed: maphash.MakeSeed(), order: list.New(),
+		byID: map[string]*list.Element{}, sources: map[uint64][]*knownSource{}}
+}
+
+// sourceHash is the key of a source's bytes: text and binary alike, since
+// what a module's bytes compile to depends on the bytes alone.
+func (c *moduleCache) sourceHash(b moduleBytes) uint64 {
+	if b.text != "" {
+		return maphash.String(c.seed, b.text)
+	}
+	return maphash.Bytes(c.seed, b.bin)
 }
 
 // get looks a module up by id, counting a hit.
 func (c *moduleCache) get(id string) (*Module, bool) {
-	return c.lookup(id)
-}
-
-// lookup finds a module by id or text key, counting a hit.
-func (c *moduleCache) lookup(key string) (*Module, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.find(key)
+	el, ok := c.byID[id]
+	return c.hitLocked(el, ok)
+}
+
+// lookupSource finds the module b compiled to, counting a hit; h is
+// sourceHash(b).
+func (c *moduleCache) lookupSource(h uint64, b moduleBytes) (*Module, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.findSourceLocked(h, b)
+	return c.hitLocked(el, ok)
+}
+
+// peekSource is lookupSource without touching the counters or the LRU
+// order.
+func (c *moduleCache) peekSource(h uint64, b moduleBytes) (*Module, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.findSourceLocked(h, b); ok {
+		return el.Value.(*cacheEntry).m, true
+	}
+	return nil, false
+}
+
+func (c *moduleCache) findSourceLocked(h uint64, b moduleBytes) (*list.Element, bool) {
+	for _, s := range c.sources[h] {
+		if b.equal(s.content) {
+			return s.el, true
+		}
+	}
+	return nil, false
+}
+
+func (c *moduleCache) hitLocked(el *list.Element, ok bool) (*Module, bool) {
 	if !ok {
 		return nil, false
 	}
 	c.hits++
 	c.order.MoveToFront(el)
 	return el.Value.(*cacheEntry).m, true
-}
-
-func (c *moduleCache) find(key string) (*list.Element, bool) {
-	if id, ok := c.aliases[key]; ok {
-		key = id
-	}
-	el, ok := c.byID[key]
-	return el, ok
 }
 
 // miss counts a lookup that found nothing and led to a compile (or an
@@ -90,51 +141,71 @@ func (c *moduleCache) hit() {
 	c.mu.Unlock()
 }
 
-// peek looks up an id or text key without touching the counters or the
-// LRU order.
-func (c *moduleCache) peek(key string) (*Module, bool) {
+// peek looks up an id without touching the counters or the LRU order.
+func (c *moduleCache) peek(id string) (*Module, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.find(key)
-	if !ok {
-		return nil, false
+	if el, ok := c.byID[id]; ok {
+		return el.Value.(*cacheEntry).m, true
 	}
-	return el.Value.(*cacheEntry).m, true
+	return nil, false
 }
 
-// put keeps m (and the text key alias, if any), evicting the least
-// recently used modules past either bound.
-func (c *moduleCache) put(m *Module, alias string) {
+// put keeps m, known also by the source b whose sourceHash is h (b may be
+// empty: a module loaded by id), evicting the least recently used
+// modules past either bound. A module already kept just gains the
+// source.
+func (c *moduleCache) put(m *Module, h uint64, b moduleBytes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.byID[m.ID]; ok {
-		if alias != "" {
-			if _, known := c.aliases[alias]; !known {
-				ent := el.Value.(*cacheEntry)
-				ent.aliases = append(ent.aliases, alias)
-				c.aliases[alias] = m.ID
-			}
+	el, ok := c.byID[m.ID]
+	if !ok {
+		if c.maxEntries == 0 || int64(m.CompiledSize) > c.maxBytes {
+			return
 		}
-		return
+		el = c.order.PushFront(&cacheEntry{m: m})
+		c.byID[m.ID] = el
+		c.bytes += int64(m.CompiledSize)
 	}
-	if c.maxEntries == 0 || int64(m.CompiledSize) > c.maxBytes {
-		return
+	ent := el.Value.(*cacheEntry)
+	if size := int64(b.size()); size > 0 && int64(m.CompiledSize)+size <= c.maxBytes {
+		if _, known := c.findSourceLocked(h, b); !known {
+			if len(ent.sources) == maxSourcesPerModule {
+				c.dropSourceLocked(ent, ent.sources[0])
+			}
+			s := &knownSource{hash: h, content: b.clone(), el: el}
+			ent.sources = append(ent.sources, s)
+			c.sources[h] = append(c.sources[h], s)
+			c.bytes += size
+		}
 	}
-	ent := &cacheEntry{m: m}
-	if alias != "" {
-		ent.aliases = []string{alias}
-		c.aliases[alias] = m.ID
-	}
-	c.byID[m.ID] = c.order.PushFront(ent)
-	c.bytes += int64(m.CompiledSize)
 	for c.order.Len() > c.maxEntries || c.bytes > c.maxBytes {
-		old := c.order.Remove(c.order.Back()).(*cacheEntry)
+		back := c.order.Back()
+		if back == el && c.order.Len() == 1 {
+			break // m alone fits (checked above)
+		}
+		if back == el { // keep the module just put; evict the one before
+			back = back.Prev()
+		}
+		old := c.order.Remove(back).(*cacheEntry)
 		delete(c.byID, old.m.ID)
-		for _, a := range old.aliases {
-			delete(c.aliases, a)
+		for len(old.sources) > 0 {
+			c.dropSourceLocked(old, old.sources[0])
 		}
 		c.bytes -= int64(old.m.CompiledSize)
 	}
+}
+
+// dropSourceLocked forgets one source of ent.
+func (c *moduleCache) dropSourceLocked(ent *cacheEntry, s *knownSource) {
+	ent.sources = slices.DeleteFunc(ent.sources, func(x *knownSource) bool { return x == s })
+	list := slices.DeleteFunc(c.sources[s.hash], func(x *knownSource) bool { return x == s })
+	if len(list) == 0 {
+		delete(c.sources, s.hash)
+	} else {
+		c.sources[s.hash] = list
+	}
+	c.bytes -= int64(len(s.content))
 }
 
 // CacheStats is a snapshot of the compile cache.

@@ -67,8 +67,11 @@ func TestCompileCacheHit(t *testing.T) {
 	}
 	st := e.CacheStats()
 	t.Logf("stats %+v", st)
-	if st.Entries != 1 || st.Misses != 1 || st.Hits != 3 || st.Bytes != int64(m1.CompiledSize) || m1.Size != len(wasm) {
-		t.Errorf("stats = %+v, want 1 entry of %d bytes, 1 miss, 3 hits (wasm size %d)", st, m1.CompiledSize, m1.Size)
+	// The cache holds the compiled module and the two sources it is known
+	// by (the text and the binary).
+	want := int64(m1.CompiledSize + len(src.WAT) + len(wasm))
+	if st.Entries != 1 || st.Misses != 1 || st.Hits != 3 || st.Bytes != want || m1.Size != len(wasm) {
+		t.Errorf("stats = %+v, want 1 entry of %d bytes, 1 miss, 3 hits (wasm size %d)", st, want, m1.Size)
 	}
 	// The cache counts compiled code, which outweighs the wasm many times.
 	if m1.CompiledSize <= m1.Size {
@@ -219,8 +222,8 @@ func TestCacheEvictionByBytes(t *testing.T) {
 		ids = append(ids, m.ID)
 	}
 	st := e.CacheStats()
-	if st.Entries != 2 || st.Bytes != int64(2*m.CompiledSize) {
-		t.Errorf("stats = %+v, want 2 entries of %d bytes", st, m.CompiledSize)
+	if want := int64(2 * (m.CompiledSize + len(uniqueWAT("x")))); st.Entries != 2 || st.Bytes != want {
+		t.Errorf("stats = %+v, want 2 entries, %d bytes with their texts", st, want)
 	}
 	if _, _, err := e.Compile(ctx, sandbox.Source{ID: ids[0]}); sandbox.KindOf(err) != sandbox.KindInvalidModule {
 		t.Errorf("oldest module by id: %v, want invalid_module", err)

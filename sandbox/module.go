@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -113,15 +114,24 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 	if err != nil {
 		return nil, CompileInfo{}, err
 	}
-	// Binary bytes are their own key; a text is known by the id of the
-	// wasm it became, once it was compiled here.
-	key, id := mod.textKey(), ""
+	// Bytes compiled before are known by their content: one fast hash and
+	// a comparison (cache.go), nothing converted or compiled.
+	h := e.cache.sourceHash(mod)
+	if m, ok := e.cache.lookupSource(h, mod); ok {
+		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
+	}
+	// Otherwise binary bytes are their own id; a text is known by the id
+	// of the wasm it became, once it was compiled here.
+	key, id := "", ""
 	if mod.isWasmBinary() {
 		id = ModuleID(mod.bin)
 		key = id
-	}
-	if m, ok := e.cache.lookup(key); ok {
-		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
+		if m, ok := e.cache.get(id); ok { // kept, but these bytes were not among its sources
+			e.cache.put(m, h, mod)
+			return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
+		}
+	} else {
+		key = mod.textKey()
 	}
 	lim := compileLimits{timeout: src.CompileTimeout, memoryBytes: src.CompileMemoryBytes}
 	if lim.timeout == 0 {
@@ -131,17 +141,21 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		lim.memoryBytes = e.cfg.CompileMemoryBytes
 	}
 	r, shared, err := e.flight.do(ctx, key, func(ctx context.Context) (flightResult, error) {
-		if m, ok := e.cache.peek(key); ok { // compiled while we waited
+		if m, ok := e.cache.peekSource(h, mod); ok { // compiled while we waited
+			return flightResult{m: m, cached: true}, nil
+		}
+		if m, ok := e.cache.peek(id); ok && id != "" { // compiled from a text meanwhile
+			e.cache.put(m, h, mod)
 			return flightResult{m: m, cached: true}, nil
 		}
 		e.cache.miss() // once per compile, however many callers wait on it
-		diskID, alias := id, ""
-		if id == "" { // a text: its id, if this build compiled it before
-			diskID, alias = e.idOfText(key), key
+		diskID, text := id, id == ""
+		if text { // a text: its id, if this build compiled it before
+			diskID = e.idOfText(key)
 		}
 		if diskID != "" {
 			if m := e.loadFromDisk(diskID); m != nil {
-				e.cache.put(m, alias)
+				e.cache.put(m, h, mod)
 				return flightResult{m: m, fromDisk: true}, nil
 			}
 		}
@@ -149,10 +163,10 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		if err != nil {
 			return flightResult{}, err
 		}
-		if alias != "" {
+		if text {
 			e.saveAlias(key, m.ID)
 		}
-		e.cache.put(m, alias)
+		e.cache.put(m, h, mod)
 		return flightResult{m: m}, nil
 	})
 	if err != nil {
@@ -163,6 +177,29 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		e.cache.hit()
 	}
 	return r.m, CompileInfo{Cached: cached, FromDisk: r.fromDisk && !shared, Elapsed: time.Since(start)}, nil
+}
+
+// Cached returns the module src names if the engine has it already,
+// without reading a file, converting, hashing with sha256 or compiling:
+// by id, or by the bytes of a text or binary that compiled to it here
+// (Path: never). It counts neither a hit nor a miss. It is for a check
+// that must not parse again a text the engine knows (the sidecar's WASI
+// grant check before Compile); Compile remains the way to obtain a module.
+func (e *Engine) Cached(src Source) (*Module, bool) {
+	if countSources(src) != 1 {
+		return nil, false
+	}
+	if src.ID != "" {
+		return e.cache.peek(src.ID)
+	}
+	if src.Path != "" {
+		return nil, false
+	}
+	mod := moduleBytes{text: src.WAT, bin: src.Wasm}
+	if mod.size() > e.cfg.MaxModuleBytes {
+		return nil, false
+	}
+	return e.cache.peekSource(e.cache.sourceHash(mod), mod)
 }
 
 // compileNew compiles bytes the engine has not seen, in a compile child,
@@ -228,12 +265,32 @@ func (b moduleBytes) size() int { return len(b.bin) + len(b.text) }
 
 func (b moduleBytes) isWasmBinary() bool { return b.text == "" && isWasmBinary(b.bin) }
 
-// textKey is the cache key of a text before it has an id.
+// textKey names a text before it has an id: the key of its compile in
+// flight and of its alias in the persistent cache.
 func (b moduleBytes) textKey() string {
-	h := sha256.New()
-	h.Write(b.bin)
-	io.WriteString(h, b.text)
-	return "wat:" + hex.EncodeToString(h.Sum(nil))
+	var sum [32]byte
+	if b.text != "" {
+		sum = sha256.Sum256(unsafe.Slice(unsafe.StringData(b.text), len(b.text)))
+	} else {
+		sum = sha256.Sum256(b.bin)
+	}
+	return "wat:" + hex.EncodeToString(sum[:])
+}
+
+// equal reports whether the content is s.
+func (b moduleBytes) equal(s string) bool {
+	if b.text != "" {
+		return b.text == s
+	}
+	return string(b.bin) == s
+}
+
+// clone copies the content, for the cache to keep.
+func (b moduleBytes) clone() string {
+	if b.text != "" {
+		return strings.Clone(b.text)
+	}
+	return string(b.bin)
 }
 
 func (b moduleBytes) writeTo(w io.Writer) (int64, error) {

@@ -71,7 +71,11 @@ func (e sidecarEngine) Run(ctx context.Context, mod rpc.Module, run protocol.Run
 // CheckGrant refuses a WASI module run without the grant before it is
 // compiled (rpc calls it when the engine has it).
 func (e sidecarEngine) CheckGrant(src protocol.Source, caps protocol.Capabilities) error {
-	return e.eng.CheckWASIGrant(sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID}, sandboxCaps(caps))
+	s := sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID}
+	if m, ok := e.eng.Cached(s); ok { // a module compiled before: no need to parse its text again
+		s = sandbox.Source{ID: m.ID}
+	}
+	return e.eng.CheckWASIGrant(s, sandboxCaps(caps))
 }
 
 func sandboxCaps(c protocol.Capabilities) sandbox.Capabilities {

@@ -1,0 +1,41 @@
+package sandbox
+
+import "testing"
+
+// TestSourceHashCollision: sources whose hashes collide (forced here; the
+// seeded hash makes it rare, not impossible) are told apart by their
+// bytes, and a colliding stranger is a miss, never another module.
+func TestSourceHashCollision(t *testing.T) {
+	c := newModuleCache(8, 1<<20)
+	a := &Module{ID: IDPrefix + "a", CompiledSize: 100}
+	b := &Module{ID: IDPrefix + "b", CompiledSize: 100}
+	const h = 42
+	srcA, srcB := moduleBytes{text: "(module $a)"}, moduleBytes{bin: []byte("(module $b)")}
+	c.put(a, h, srcA)
+	c.put(b, h, srcB)
+	if m, ok := c.lookupSource(h, srcA); !ok || m != a {
+		t.Errorf("a: %v %v", m, ok)
+	}
+	if m, ok := c.lookupSource(h, moduleBytes{bin: []byte("(module $a)")}); !ok || m != a {
+		t.Errorf("a's bytes as binary: %v %v", m, ok)
+	}
+	if m, ok := c.lookupSource(h, srcB); !ok || m != b {
+		t.Errorf("b: %v %v", m, ok)
+	}
+	if m, ok := c.lookupSource(h, moduleBytes{text: "(module $c)"}); ok {
+		t.Errorf("a stranger of the same hash and length found %s", m.ID)
+	}
+	// Evicting a drops its source; b's survives under the shared hash.
+	c.maxEntries = 1
+	c.put(b, h, srcB)
+	if _, ok := c.lookupSource(h, srcA); ok {
+		t.Error("a's source outlived a")
+	}
+	if m, ok := c.lookupSource(h, srcB); !ok || m != b {
+		t.Errorf("b after a's eviction: %v %v", m, ok)
+	}
+	c.put(&Module{ID: IDPrefix + "d", CompiledSize: 100}, 7, moduleBytes{text: "d"})
+	if len(c.sources[h]) != 0 || len(c.sources) != 1 || c.bytes != 101 {
+		t.Errorf("left behind: sources %v, bytes %d", c.sources, c.bytes)
+	}
+}
