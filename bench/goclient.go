@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -25,7 +27,7 @@ const pipelineDepth = 64
 func startSidecar(env *Env, args ...string) (*sandboxd.Client, *bytes.Buffer, error) {
 	var stderr bytes.Buffer
 	c, err := sandboxd.Start(context.Background(), env.Binary, sandboxd.Options{
-		Args: append([]string{"--log-level", "warn"}, args...), Stderr: &syncWriter{w: &stderr},
+		Args: append(append([]string{"--log-level", "warn"}, args...), env.ServeArgs...), Stderr: &syncWriter{w: &stderr},
 	})
 	return c, &stderr, err
 }
@@ -149,7 +151,8 @@ func inProcessLimit(env *Env, d time.Duration) (float64, error) {
 	return throughput(runtime.GOMAXPROCS(0), d, call)
 }
 
-// goClientSection is rows 2 and 3.
+// goClientSection is rows 2 and 3: the module by id, as wasm bytes and as
+// WAT text, sequential and pipelined.
 func goClientSection(env *Env) []Row {
 	c, stderr, err := startSidecar(env)
 	if err != nil {
@@ -160,33 +163,81 @@ func goClientSection(env *Env) []Row {
 	if err != nil {
 		return []Row{naRow("2 go seq", "Go client", fmt.Sprintf("%v; stderr: %s", err, stderr))}
 	}
-	return append(goSequentialRows(env, c, id), goPipelinedRows(env, c, id)...)
+	wat, err := os.ReadFile(env.wat("well_behaved.wat"))
+	if err != nil {
+		return []Row{naRow("2 go seq", "Go client", err.Error())}
+	}
+	sources := []runSource{
+		{"{id}", rpc.ModuleSpec{ID: sandboxd.Str(id)}},
+		{"as wasm bytes", rpc.ModuleSpec{Wasm: sandboxd.Str(base64.StdEncoding.EncodeToString(addModule()))}},
+		{"as WAT", rpc.ModuleSpec{WAT: sandboxd.Str(string(wat))}},
+	}
+	var rows []Row
+	for i, src := range sources {
+		rows = append(rows, goSequentialRows(env, c, src, i == 0)...)
+	}
+	limit, err := inProcessLimit(env, env.dur(3*time.Second, 500*time.Millisecond))
+	if err != nil {
+		return append(rows, naRow("3 go pipe", "in-process limit", err.Error()))
+	}
+	for _, src := range []runSource{sources[0], sources[2]} {
+		rows = append(rows, goPipelinedRow(env, c, src, limit))
+	}
+	return rows
 }
 
-func goSequentialRows(env *Env, c *sandboxd.Client, id string) []Row {
-	s, err := sequential(c, addParams(id), env.n(500, 100), env.n(5000, 500))
+// runSource is how a row's runs name their module.
+type runSource struct {
+	name   string
+	module rpc.ModuleSpec
+}
+
+func (s runSource) params() rpc.RunParams {
+	return rpc.RunParams{Module: s.module, Function: "add", Args: argsJSON(1, 2)}
+}
+
+// addModule is `add` alone as a binary module (the row with wasm bytes:
+// base64 on the wire, like any binary module).
+func addModule() []byte {
+	types := vec(1, funcType([]byte{typeI32, typeI32}, []byte{typeI32}))
+	body := []byte{0, opLocalGet, 0, opLocalGet, 1, opI32Add, opEnd}
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, wasmSection(secType, types)...)
+	m = append(m, wasmSection(secFunction, vec(1, []byte{0}))...)
+	m = append(m, wasmSection(secExport, vec(1, append(name("add"), kindFunc, 0)))...)
+	return append(m, wasmSection(secCode, vec(1, append(uleb(uint64(len(body))), body...)))...)
+}
+
+func goSequentialRows(env *Env, c *sandboxd.Client, src runSource, first bool) []Row {
+	what := "run add " + src.name + " sequential"
+	s, err := sequential(c, src.params(), env.n(500, 100), env.n(5000, 500))
 	if err != nil {
-		return []Row{naRow("2 go seq", "run add {id}, sequential", err.Error())}
+		return []Row{naRow("2 go seq", what, err.Error())}
 	}
-	env.GoSeq = s
-	engine, err := serverSideElapsed(c, addParams(id), env.n(500, 100))
+	if first {
+		env.GoSeq = s
+	}
+	engine, err := serverSideElapsed(c, src.params(), env.n(500, 100))
 	if err != nil {
-		return []Row{naRow("2 go seq", "server-side elapsed", err.Error())}
+		return []Row{naRow("2 go seq", what+", server-side elapsed", err.Error())}
 	}
 	floor := env.GoFloor.P50()
 	r := ratio(float64(s.P50()), float64(floor))
-	return []Row{
-		{Section: "2 go seq", Measurement: "run add {id} sequential, p50", Value: fmtDur(s.P50()),
+	rows := []Row{
+		{Section: "2 go seq", Measurement: what + ", p50", Value: fmtDur(s.P50()),
 			Floor: "pipe " + fmtDur(floor), Ratio: r, Target: "≤ 4×", Verdict: judge(r <= 4),
 			Raw: map[string]float64{"p50_us": us(s.P50()), "floor_p50_us": us(floor)}},
-		{Section: "2 go seq", Measurement: "run add {id} sequential, p99", Value: fmtDur(s.P99()),
+		{Section: "2 go seq", Measurement: what + ", p99", Value: fmtDur(s.P99()),
 			Floor: "pipe " + fmtDur(env.GoFloor.P99()), Ratio: ratio(float64(s.P99()), float64(env.GoFloor.P99())),
 			Verdict: verdictInfo, Raw: map[string]float64{"p99_us": us(s.P99())}},
-		{Section: "2 go seq", Measurement: "  of which engine (elapsed+queued), p50", Value: fmtDur(engine.P50()),
-			Floor: "round trip " + fmtDur(s.P50()), Ratio: ratio(float64(engine.P50()), float64(s.P50())), Verdict: verdictInfo,
-			Note: "the rest of the round trip is IPC, JSON-RPC and goroutine hand-offs in client and sidecar",
-			Raw:  map[string]float64{"engine_p50_us": us(engine.P50())}},
 	}
+	row := Row{Section: "2 go seq", Measurement: "  of which engine (elapsed+queued), p50", Value: fmtDur(engine.P50()),
+		Floor: "round trip " + fmtDur(s.P50()), Ratio: ratio(float64(engine.P50()), float64(s.P50())), Verdict: verdictInfo,
+		Raw: map[string]float64{"engine_p50_us": us(engine.P50())}}
+	if first {
+		row.Note = "the rest of the round trip is IPC, JSON-RPC and goroutine hand-offs in client and sidecar"
+	}
+	return append(rows, row)
 }
 
 // serverSideElapsed collects the sidecar's own elapsedMicros+queuedMicros,
@@ -203,22 +254,23 @@ func serverSideElapsed(c *sandboxd.Client, p rpc.RunParams, n int) (Sample, erro
 	return s, nil
 }
 
-func goPipelinedRows(env *Env, c *sandboxd.Client, id string) []Row {
+// goPipelinedRow is row 3 for one module source: calls/s with
+// pipelineDepth in flight against the in-process limit.
+func goPipelinedRow(env *Env, c *sandboxd.Client, src runSource, limit float64) Row {
+	what := "run add " + src.name + ", 64 in flight, throughput"
 	d := env.dur(3*time.Second, 500*time.Millisecond)
-	p := addParams(id)
+	p := src.params()
 	got, err := throughput(pipelineDepth, d, func() error { _, err := c.Run(context.Background(), p, nil); return err })
 	if err != nil {
-		return []Row{naRow("3 go pipe", "run add, 64 in flight", err.Error())}
+		return naRow("3 go pipe", what, err.Error())
 	}
-	limit, err := inProcessLimit(env, d)
-	if err != nil {
-		return []Row{naRow("3 go pipe", "in-process limit", err.Error())}
+	if env.GoPipe == 0 {
+		env.GoPipe = got
 	}
-	env.GoPipe = got
 	r := ratio(got, limit)
-	return []Row{{Section: "3 go pipe", Measurement: "run add, 64 in flight, throughput", Value: fmtRate(got),
+	return Row{Section: "3 go pipe", Measurement: what, Value: fmtRate(got),
 		Floor: "in-process " + fmtRate(limit), Ratio: r, Target: "≥ 0.3×", Verdict: judge(r >= 0.3),
-		Raw: map[string]float64{"calls_per_s": got, "in_process_calls_per_s": limit}}}
+		Raw: map[string]float64{"calls_per_s": got, "in_process_calls_per_s": limit}}
 }
 
 // pipelinedN makes n calls with pipelineDepth in flight.

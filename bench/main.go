@@ -33,6 +33,7 @@ type Env struct {
 	FibReps    int          // row 8 calibration, reused by the Node peers
 	GoPipe     float64      // row 3 calls/s, the peer of the other clients' pipelining
 	NodeClient scriptResult // row 4 Node output, reused by row 10
+	ServeArgs  []string     // extra `serve` flags for the Go client's sidecars (-serve-args)
 }
 
 // n picks the full or the -quick count of iterations.
@@ -85,12 +86,14 @@ func main() {
 	quick := flag.Bool("quick", false, "small counts: a smoke run in well under a minute")
 	only := flag.String("only", "", "comma-separated sections to run (default all): "+sectionNames())
 	out := flag.String("json", "", "where to write the results (default bench/results.json)")
+	serveArgs := flag.String("serve-args", "", "extra flags for the sidecars the Go client starts, space-separated (e.g. \"--cpuprofile /tmp/cpu.prof\")")
 	flag.Parse()
 	env, err := newEnv(*quick)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+	env.ServeArgs = strings.Fields(*serveArgs)
 	defer os.RemoveAll(env.Tmp)
 	if *out == "" {
 		*out = filepath.Join(env.Root, "bench", "results.json")

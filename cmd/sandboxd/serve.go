@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 
@@ -48,6 +49,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tick := fs.Duration("tick", sandbox.DefaultTick, "epoch tick: the granularity of deadlines and cancellation")
 	logLevel := fs.String("log-level", "info", "stderr log level: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
+	traceFile := fs.String("trace", "", "write a runtime/trace execution trace of the whole session to this file (go tool trace)")
 	defaults := limitFlags(fs, "default-", limits.Defaults(), "default")
 	maximums := limitFlags(fs, "max-", limits.DefaultMaximums(), "maximum")
 	if rest, status, ok := parseCommandLine(fs, args, stdout, stderr); !ok {
@@ -78,6 +80,18 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitServeNoShutdown
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "sandboxd serve: --trace: %v\n", err)
+			return exitServeNoShutdown
+		}
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(stderr, "sandboxd serve: --trace: %v\n", err)
+			return exitServeNoShutdown
+		}
+		defer func() { trace.Stop(); f.Close() }()
 	}
 
 	if *cacheEntries == 0 {
