@@ -22,6 +22,9 @@ cancels = {}  # id -> threading.Event
 cancels_lock = threading.Lock()
 shutdown_seen = False
 cancel_requests = []  # ids named by $/cancelRequest, in arrival order
+releases = []  # instance ids named by release, in arrival order
+instances = set()  # live instance ids
+instance_ids = iter(range(1, 1 << 30))
 rendezvous_cond = threading.Condition()
 rendezvous_waiting = {}  # group -> rendezvous calls of that group received so far
 max_message = int(os.environ.get("FAKE_MAX_MESSAGE", "0")) or None
@@ -127,6 +130,37 @@ def do_run(id, params):
         error(id, 7, "export: no export named %r" % fn, {"kind": "export", "function": fn})
 
 
+def do_instantiate(id, params):
+    """An instance of nothing: config "delayMs" delays the answer (cancel or
+    not), so a client can give up before it arrives."""
+    config = params.get("config") or {}
+    time.sleep(int(config.get("delayMs", "0")) / 1000.0)
+    instance = "inst-fake-%d" % next(instance_ids)
+    instances.add(instance)
+    result(id, {"instance": instance, "moduleId": "sha256:" + "ef" * 32, "plugin": True,
+                "exports": [{"name": "echo", "kind": "func", "params": [], "results": ["i32"]}],
+                "fuelConsumed": 3, "peakMemoryBytes": 65536, "elapsedMicros": 100, "queuedMicros": 1,
+                "logLines": 0, "logTruncated": False, "params": params})
+
+
+def do_call(id, params):
+    instance, fn = params.get("instance"), params.get("function")
+    if instance not in instances:
+        reason = "released" if instance in releases else "no such instance (never created, or already closed)"
+        error(id, -32001, "instance %s is closed: %s" % (instance, reason), {"instance": instance, "reason": reason})
+    elif fn == "echo":
+        send({"jsonrpc": "2.0", "method": "log", "params": {"id": id, "seq": 0, "line": "echoing", "level": "info"}})
+        result(id, {"values": [], "fuelConsumed": 9, "peakMemoryBytes": 65536, "elapsedMicros": 40,
+                    "queuedMicros": 3, "logLines": 1, "logTruncated": False,
+                    "output": params.get("input", {"text": ""}) if not isinstance(params.get("input"), str)
+                    else {"text": params["input"]},
+                    "outputTruncated": False, "params": params})
+    elif fn == "die":
+        os._exit(3)
+    else:
+        do_run(id, params)
+
+
 def handle(msg):
     global shutdown_seen
     method = msg.get("method")
@@ -134,6 +168,14 @@ def handle(msg):
     params = msg.get("params") or {}
     if method == "run":
         threading.Thread(target=do_run, args=(id, params), daemon=True).start()
+    elif method == "instantiate":
+        threading.Thread(target=do_instantiate, args=(id, params), daemon=True).start()
+    elif method == "call":
+        threading.Thread(target=do_call, args=(id, params), daemon=True).start()
+    elif method == "release":
+        releases.append(params.get("instance"))
+        instances.discard(params.get("instance"))
+        result(id, None)
     elif method == "$/cancelRequest":
         with cancels_lock:
             cancel_requests.append(params.get("id"))
@@ -149,7 +191,8 @@ def handle(msg):
                     "cached": False, "compileMicros": 2500, "params": params})
     elif method == "stats":
         result(id, {"runs": {"ok": 0}, "inFlight": 0, "hasParams": "params" in msg,
-                    "cancelRequests": list(cancel_requests)})
+                    "cancelRequests": list(cancel_requests), "releases": list(releases),
+                    "instances": sorted(instances)})
     elif method == "shutdown":
         shutdown_seen = True
         result(id, None)

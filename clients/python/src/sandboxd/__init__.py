@@ -8,23 +8,31 @@ under fuel, deadline and memory fences.
 
 :class:`Sidecar` is the threaded client, :class:`AsyncSidecar` the asyncio
 one; both speak the JSON-RPC protocol of docs/protocol.md to a
-``sandboxd serve`` child process. Failed runs raise a :class:`SandboxError`
+``sandboxd serve`` child process. ``sb.plugin(...)`` keeps an instance
+(an Extism plugin or any module) to call many times::
+
+    with sb.plugin(path="plugin.wasm", wasi=True) as p:
+        p.call("greet", "Ada").output   # b"Hello, Ada!"
+ Failed runs raise a :class:`SandboxError`
 subclass named after the fence or fault that stopped them.
 """
 
 from ._async import AsyncSidecar
 from ._client import RunHandle, Sidecar
-from ._types import Capabilities, Dir, Limits, Module, RunOptions, RunResult, Wasi
+from ._plugin import AsyncPlugin, Plugin
+from ._types import CallResult, Capabilities, Dir, Limits, LogLine, Module, RunOptions, RunResult, Wasi
 from ._values import F32, F64, I32, I64, WasmValue
 from .errors import (
-    Cancelled, CompileLimitExceeded, PluginError, DisallowedImport, ExportError, FuelExhausted, HostError, InvalidModule,
-    InvalidParams, MemoryLimitExceeded, SandboxError, SidecarError, Timeout, Trap,
+    Cancelled, CompileLimitExceeded, DisallowedImport, ExportError, FuelExhausted, HostError, InstanceClosed,
+    InvalidModule, InvalidParams, MemoryLimitExceeded, PluginError, SandboxError, SidecarError, Timeout,
+    TooManyInstances, Trap,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Sidecar", "AsyncSidecar", "RunHandle", "RunOptions", "Limits", "Capabilities", "Wasi", "Dir", "Module", "RunResult",
+    "Plugin", "AsyncPlugin", "CallResult", "LogLine", "InstanceClosed", "TooManyInstances",
     "I32", "I64", "F32", "F64", "WasmValue",
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "PluginError", "CompileLimitExceeded",

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from ._params import compile_params, run_params
+from ._params import compile_params, instantiate_params, run_params
+from ._plugin import AsyncPlugin, PluginOpening, plugin_options
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
-    Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
+    Call, Session, Transform, parse_any, parse_instantiated, parse_module, parse_object, parse_run_result,
+    read_failure, release_params,
 )
 from ._types import Limits, Module, OnLog, OnOutput, RunOptions, RunResult
 from .errors import SidecarError
@@ -121,9 +123,21 @@ class _AsyncConnection:
         if self.session.abandon(call.id) and sent:
             self.notify("$/cancelRequest", {"id": call.id})
 
+    def release_late(self, result: Any) -> None:
+        """An instantiate whose awaiting task was cancelled succeeded after
+        all: release the instance nobody holds (nobody waits for the answer)."""
+        instance = result.get("instance") if isinstance(result, dict) else None
+        if not isinstance(instance, str):
+            return
+        try:
+            _call, frame = self.session.start("release", release_params(instance), lambda result, exc: None)
+            self._write_now(frame)
+        except (SidecarError, OSError, RuntimeError):
+            pass  # the sidecar is gone, and the instance with it
+
     async def call(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
                    transform: Transform = parse_any, wait: Optional[float] = None,
-                   on_output: Optional[OnOutput] = None) -> Any:
+                   on_output: Optional[OnOutput] = None, on_late: Optional[Callable[[Any], None]] = None) -> Any:
         fut = asyncio.get_running_loop().create_future()
 
         def settle(result: Any, exc: Optional[BaseException]) -> None:
@@ -134,7 +148,7 @@ class _AsyncConnection:
             else:
                 fut.set_result(result)
 
-        call, frame = self.session.start(method, params, settle, on_log, transform, on_output)
+        call, frame = self.session.start(method, params, settle, on_log, transform, on_output, on_late)
         sent = False
         try:
             async with self._drain_lock:
@@ -288,6 +302,25 @@ class AsyncSidecar:
         conn = await self._connection()
         result: Module = await conn.call("compile", params, None, parse_module)
         return result
+
+    def plugin(self, **keywords: Any) -> PluginOpening:
+        """Instantiate a module (see :meth:`sandboxd.Sidecar.plugin`, same
+        keywords): ``async with sb.plugin(...) as p:`` releases the instance
+        on the way out, or ``p = await sb.plugin(...)`` gives the
+        :class:`~sandboxd.AsyncPlugin` to release yourself. Arguments are
+        checked here, before anything is awaited. Cancelling the awaiting
+        task cancels the instantiation (an instance made anyway is
+        released)."""
+        opts = plugin_options(keywords, "plugin()")
+        params = instantiate_params(opts)
+
+        async def open() -> AsyncPlugin:
+            conn = await self._connection()
+            info = await conn.call("instantiate", params, opts.on_log, parse_instantiated,
+                                   on_output=opts.on_output, on_late=conn.release_late)
+            return AsyncPlugin(conn, info, params.get("capabilities", {}))
+
+        return PluginOpening(open)
 
     async def stats(self) -> Dict[str, Any]:
         """See :meth:`sandboxd.Sidecar.stats`."""

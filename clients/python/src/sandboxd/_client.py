@@ -12,12 +12,14 @@ import concurrent.futures
 import subprocess
 import threading
 import time
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from ._params import compile_params, run_params
+from ._params import compile_params, instantiate_params, run_params
+from ._plugin import Plugin, plugin_options
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
-    Call, Session, Transform, parse_any, parse_module, parse_object, parse_run_result, read_failure,
+    Call, Session, Transform, parse_any, parse_instantiated, parse_module, parse_object, parse_run_result,
+    read_failure, release_params,
 )
 from ._types import Limits, Module, OnLog, OnOutput, RunOptions, RunResult
 from .errors import InvalidParams, SidecarError
@@ -110,8 +112,8 @@ class _Connection:
             pass  # a dead sidecar needs no notification; the reader reports it
 
     def start(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
-              transform: Transform = parse_any,
-              on_output: Optional[OnOutput] = None) -> Tuple[Call, "concurrent.futures.Future[Any]"]:
+              transform: Transform = parse_any, on_output: Optional[OnOutput] = None,
+              on_late: Optional[Callable[[Any], None]] = None) -> Tuple[Call, "concurrent.futures.Future[Any]"]:
         """Send a request; returns it and the future its response settles."""
         fut: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
 
@@ -124,7 +126,7 @@ class _Connection:
             except concurrent.futures.InvalidStateError:
                 pass
 
-        call, frame = self.session.start(method, params, settle, on_log, transform, on_output)
+        call, frame = self.session.start(method, params, settle, on_log, transform, on_output, on_late)
         try:
             self.send(frame)
         except (OSError, ValueError) as e:  # ValueError: stdin already closed
@@ -134,6 +136,22 @@ class _Connection:
                 self._reader.join(timeout=2.0)
             self.session.send_failed(call, e)
         return call, fut
+
+    def release_late(self, result: Any) -> None:
+        """An instantiate whose caller gave up (Ctrl-C) succeeded after all:
+        release the instance nobody holds. Called on the reader, which must
+        not block on stdin, so the release is sent from a thread of its own."""
+        instance = result.get("instance") if isinstance(result, dict) else None
+        if not isinstance(instance, str):
+            return
+
+        def send() -> None:
+            try:
+                self.start("release", release_params(instance))
+            except SidecarError:
+                pass  # the sidecar is gone, and the instance with it
+
+        threading.Thread(target=send, name="sandboxd-release", daemon=True).start()
 
     def cancel(self, call: Call) -> None:
         """Ask the sidecar to stop ``call``; its answer (-32800) settles it."""
@@ -287,7 +305,10 @@ class Sidecar:
         sidecar's); the grants ``log``, ``random_seed``, ``clock`` or
         ``capabilities=Capabilities(...)`` (default: nothing); ``wasi``
         (a :class:`Wasi`, a dict of its fields, or True) runs a WASI preview1
-        program; ``on_log``, ``on_output``.
+        program; ``input`` (bytes or str) and ``config`` (str to str) for
+        an Extism plugin, which is then instantiated, called and released in
+        one request (the result's ``output`` is what the function set; see
+        :meth:`plugin` to keep an instance); ``on_log``, ``on_output``.
         ``on_log(line)`` is called for each guest log line, and
         ``on_output(stream, data)`` for each piece of a WASI guest's
         ``"stdout"`` or ``"stderr"`` (bytes), in order, on the reader thread
@@ -325,6 +346,41 @@ class Sidecar:
         result: Module = self._connection().call("compile", params, None, parse_module)
         return result
 
+    def plugin(self, **keywords: Any) -> Plugin:
+        """Instantiate a module once, to call it many times: returns a
+        :class:`~sandboxd.Plugin`, best used as a context manager (leaving
+        the block releases the instance)::
+
+            with sb.plugin(path="plugin.wasm", wasi=True, config={"k": "v"}) as p:
+                p.call("greet", "Ada").output      # b"Hello, Ada!"
+
+        Keywords: one module source (``wat``, ``wasm``, ``path``,
+        ``module`` or ``module_id``); ``config`` (str to str, what an
+        Extism plugin's ``config_get`` reads); the limits of :meth:`run`
+        and ``var_bytes`` (a plugin's vars), or ``limits=``:
+        ``memory_bytes``, ``table_elements``, ``instances``, ``memories``
+        and ``var_bytes`` hold for the instance's life, ``fuel``,
+        ``timeout``, ``log_bytes`` and ``output_bytes`` fence the
+        instantiation and are each call's defaults; the grants ``log``
+        (needed for a plugin's ``log_*``), ``random_seed``, ``clock``,
+        ``wasi`` (needed by plugins built for WASI, such as Go PDK ones),
+        or ``capabilities=``; ``on_log``/``on_output`` for what the
+        instantiation (start function, ``_initialize``) writes.
+
+        Raises what a run would (``Timeout`` in ``_initialize``,
+        ``DisallowedImport``, ...), :class:`~sandboxd.TooManyInstances`
+        when the sidecar holds its maximum of live instances. The instance
+        lives in the sidecar process and dies with it. Ctrl-C while
+        waiting cancels the instantiation.
+        """
+        opts = plugin_options(keywords, "plugin()")
+        params = instantiate_params(opts)
+        conn = self._connection()
+        call, fut = conn.start("instantiate", params, opts.on_log, parse_instantiated, opts.on_output,
+                               on_late=conn.release_late)
+        info = conn.wait(call, fut, None)
+        return Plugin(conn, info, params.get("capabilities", {}))
+
     def stats(self) -> Dict[str, Any]:
         """The sidecar's counters (the ``stats`` method) as a dict."""
         result: Dict[str, Any] = self._connection().call("stats", None, None, parse_object)
@@ -351,10 +407,11 @@ class Sidecar:
 
 
 class RunHandle:
-    """A run sent by :meth:`Sidecar.submit`, like a concurrent.futures.Future.
+    """A run sent by :meth:`Sidecar.submit` (or a call sent by
+    :meth:`Plugin.submit`), like a concurrent.futures.Future.
 
-    ``result(timeout=None)`` waits for the outcome: the RunResult, or the
-    exception :meth:`Sidecar.run` would raise. A ``timeout`` (seconds) that
+    ``result(timeout=None)`` waits for the outcome: the RunResult (a
+    CallResult for a call), or the exception :meth:`Sidecar.run` would raise. A ``timeout`` (seconds) that
     passes raises TimeoutError and leaves the run going (``cancel()`` it, or
     wait again). ``cancel()`` sends ``$/cancelRequest``: the sidecar stops
     the guest, queued or running, within milliseconds, and ``result()``
@@ -390,7 +447,8 @@ class RunHandle:
         try:
             result: RunResult = self._fut.result(timeout)
         except concurrent.futures.TimeoutError:
-            raise TimeoutError("run %d did not finish within %s s; it is still running" % (self.id, timeout)) from None
+            raise TimeoutError("%s %d did not finish within %s s; it is still running"
+                               % (self._call.method, self.id, timeout)) from None
         except KeyboardInterrupt:
             self.cancel()
             raise

@@ -83,7 +83,7 @@ _LIMIT_FIELDS = (
     ("fuel", "fuel"), ("memory_bytes", "memoryBytes"), ("table_elements", "tableElements"),
     ("instances", "instances"), ("memories", "memories"), ("log_bytes", "logBytes"),
     ("compile_memory_bytes", "compileMemoryBytes"),
-    ("output_bytes", "outputBytes"),
+    ("output_bytes", "outputBytes"), ("var_bytes", "varBytes"),
 )
 
 
@@ -236,19 +236,38 @@ def wasi_object(wasi: Any) -> Any:
     return out
 
 
-def run_params(options: RunOptions) -> Dict[str, Any]:
-    """The ``run`` params; raises InvalidParams before anything is sent."""
+def config_object(config: Any) -> Dict[str, str]:
+    """A plugin's ``config``: a mapping of str to str (what ``config_get``
+    reads)."""
+    if not isinstance(config, Mapping):
+        raise InvalidParams("config needs a mapping of str to str, got %s" % type(config).__name__)
+    for k, v in config.items():
+        if not isinstance(k, str):
+            raise InvalidParams("config: a key must be a str, got %r" % (k,))
+        if not isinstance(v, str):
+            raise InvalidParams("config.%s: must be a string, got %r" % (k, v))
+    return dict(config)
+
+
+def _grants(options: RunOptions) -> Dict[str, Any]:
+    """The ``capabilities`` object, checking the callbacks need what was
+    granted."""
     caps = options.capabilities
     if options.on_log is not None and not (caps is not None and caps.log):
         # Without the grant the guest cannot even link host::log, so the
         # callback could never fire; say so instead of silently ignoring it.
         raise InvalidParams("on_log= needs log=True (the guest gets host::log only when granted)")
     cap = capabilities_object(caps)  # checks its type first
-    wasi = "wasi" in cap
-    if options.on_output is not None and not wasi:
+    if options.on_output is not None and "wasi" not in cap:
         raise InvalidParams("on_output= needs wasi= (only a WASI guest has stdout and stderr)")
+    return cap
+
+
+def run_params(options: RunOptions) -> Dict[str, Any]:
+    """The ``run`` params; raises InvalidParams before anything is sent."""
+    cap = _grants(options)
     function = options.function
-    if function is None and not wasi:
+    if function is None and "wasi" not in cap:
         function = "run"
     if function is not None and not isinstance(function, str):
         raise InvalidParams("function must be a str, got %r" % (function,))
@@ -258,9 +277,77 @@ def run_params(options: RunOptions) -> Dict[str, Any]:
     if function is not None:  # a WASI run without one: the sidecar calls _start
         params["function"] = function
     params["args"] = _values.encode_args(options.args)
+    if options.input is not None:
+        params["input"] = bytes_input(options.input, "input")
+    if options.config is not None:
+        params["config"] = config_object(options.config)
     lim = limits_object(options.limits, {})
     if lim:
         params["limits"] = lim
     if cap:
         params["capabilities"] = cap
+    return params
+
+
+#: The keywords of ``plugin()`` that belong to a run or a call, not to an
+#: instance, and what to use instead.
+_NOT_FOR_INSTANTIATE = {
+    "function": "name the function in call()",
+    "args": "pass args= to call()",
+    "input": "pass the input to call()",
+}
+
+
+def instantiate_params(options: RunOptions) -> Dict[str, Any]:
+    """The ``instantiate`` params from a RunOptions built of ``plugin()``'s
+    keywords (its module source, limits, capabilities and config)."""
+    for name, instead in _NOT_FOR_INSTANTIATE.items():
+        value = getattr(options, name)
+        if value is not None and value != ():
+            raise InvalidParams("plugin() takes no %s= (%s)" % (name, instead))
+    cap = _grants(options)
+    params: Dict[str, Any] = {
+        "module": module_source(options.wat, options.wasm, options.path, options.module),
+    }
+    if cap:
+        params["capabilities"] = cap
+    lim = limits_object(options.limits, {})
+    if lim:
+        params["limits"] = lim
+    if options.config is not None:
+        params["config"] = config_object(options.config)
+    return params
+
+
+#: The Limits fields that apply to one call; the rest hold for the
+#: instance's life, fixed at instantiate.
+CALL_LIMITS = ("fuel", "timeout", "log_bytes", "output_bytes")
+_WIRE_NAMES = dict(_LIMIT_FIELDS, timeout="timeoutMs", compile_timeout="compileTimeoutMs")
+
+
+def call_limits(limits: Optional[Limits], overrides: Mapping[str, Any]) -> Dict[str, int]:
+    """A call's ``limits`` object; a field other than :data:`CALL_LIMITS`
+    raises InvalidParams, as the sidecar would."""
+    if limits is not None and isinstance(limits, Limits):
+        for f in dataclasses.fields(Limits):
+            if f.name not in CALL_LIMITS and getattr(limits, f.name) is not None:
+                raise InvalidParams("limits.%s: fixed at instantiate (only fuel, timeoutMs, logBytes, outputBytes "
+                                    "apply to a call)" % _WIRE_NAMES[f.name])
+    return limits_object(limits, overrides)
+
+
+def call_params(instance: str, function: Any, input: Any, args: Any, limits: Optional[Limits],
+                overrides: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ``call`` params; raises InvalidParams before anything is sent."""
+    if not isinstance(function, str):
+        raise InvalidParams("function must be a str, got %r" % (function,))
+    params: Dict[str, Any] = {"instance": instance, "function": function}
+    if input is not None:
+        params["input"] = bytes_input(input, "input")
+    encoded = _values.encode_args(args)
+    if encoded:
+        params["args"] = encoded
+    lim = call_limits(limits, overrides)
+    if lim:
+        params["limits"] = lim
     return params

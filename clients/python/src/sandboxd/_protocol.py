@@ -18,9 +18,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import _values
 from ._bytes import bytes_from_wire
 from ._framing import FrameDecoder, FramingError, encode_message
-from ._types import OnLog, OnOutput
 from ._process import describe_exit, sidecar_failure
-from ._types import Module, RunResult
+from ._types import CallResult, LogLine, Module, OnLog, OnOutput, RunResult
 from .errors import SidecarError, error_from_rpc
 
 Settle = Callable[[Any, Optional[BaseException]], None]
@@ -43,17 +42,16 @@ def _need(result: Any, key: str, types: Tuple[type, ...]) -> Any:
     return v
 
 
-def parse_run_result(result: Any, call: "Call") -> RunResult:
-    """A ``run`` result object as a RunResult (strict on the core fields)."""
+def _run_fields(result: Any, call: "Call") -> Dict[str, Any]:
+    """The fields a ``run`` and a ``call`` result share, as RunResult's
+    keyword arguments."""
     raw_values = _need(result, "values", (list,))
     values = [_values.decode_value(v) for v in raw_values]
     exit_code = result.get("exitCode")
     wasi = exit_code is not None
     if wasi and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
         raise ValueError("'exitCode' has the wrong type: %r" % (exit_code,))
-    stdout = _output(result, "stdout") if wasi else b""
-    stderr = _output(result, "stderr") if wasi else b""
-    return RunResult(
+    return dict(
         values=values,
         raw_values=raw_values,
         fuel_consumed=_need(result, "fuelConsumed", (int,)),
@@ -61,15 +59,61 @@ def parse_run_result(result: Any, call: "Call") -> RunResult:
         logs=call.logs,
         elapsed=_need(result, "elapsedMicros", (int, float)) / 1e6,
         queued=result.get("queuedMicros", 0) / 1e6,
-        module_id=_need(result, "moduleId", (str,)),
         log_lines=result.get("logLines", len(call.logs)),
         log_truncated=bool(result.get("logTruncated", False)),
         exit_code=exit_code,
-        stdout=stdout,
-        stderr=stderr,
+        stdout=_output(result, "stdout") if wasi else b"",
+        stderr=_output(result, "stderr") if wasi else b"",
+        output=_output(result, "output") if "output" in result else None,
         output_truncated=bool(result.get("outputTruncated", False)),
         raw=result,
     )
+
+
+def parse_run_result(result: Any, call: "Call") -> RunResult:
+    """A ``run`` result object as a RunResult (strict on the core fields)."""
+    fields = _run_fields(result, call)
+    return RunResult(module_id=_need(result, "moduleId", (str,)), **fields)
+
+
+def call_result_parser(instance: str, module_id: str) -> Transform:
+    """The transform of a ``call`` on ``instance`` (of ``module_id``, which
+    the call result may repeat)."""
+    def parse(result: Any, call: "Call") -> CallResult:
+        fields = _run_fields(result, call)
+        mid = result.get("moduleId")
+        return CallResult(module_id=mid if isinstance(mid, str) else module_id, instance=instance, **fields)
+    return parse
+
+
+class Instantiated:
+    """An ``instantiate`` result, parsed: what the clients build a plugin
+    handle from."""
+
+    __slots__ = ("id", "module_id", "plugin", "exports", "fuel_consumed", "peak_memory_bytes", "elapsed",
+                 "queued", "logs", "raw")
+
+    def __init__(self, result: Any, call: "Call") -> None:
+        self.id: str = _need(result, "instance", (str,))
+        if not self.id:
+            raise ValueError("'instance' is empty")
+        self.module_id: str = _need(result, "moduleId", (str,))
+        self.plugin: bool = bool(result.get("plugin", False))
+        self.exports: List[Dict[str, Any]] = list(_need(result, "exports", (list,)))
+        self.fuel_consumed: int = result.get("fuelConsumed", 0)
+        self.peak_memory_bytes: int = result.get("peakMemoryBytes", 0)
+        self.elapsed: float = result.get("elapsedMicros", 0) / 1e6
+        self.queued: float = result.get("queuedMicros", 0) / 1e6
+        self.logs: List[str] = call.logs
+        self.raw: Dict[str, Any] = result
+
+
+def parse_instantiated(result: Any, call: "Call") -> Instantiated:
+    return Instantiated(result, call)
+
+
+def release_params(instance: str) -> Dict[str, str]:
+    return {"instance": instance}
 
 
 def _output(result: Dict[str, Any], key: str) -> bytes:
@@ -124,10 +168,11 @@ class Call:
     """One request awaiting its response."""
 
     __slots__ = ("id", "method", "settle", "on_log", "on_output", "transform", "logs", "outputs", "failure",
-                 "size")
+                 "size", "on_late")
 
     def __init__(self, id: int, method: str, settle: Settle, on_log: Optional[OnLog],
-                 transform: Transform, size: int, on_output: Optional[OnOutput] = None) -> None:
+                 transform: Transform, size: int, on_output: Optional[OnOutput] = None,
+                 on_late: Optional[Callable[[Any], None]] = None) -> None:
         self.id = id
         self.method = method
         self.settle = settle
@@ -138,6 +183,10 @@ class Call:
         self.outputs = 0  # output notifications seen (the next seq)
         self.failure: Optional[BaseException] = None  # raised instead of the result
         self.size = size  # body bytes, to attribute an "id": null size error
+        # Called (on the reader) with the result of this call if it arrives
+        # after the call was abandoned: an instantiate whose caller gave up
+        # releases the instance it did not want.
+        self.on_late = on_late
 
 
 _SIZE_RE = re.compile(r"message of (\d+) bytes")
@@ -159,6 +208,7 @@ class Session:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._pending: Dict[int, Call] = {}
+        self._late: Dict[int, Call] = {}  # abandoned calls whose late result still matters
         self._closed: Optional[Callable[[], BaseException]] = None
         self._stderr_tail = stderr_tail
         self._decoder = FrameDecoder()
@@ -174,8 +224,11 @@ class Session:
     # -- requests
 
     def start(self, method: str, params: Any, settle: Settle, on_log: Optional[OnLog] = None,
-              transform: Transform = parse_any, on_output: Optional[OnOutput] = None) -> Tuple[Call, bytes]:
-        """Register a request; returns it and its frame, to be written next."""
+              transform: Transform = parse_any, on_output: Optional[OnOutput] = None,
+              on_late: Optional[Callable[[Any], None]] = None) -> Tuple[Call, bytes]:
+        """Register a request; returns it and its frame, to be written next.
+        ``on_late(result)`` is called if a result arrives after the call was
+        abandoned (see :meth:`abandon`)."""
         with self._lock:
             if self._closed is not None:
                 raise self._closed()
@@ -184,7 +237,8 @@ class Session:
         if params is not None:
             message["params"] = params
         frame = encode_message(message)  # outside the lock: may be megabytes
-        call = Call(id, method, settle, on_log, transform, len(frame) - frame.index(b"\r\n\r\n") - 4, on_output)
+        call = Call(id, method, settle, on_log, transform, len(frame) - frame.index(b"\r\n\r\n") - 4, on_output,
+                    on_late)
         with self._lock:
             if self._closed is not None:
                 raise self._closed()
@@ -200,9 +254,13 @@ class Session:
 
     def abandon(self, id: int) -> bool:
         """Forget a call (cancelled by the caller); its late response and
-        logs are then dropped. Returns whether it was still pending."""
+        logs are then dropped, except that a late result goes to the call's
+        ``on_late``. Returns whether it was still pending."""
         with self._lock:
-            return self._pending.pop(id, None) is not None
+            call = self._pending.pop(id, None)
+            if call is not None and call.on_late is not None and self._closed is None:
+                self._late[id] = call
+            return call is not None
 
     def fail(self, id: int, exc: BaseException) -> None:
         with self._lock:
@@ -226,6 +284,7 @@ class Session:
                 self._closed = error
             calls = list(self._pending.values())
             self._pending.clear()
+            self._late.clear()
         for call in calls:
             call.settle(None, error())
 
@@ -256,6 +315,12 @@ class Session:
     @property
     def closed(self) -> bool:
         return self._closed is not None
+
+    def closed_error(self) -> Optional[BaseException]:
+        """A fresh copy of the error calls get once the session is closed
+        (None while it is open)."""
+        error = self._closed
+        return error() if error is not None else None
 
     def __len__(self) -> int:
         with self._lock:
@@ -289,8 +354,16 @@ class Session:
             return  # not one of ours: we only send integer ids
         with self._lock:
             call = self._pending.pop(id, None)
+            late = self._late.pop(id, None) if call is None and self._late else None
         if call is None:
-            return  # abandoned (cancelled) call, e.g. its -32800 reply
+            # An abandoned (cancelled) call, e.g. its -32800 reply; or one
+            # whose result must not be lost.
+            if late is not None and late.on_late is not None and "result" in message:
+                try:
+                    late.on_late(message["result"])
+                except Exception:  # best effort: the reader must go on
+                    pass
+            return
         self._complete(call, message)
 
     def _complete(self, call: Call, message: Dict[str, Any]) -> None:
@@ -313,9 +386,8 @@ class Session:
         if call is None or not isinstance(params, dict):
             return
         id = call.id
-        line, seq = params.get("line"), params.get("seq")
-        if not isinstance(line, str):
-            line = str(line)
+        text, seq, level = params.get("line"), params.get("seq"), params.get("level")
+        line = LogLine(text if isinstance(text, str) else str(text), level if isinstance(level, str) else None)
         if seq != len(call.logs) and call.failure is None:
             # The server promises in-order delivery; a gap or reordering
             # would silently corrupt the caller's log, so it is an error.

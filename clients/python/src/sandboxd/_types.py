@@ -1,5 +1,5 @@
 """Plain data types of the public API: RunOptions, Limits, Capabilities,
-Wasi, Dir, RunResult, Module."""
+Wasi, Dir, RunResult, CallResult, LogLine, Module."""
 
 from __future__ import annotations
 
@@ -9,8 +9,33 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from .errors import InvalidParams
 
-__all__ = ["RunOptions", "Limits", "Capabilities", "Wasi", "Dir", "RunResult", "Module"]
+__all__ = ["RunOptions", "Limits", "Capabilities", "Wasi", "Dir", "RunResult", "CallResult", "LogLine", "Module"]
 
+
+class LogLine(str):
+    """A guest's log line: a ``str`` (it compares equal to its text) with the
+    line's ``level``: ``"trace"``, ``"debug"``, ``"info"``, ``"warn"`` or
+    ``"error"`` for an Extism plugin's ``log_*`` lines, None for
+    ``host::log`` lines, which have no level."""
+
+    __slots__ = ("level",)
+    level: Optional[str]
+
+    def __new__(cls, text: str, level: Optional[str] = None) -> "LogLine":
+        line = super().__new__(cls, text)
+        line.level = level
+        return line
+
+    def __repr__(self) -> str:
+        if self.level is None:
+            return "LogLine(%s)" % str.__repr__(self)
+        return "LogLine(%s, %r)" % (str.__repr__(self), self.level)
+
+    def __reduce__(self) -> Any:
+        return (LogLine, (str(self), self.level))
+
+
+#: ``on_log(line)``: ``line`` is a :class:`LogLine` (a str with ``.level``).
 OnLog = Callable[[str], Any]
 #: ``on_output(stream, data)``: ``stream`` is ``"stdout"`` or ``"stderr"``.
 OnOutput = Callable[[str, bytes], Any]
@@ -24,7 +49,9 @@ class Limits:
 
     ``timeout`` and ``compile_timeout`` are in seconds (sent as
     ``timeoutMs`` and ``compileTimeoutMs``); the rest are the protocol's
-    integers. ``compile_timeout`` and ``compile_memory_bytes`` fence
+    integers. ``output_bytes`` caps a WASI guest's stdout and stderr (each)
+    and a plugin function's output; ``var_bytes`` a plugin instance's vars
+    (keys and values; instantiate only). ``compile_timeout`` and ``compile_memory_bytes`` fence
     compiling a module the sidecar has not compiled before; they are the
     only fields ``compile()`` accepts. Keyword arguments given to ``run()``
     override the fields of a ``limits=`` object, so a shared Limits can be
@@ -41,7 +68,8 @@ class Limits:
     log_bytes: Optional[int] = None
     compile_timeout: Optional[float] = None
     compile_memory_bytes: Optional[int] = None
-    output_bytes: Optional[int] = None  # a WASI guest's stdout and stderr, each
+    output_bytes: Optional[int] = None  # a WASI guest's stdout and stderr, each; a plugin's output
+    var_bytes: Optional[int] = None  # a plugin's vars, keys and values (instantiate only)
 
 
 @dataclass(frozen=True)
@@ -108,7 +136,11 @@ class RunOptions:
     ``on_output(stream, data)`` for each piece of a WASI guest's stdout or
     stderr (bytes), in the order written, before ``run`` returns.
     ``function`` defaults to ``"run"``, or for a WASI run (``wasi=``) to
-    the sidecar's default, ``_start``.
+    the sidecar's default, ``_start``. For an Extism plugin (a module that
+    imports ``extism:host/env``), ``input`` is what its plugin function
+    reads (bytes, or a str as its UTF-8) and ``config`` what ``config_get``
+    reads (str to str); the run instantiates, calls and releases in one
+    request and the result's ``output`` is what the function set.
 
     ``Sidecar.run`` takes a RunOptions, keywords, or both: keywords are
     :meth:`with_options` applied to the options.
@@ -124,6 +156,8 @@ class RunOptions:
     capabilities: Capabilities = field(default_factory=Capabilities)
     on_log: Optional[OnLog] = None
     on_output: Optional[OnOutput] = None
+    input: Optional[BytesInput] = None
+    config: Optional[Mapping[str, str]] = None
 
     def with_options(self, **keywords: Any) -> "RunOptions":
         """A copy with ``keywords`` applied: any field of RunOptions, and as
@@ -131,10 +165,13 @@ class RunOptions:
         or of :class:`Capabilities` (``log=``, ``random_seed=``, ``clock=``, ``wasi=``),
         which override the matching field of ``limits``/``capabilities``.
         A ``None`` shortcut leaves the field as it is."""
+        return self._apply(keywords, "run()")
+
+    def _apply(self, keywords: Mapping[str, Any], caller: str) -> "RunOptions":
         own = {k: v for k, v in keywords.items() if k not in _LIMIT_KEYWORDS and k not in _CAPABILITY_KEYWORDS}
         unknown = sorted(set(own) - {f.name for f in dataclasses.fields(self)})
         if unknown:
-            raise InvalidParams("run() got unexpected keyword argument(s): %s" % ", ".join(unknown))
+            raise InvalidParams("%s got unexpected keyword argument(s): %s" % (caller, ", ".join(unknown)))
         out = dataclasses.replace(self, **own)
         limits = {k: v for k, v in keywords.items() if k in _LIMIT_KEYWORDS and v is not None}
         caps = {k: v for k, v in keywords.items() if k in _CAPABILITY_KEYWORDS and v is not None}
@@ -145,14 +182,16 @@ class RunOptions:
         return out
 
     @classmethod
-    def build(cls, options: Optional["RunOptions"], keywords: Mapping[str, Any]) -> "RunOptions":
-        """``options`` (default: empty) with ``keywords`` applied."""
+    def build(cls, options: Optional["RunOptions"], keywords: Mapping[str, Any],
+              caller: str = "run()") -> "RunOptions":
+        """``options`` (default: empty) with ``keywords`` applied; errors
+        name ``caller``."""
         if options is None:
             options = cls()
         elif not isinstance(options, cls):
-            raise InvalidParams("run() takes a sandboxd.RunOptions as its positional argument, got %s"
-                                % type(options).__name__)
-        return options.with_options(**keywords) if keywords else options
+            raise InvalidParams("%s takes a sandboxd.RunOptions as its positional argument, got %s"
+                                % (caller, type(options).__name__))
+        return options._apply(keywords, caller) if keywords else options
 
 
 def _replace(value: Any, kind: type, name: str, changes: Mapping[str, Any]) -> Any:
@@ -174,7 +213,11 @@ class RunResult:
     seconds (``elapsedMicros``/``queuedMicros``). A WASI run adds
     ``exit_code`` (its ``proc_exit`` status, 0 when ``_start`` returned;
     None for other runs), ``stdout`` and ``stderr`` (bytes, each at most
-    ``limits.outputBytes``) and ``output_truncated``. ``raw`` is the whole
+    ``limits.outputBytes``) and ``output_truncated``. A plugin function's
+    run or call has ``output``: the bytes it set (None for a function that
+    is not a plugin function), ``output_truncated`` when they were cut at
+    ``output_bytes``. ``logs`` are :class:`LogLine` strings, whose
+    ``level`` a plugin's ``log_*`` lines carry. ``raw`` is the whole
     result object, for fields this client does not model.
     """
 
@@ -192,7 +235,20 @@ class RunResult:
     stdout: bytes = b""
     stderr: bytes = b""
     output_truncated: bool = False
+    output: Optional[bytes] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class CallResult(RunResult):
+    """The outcome of a successful call on an instance (``Plugin.call``):
+    the fields of :class:`RunResult` (``output``, ``values``,
+    ``fuel_consumed``, ``peak_memory_bytes``, ``elapsed``, ``queued`` --
+    the time spent behind the instance's earlier calls and waiting for a
+    worker -- ``logs``, ...; ``module_id`` is the instance's module) and
+    ``instance``, the instance id."""
+
+    instance: str = ""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from ._bytes import bytes_from_wire
 __all__ = [
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled",
-    "CompileLimitExceeded", "PluginError", "InvalidParams", "SidecarError", "KIND_CLASSES", "error_from_rpc",
+    "CompileLimitExceeded", "PluginError", "InstanceClosed", "TooManyInstances", "InvalidParams", "SidecarError",
+    "KIND_CLASSES", "error_from_rpc",
 ]
 
 
@@ -60,6 +61,8 @@ class SandboxError(Exception):
         if exit_code is not None:
             cls.exit_code = exit_code
             cls.rpc_code = exit_code if rpc_code is None else rpc_code
+        elif rpc_code is not None:
+            cls.rpc_code = rpc_code
 
     def __init__(self, message: str, *, kind: Optional[str] = None, code: Optional[int] = None,
                  data: Optional[Mapping[str, Any]] = None) -> None:
@@ -178,14 +181,49 @@ class PluginError(SandboxError, kind="plugin_error", exit_code=10):
     """An Extism plugin function reported an error: it set an error message
     or returned non-zero. The instance stays usable.
 
-    ``plugin_message`` is the plugin's own message (``data.message``),
-    ``function`` the plugin function, ``return_code`` what it returned.
+    ``message`` is the plugin's own message (``data.message``; the
+    sidecar's error message when the data has none, and ``str(e)`` is
+    always the sidecar's), ``function`` the plugin function,
+    ``return_code`` what it returned. ``plugin_message`` is ``message``
+    (its earlier name).
     """
 
     def _read_details(self, data: Dict[str, Any]) -> None:
-        self.plugin_message: Optional[str] = data.get("message")
+        own = data.get("message")
+        self._text = self.message
+        if isinstance(own, str):
+            self.message = own
+        self.plugin_message: Optional[str] = own if isinstance(own, str) else None
         self.function: Optional[str] = data.get("function")
         self.return_code: Optional[int] = data.get("returnCode")
+
+    def __str__(self) -> str:
+        return self._text
+
+
+class InstanceClosed(SandboxError, kind="instance_closed", rpc_code=-32001):
+    """A call named an instance that is closed or unknown (JSON-RPC code
+    -32001): it was released, evicted after its idle time, closed by a fence
+    or trap in an earlier call, or it died with its sidecar (then ``code``
+    is None: the client knew without asking).
+
+    ``instance`` is the instance id, ``reason`` why it is closed, e.g.
+    ``"closed after timeout in a call of \"spin\""``, ``"released"``.
+    """
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.instance: Optional[str] = data.get("instance")
+        self.reason: Optional[str] = data.get("reason")
+
+
+class TooManyInstances(SandboxError, kind="too_many_instances", rpc_code=-32002):
+    """``instantiate`` was refused because the sidecar holds its maximum of
+    live instances (JSON-RPC code -32002; ``serve --max-instances``):
+    release one. ``instances`` and ``max_instances`` are the counts."""
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.instances: Optional[int] = data.get("instances")
+        self.max_instances: Optional[int] = data.get("maxInstances")
 
 
 class InvalidParams(SandboxError, ValueError, TypeError, kind="invalid_params"):
@@ -227,12 +265,19 @@ _CODE_CLASSES: Dict[int, Type[SandboxError]] = {
     cls.rpc_code: cls for cls in KIND_CLASSES.values() if cls.rpc_code is not None
 }
 
+#: Errors of the instance methods, which the protocol tells by code alone
+#: (in JSON-RPC's server range, and without ``data.kind``).
+INSTANCE_CODE_CLASSES: Dict[int, Type[SandboxError]] = {
+    InstanceClosed.rpc_code: InstanceClosed, TooManyInstances.rpc_code: TooManyInstances,  # type: ignore[dict-item]
+}
+
 
 def error_from_rpc(error: Any, stderr_tail: str = "") -> SandboxError:
     """The exception for a JSON-RPC ``error`` object.
 
     Mapped by ``data.kind`` first (the protocol's contract), if it is a run
-    outcome kind. Otherwise -32602 is :class:`InvalidParams`, and another code in JSON-RPC's reserved range
+    outcome kind. Otherwise -32001 and -32002 are :class:`InstanceClosed`
+    and :class:`TooManyInstances`, -32602 is :class:`InvalidParams`, and another code in JSON-RPC's reserved range
     (-32768..-32000: parse/request/params errors, busy) is a protocol error,
     i.e. :class:`SidecarError`, whatever its ``data.kind`` (the server tags
     busy errors ``"busy"``); an error without a kind is mapped by its code.
@@ -254,6 +299,8 @@ def error_from_rpc(error: Any, stderr_tail: str = "") -> SandboxError:
     if cls is not None:
         return cls(message, code=code, data=data)
     if isinstance(code, int) and not isinstance(code, bool):
+        if code in INSTANCE_CODE_CLASSES:
+            return INSTANCE_CODE_CLASSES[code](message, code=code, data=data)
         if code == InvalidParams.rpc_code:
             return InvalidParams(message, code=code, data=data)
         if -32768 <= code <= -32000 and code not in _CODE_CLASSES:
