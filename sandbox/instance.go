@@ -21,6 +21,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -151,6 +153,7 @@ type Instance struct {
 	module *Module
 	limits limits.Limits
 	r      *run         // store, fence, wasm instance: touched only by the turn's holder
+	boot   Result       // what instantiation (start function, _initialize) consumed
 	plugin *pluginState // nil unless the module is an Extism plugin
 
 	// Looked up once at instantiation (export lookups cost, per call).
@@ -160,8 +163,8 @@ type Instance struct {
 	elem   []uint64
 
 	mu       sync.Mutex
-	busy     bool        // a turn is held
-	waiting  []chan bool // turns in arrival order; receives false if the instance closed
+	busy     bool    // a turn is held
+	waiting  []*Turn // turns in arrival order, each told its verdict once
 	closed   *InstanceClosedError
 	cancel   func()      // cancels the call in progress, if any
 	idle     *time.Timer // evicts the instance when it fires
@@ -169,7 +172,10 @@ type Instance struct {
 	lastCall time.Time
 }
 
-// ID is the instance's name, unique within its engine.
+// ID is the instance's name: "inst-" + a random part chosen once per
+// engine + "-" + a counter, so it is unique within the engine's life and
+// not reused by a later process (a parent holding an id across a sidecar
+// restart gets "no such instance", not somebody else's instance).
 func (in *Instance) ID() string { return in.id }
 
 // Module is the module the instance runs.
@@ -177,6 +183,10 @@ func (in *Instance) Module() *Module { return in.module }
 
 // IsPlugin says whether the module imports the Extism ABI.
 func (in *Instance) IsPlugin() bool { return in.plugin != nil }
+
+// Instantiation is what instantiation consumed: fuel, memory, elapsed time and
+// log lines of the start function and _initialize.
+func (in *Instance) Instantiation() Result { return in.boot }
 
 // Limits are the instance's limits (the per-call defaults among them).
 func (in *Instance) Limits() limits.Limits { return in.limits }
@@ -186,12 +196,17 @@ type instanceTable struct {
 	max  int
 	idle time.Duration
 
-	mu      sync.Mutex
-	live    map[string]*Instance
-	next    uint64
-	created uint64
-	evicted uint64
-	closed  bool
+	mu     sync.Mutex
+	live   map[string]*Instance
+	prefix string // the random part of the ids, chosen on first use
+	// gone names recently closed instances with why (at most
+	// closedRemembered, oldest first in goneOrder).
+	gone      map[string]string
+	goneOrder []string
+	next      uint64
+	created   uint64
+	evicted   uint64
+	closed    bool
 }
 
 // InstanceStats is a snapshot of an engine's instances.
@@ -216,8 +231,11 @@ func (e *Engine) LookupInstance(id string) (*Instance, error) {
 	t := &e.instances
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if in, ok := t.live[id]; ok {
+	if in, ok := t.live[id]; ok && in != nil {
 		return in, nil
+	}
+	if reason, ok := t.gone[id]; ok {
+		return nil, &InstanceClosedError{Instance: id, Reason: reason}
 	}
 	return nil, &InstanceClosedError{Instance: id, Reason: "no such instance (never created, or already closed)"}
 }
@@ -233,10 +251,21 @@ func (t *instanceTable) reserve() (string, error) {
 		return "", &Error{Kind: KindHost, err: ErrTooManyInstances,
 			Message: fmt.Sprintf("too many instances: %d are live (the maximum is %d); release one", len(t.live), t.max)}
 	}
+	if t.prefix == "" {
+		t.prefix = randomIDPart()
+	}
 	t.next++
-	id := "inst-" + strconv.FormatUint(t.next, 10)
+	id := "inst-" + t.prefix + "-" + strconv.FormatUint(t.next, 10)
 	t.live[id] = nil // the slot; filled by add
 	return id, nil
+}
+
+// randomIDPart is 48 random bits in hex: two engines (two sidecar
+// processes) name their instances differently.
+func randomIDPart() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 func (t *instanceTable) add(in *Instance) {
@@ -246,13 +275,31 @@ func (t *instanceTable) add(in *Instance) {
 	t.created++
 }
 
-func (t *instanceTable) remove(id string, evicted bool) {
+// closedRemembered is how many closed instances LookupInstance still
+// names with the reason they closed; older ones are "no such instance".
+const closedRemembered = 4096
+
+// remove forgets a live instance; reason, if set, is remembered for
+// LookupInstance (bounded by closedRemembered).
+func (t *instanceTable) remove(id, reason string, evicted bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.live, id)
 	if evicted {
 		t.evicted++
 	}
+	if reason == "" {
+		return
+	}
+	if t.gone == nil {
+		t.gone = map[string]string{}
+	}
+	if len(t.goneOrder) >= closedRemembered {
+		delete(t.gone, t.goneOrder[0])
+		t.goneOrder = t.goneOrder[1:]
+	}
+	t.gone[id] = reason
+	t.goneOrder = append(t.goneOrder, id)
 }
 
 // closeAll closes every instance (Engine.Close) and refuses new ones.
@@ -324,7 +371,7 @@ func (e *Engine) Instantiate(ctx context.Context, req InstanceRequest) (*Instanc
 	}
 	in := &Instance{id: id, e: e, module: m, limits: req.Limits}
 	if err := in.start(ctx, req, plugin); err != nil {
-		e.instances.remove(id, false)
+		e.instances.remove(id, "", false)
 		return nil, err
 	}
 	in.lastCall = time.Now()
@@ -374,9 +421,12 @@ func (in *Instance) start(ctx context.Context, req InstanceRequest, plugin bool)
 		return &Error{Kind: KindHost, Message: ferr.Error(), err: ferr}
 	}
 	r.fence = f
-	_, _, err = in.fenced(ctx, "instantiation", CallRequest{Log: req.Log, Output: req.Output}, in.callLimits(CallLimits{}), func() ([]Value, error) {
+	res, _, err := in.fenced(ctx, "instantiation", CallRequest{Log: req.Log, Output: req.Output}, in.callLimits(CallLimits{}), func() ([]Value, error) {
 		return nil, in.instantiate()
 	})
+	if res != nil {
+		in.boot = *res
+	}
 	return err
 }
 
@@ -470,9 +520,10 @@ func (in *Instance) Call(ctx context.Context, req CallRequest) (*CallResult, err
 // the order requests arrive and runs them later, on workers.
 type Turn struct {
 	in      *Instance
-	ready   chan bool // nil: the turn was granted at once
-	granted bool      // the turn is held (and not yet handed on)
-	used    bool      // Call ran, or Abandon gave the turn back
+	ready   chan struct{} // closed once the verdict is in; nil: granted at once
+	verdict bool          // granted (true) or the instance closed; set under in.mu before ready closes
+	granted bool          // the turn is held (and not yet handed on)
+	used    bool          // Call ran, or Abandon gave the turn back
 	err     error
 	queued  time.Time
 }
@@ -490,10 +541,30 @@ func (in *Instance) Enqueue() *Turn {
 		in.busy, t.granted = true, true
 		in.idle.Stop()
 	default:
-		t.ready = make(chan bool, 1)
-		in.waiting = append(in.waiting, t.ready)
+		t.ready = make(chan struct{})
+		in.waiting = append(in.waiting, t)
 	}
 	return t
+}
+
+// closedChan is a channel that is always ready.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Ready returns a channel that is closed once Call would not wait for the
+// turn: the calls before it are done, or the instance closed (Call then
+// fails at once). A server waits on it (or polls it) instead of holding a
+// worker in Call.
+func (t *Turn) Ready() <-chan struct{} {
+	if t.ready == nil {
+		return closedChan
+	}
+	return t.ready
+}
+
+// grant tells a waiting turn its verdict. Call with in.mu held.
+func (t *Turn) grant(ok bool) {
+	t.verdict = ok
+	close(t.ready)
 }
 
 // wait blocks until the turn comes, the instance closes or ctx ends.
@@ -502,9 +573,9 @@ func (t *Turn) wait(ctx context.Context) error {
 		return t.err
 	}
 	select {
-	case ok := <-t.ready:
-		t.granted = ok
-		if !ok {
+	case <-t.ready:
+		t.granted = t.takeVerdict()
+		if !t.granted {
 			return t.in.closedErr()
 		}
 		return nil
@@ -525,21 +596,27 @@ func (t *Turn) Abandon() {
 	if t.ready != nil && !t.granted {
 		in.mu.Lock()
 		for i, w := range in.waiting {
-			if w == t.ready {
+			if w == t {
 				in.waiting = append(in.waiting[:i], in.waiting[i+1:]...)
 				in.mu.Unlock()
 				return
 			}
 		}
+		// No longer waiting, so the verdict is in.
+		t.granted = t.verdict
 		in.mu.Unlock()
-		// No longer waiting, so the verdict was sent (under in.mu, into a
-		// buffered channel) and not yet read: read it without blocking.
-		t.granted = <-t.ready
 	}
 	if t.granted {
 		t.granted = false
 		in.release()
 	}
+}
+
+// takeVerdict reads the verdict of a turn whose ready channel closed.
+func (t *Turn) takeVerdict() bool {
+	t.in.mu.Lock()
+	defer t.in.mu.Unlock()
+	return t.verdict
 }
 
 // Call waits for the turn and runs req.
@@ -580,7 +657,7 @@ func (in *Instance) release() {
 	if len(in.waiting) > 0 {
 		next := in.waiting[0]
 		in.waiting = in.waiting[1:]
-		next <- true
+		next.grant(true)
 		return
 	}
 	in.busy = false
@@ -609,8 +686,9 @@ func (in *Instance) evict() {
 	}
 	idleFor := time.Since(in.lastCall).Round(time.Millisecond)
 	in.shutLocked(fmt.Sprintf("evicted after %v without a call", idleFor))
+	reason := in.closed.Reason
 	in.mu.Unlock()
-	in.e.instances.remove(in.id, true)
+	in.e.instances.remove(in.id, reason, true)
 }
 
 // shut closes the instance for reason. The running call, if any, is
@@ -624,7 +702,7 @@ func (in *Instance) shut(reason string, evicted bool) {
 	}
 	in.mu.Unlock()
 	if !done {
-		in.e.instances.remove(in.id, evicted)
+		in.e.instances.remove(in.id, reason, evicted)
 	}
 }
 
@@ -634,7 +712,7 @@ func (in *Instance) shutLocked(reason string) {
 		in.idle.Stop()
 	}
 	for _, w := range in.waiting {
-		w <- false
+		w.grant(false)
 	}
 	in.waiting = nil
 	if in.busy {
