@@ -41,6 +41,9 @@ type RunParams struct {
 	Args         []json.RawMessage `json:"args,omitempty"`
 	Limits       map[string]uint64 `json:"limits,omitempty"` // wire names of limits.Fields
 	Capabilities *CapabilitySpec   `json:"capabilities,omitempty"`
+	// A plugin run's (instance.go): its input and config.
+	Input  *Bytes            `json:"input,omitempty"`
+	Config map[string]string `json:"config,omitempty"`
 }
 
 // CapabilitySpec grants host functions. Absent means not granted.
@@ -75,6 +78,7 @@ type RunResult struct {
 	ModuleID        string      `json:"moduleId"`
 	LogLines        int         `json:"logLines"`
 	LogTruncated    bool        `json:"logTruncated"`
+	Output          *Bytes      `json:"output,omitempty"` // a plugin function's output (a plugin run)
 	*WASIResult                 // WASI runs only: exitCode, stdout, stderr, outputTruncated
 }
 
@@ -118,6 +122,8 @@ type InitializeResult struct {
 	MaxConcurrency int        `json:"maxConcurrency"`
 	MaxQueue       int        `json:"maxQueue"`
 	MaxQueueBytes  int64      `json:"maxQueueBytes"`
+	MaxInstances   int        `json:"maxInstances,omitempty"`   // live instances at most (instance.go)
+	InstanceIdleMs int64      `json:"instanceIdleMs,omitempty"` // an instance without a call is evicted after this
 }
 
 // ServerInfo names the server.
@@ -136,7 +142,8 @@ type ServerCaps struct {
 	HostFunctions []string `json:"hostFunctions"`
 	ValueTypes    []string `json:"valueTypes"`
 	Framing       string   `json:"framing"`
-	WASI          []string `json:"wasi"` // the preview1 functions capabilities.wasi grants
+	WASI          []string `json:"wasi"`             // the preview1 functions capabilities.wasi grants
+	Extism        []string `json:"extism,omitempty"` // the extism:host/env functions plugins may import
 }
 
 // LimitsInfo gives the defaults a run gets and the most it may ask for,
@@ -155,6 +162,7 @@ type StatsResult struct {
 	Cache             CacheInfo         `json:"cache"`
 	UptimeMs          int64             `json:"uptimeMs"`
 	Requests          uint64            `json:"requests"`
+	Instances         *InstancesInfo    `json:"instances,omitempty"`
 }
 
 // CacheInfo is the compile cache's counters.
@@ -172,9 +180,10 @@ type CancelParams struct {
 
 // LogParams are the params of the `log` notification.
 type LogParams struct {
-	ID   jsonrpc2.ID `json:"id"`
-	Seq  int         `json:"seq"`
-	Line string      `json:"line"`
+	ID    jsonrpc2.ID `json:"id"`
+	Seq   int         `json:"seq"`
+	Line  string      `json:"line"`
+	Level string      `json:"level,omitempty"` // an Extism log_* line's: trace, debug, info, warn, error
 }
 
 // ErrorData is the data of a run-outcome error. Queued and MaxQueue (and
@@ -197,7 +206,12 @@ type ErrorData struct {
 	MaxQueue        *int        `json:"maxQueue,omitempty"`
 	QueuedBytes     *int64      `json:"queuedBytes,omitempty"`
 	MaxQueueBytes   *int64      `json:"maxQueueBytes,omitempty"`
-	*WASIOutput                 // a failed WASI run's output until it stopped
+	// A plugin_error's: the plugin's own message and its return code.
+	Message    *string `json:"message,omitempty"`
+	ReturnCode *int32  `json:"returnCode,omitempty"`
+	// InstanceClosed: the failed call closed its instance.
+	InstanceClosed bool `json:"instanceClosed,omitempty"`
+	*WASIOutput         // a failed WASI run's output until it stopped
 }
 
 // FrameInfo is one wasm frame of a trap, innermost first.

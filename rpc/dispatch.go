@@ -174,6 +174,8 @@ func (s *Server) dispatch(req request) (exit bool) {
 		s.reply(req.id, s.statsResult(), nil)
 	case MethodRun, MethodCompile:
 		s.admit(req)
+	case protocol.MethodInstantiate, protocol.MethodCall, protocol.MethodRelease:
+		s.dispatchInstance(req)
 	case MethodShutdown:
 		s.beginShutdown(req.id)
 	default:

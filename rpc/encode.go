@@ -94,11 +94,11 @@ type logWire struct {
 
 // notifyLog queues one log notification of a run, if it fits the run's
 // wire budget. It never blocks.
-func (s *Server) notifyLog(id jsonrpc2.ID, w *logWire, line string) {
+func (s *Server) notifyLog(id jsonrpc2.ID, w *logWire, level, line string) {
 	if w.dropped {
 		return
 	}
-	body, err := json.Marshal(logNotification{JSONRPC: "2.0", Method: NotifyLog, Params: protocol.LogParams{ID: id, Seq: w.sent, Line: line}})
+	body, err := json.Marshal(logNotification{JSONRPC: "2.0", Method: NotifyLog, Params: protocol.LogParams{ID: id, Seq: w.sent, Line: line, Level: level}})
 	if err != nil {
 		s.log.Error("encoding a log notification", "error", err)
 		return

@@ -41,6 +41,10 @@ func ErrorObject(err error) *jsonrpc2.Error {
 	if errors.As(err, &je) {
 		return je
 	}
+	var re rpcErrorer
+	if errors.As(err, &re) {
+		return re.RPCError() // -32001, -32002
+	}
 	oe, ok := protocol.AsError(err)
 	if !ok {
 		oe = &protocol.Error{Kind: protocol.KindHost, Message: err.Error()}

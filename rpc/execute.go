@@ -21,6 +21,10 @@ func (s *Server) prepare(j *job) {
 	defer s.recoverJob(j)
 	raw := j.params
 	j.params = nil // the decoded form replaces it
+	if j.method == protocol.MethodInstantiate {
+		s.prepareInstantiate(j, raw)
+		return
+	}
 	if j.method == MethodCompile {
 		src, err := decodeCompile(raw, s.opts.Defaults, s.opts.Maximums)
 		if err != nil {
@@ -74,7 +78,7 @@ func (s *Server) compileRun(j *job, spec *runSpec) error {
 		}
 	}
 	spec.args = nil
-	return nil
+	return s.preparePluginRun(j)
 }
 
 func cancelledError() error {
@@ -111,10 +115,15 @@ func (s *Server) execute(j *job) {
 	s.mu.Lock()
 	s.stats.queuedMicros += queued.Microseconds()
 	s.mu.Unlock()
-	res, err := s.executeRun(j, queued)
+	var res any
+	var err error
+	if j.exec != nil {
+		res, err = j.exec(queued)
+	} else {
+		res, err = s.executeRun(j, queued)
+	}
 	if err != nil {
-		var pe *ParamError
-		if !errors.As(err, &pe) {
+		if countable(err) {
 			s.count(string(protocol.KindOf(err)))
 		}
 		s.respond(j, nil, ErrorObject(s.explainCancel(err)))
@@ -132,7 +141,7 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, 
 	logs := logWire{left: spec.limits.LogBytes}
 	run := protocol.Run{
 		Function: spec.function, Args: j.args, Limits: spec.limits, Capabilities: spec.caps,
-		Log: func(line string) { s.notifyLog(j.id, &logs, line) },
+		Log: func(line string) { s.notifyLog(j.id, &logs, "", line) },
 	}
 	if spec.caps.WASI != nil {
 		output := s.newOutputWire(j.id, spec.limits.OutputBytes)

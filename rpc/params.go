@@ -20,6 +20,9 @@ type runSpec struct {
 	args     []json.RawMessage
 	limits   limits.Limits
 	caps     protocol.Capabilities
+	// A plugin run's (params_instance.go): nil input is none given.
+	input  []byte
+	config map[string]string
 	// defaultFunction: function was omitted, so a WASI command's _start
 	// is called when the module exports one (compileRun decides).
 	defaultFunction bool
@@ -344,11 +347,14 @@ func countElements(raw []byte, limit int) (int, bool) {
 
 // decodeRun reads the params of `run`.
 func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
-	obj, err := object(raw, "params", "module", "function", "args", "limits", "capabilities")
+	obj, err := object(raw, "params", "module", "function", "args", "limits", "capabilities", "input", "config")
 	if err != nil {
 		return nil, err
 	}
 	spec := &runSpec{function: "run", defaultFunction: true}
+	if err := decodePluginRun(obj, spec); err != nil {
+		return nil, err
+	}
 	m, ok := obj["module"]
 	if !ok {
 		return nil, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")

@@ -37,6 +37,13 @@ type job struct {
 	mod  Module
 	args []protocol.Value
 
+	// Set for the instance methods (instance.go): the call's instance and
+	// its turn in the instance's line (given back when the job is
+	// answered), and what a worker runs instead of a plain run.
+	inst Instance
+	turn Turn
+	exec func(queued time.Duration) (any, error)
+
 	phase   phase         // guarded by Server.mu
 	elem    *list.Element // in the run queue while phaseQueued
 	replied bool          // owned by the goroutine that answers
@@ -46,6 +53,14 @@ type job struct {
 // it at once: the server is shutting down, the id is in use, or the queue
 // is full by entries or by bytes (busy).
 func (s *Server) admit(req request) {
+	if j := s.admitJob(req); j != nil {
+		s.tasks.Go(func() { s.prepare(j) })
+	}
+}
+
+// admitJob registers the job of an admitted request, or answers the
+// request refused and returns nil.
+func (s *Server) admitJob(req request) *job {
 	s.mu.Lock()
 	var refuse *jsonrpc2.Error
 	key := keyOf(req.id)
@@ -62,7 +77,7 @@ func (s *Server) admit(req request) {
 	if refuse != nil {
 		s.mu.Unlock()
 		s.reply(req.id, nil, refuse)
-		return
+		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	j := &job{id: req.id, key: key, method: req.method, params: req.params, size: req.size,
@@ -70,8 +85,8 @@ func (s *Server) admit(req request) {
 	s.jobs[key] = j
 	s.waiting++
 	s.queuedBytes += j.size
-	s.tasks.Go(func() { s.prepare(j) })
 	s.mu.Unlock()
+	return j
 }
 
 // waitingLocked is how many admitted jobs have no idle worker to take
@@ -177,6 +192,9 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 	s.replying++
 	s.mu.Unlock()
 	j.cancel()
+	if j.turn != nil {
+		j.turn.Abandon() // the instance's next call may go
+	}
 
 	s.out.sendDirect(s.encodeResponse(j.id, result, rerr))
 

@@ -18,7 +18,7 @@ func (s *Server) initializeResult() *protocol.InitializeResult {
 	for _, t := range protocol.ValueTypes() {
 		types = append(types, string(t))
 	}
-	return &protocol.InitializeResult{
+	res := &protocol.InitializeResult{
 		ServerInfo: protocol.ServerInfo{Name: "sandboxd", Version: s.opts.Version},
 		Engine:     protocol.EngineInfo{Wasmtime: s.opts.EngineVersion},
 		Capabilities: protocol.ServerCaps{
@@ -32,10 +32,17 @@ func (s *Server) initializeResult() *protocol.InitializeResult {
 		MaxQueue:       s.opts.MaxQueue,
 		MaxQueueBytes:  s.opts.MaxQueueBytes,
 	}
+	s.describeInstances(res)
+	return res
 }
 
 func (s *Server) statsResult() *protocol.StatsResult {
 	cache := s.eng.CacheStats()
+	var instances *protocol.InstancesInfo
+	if ie, ok := s.instances(); ok {
+		st := ie.InstanceStats()
+		instances = &st
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	runs := map[string]uint64{}
@@ -53,6 +60,7 @@ func (s *Server) statsResult() *protocol.StatsResult {
 		Cache:             protocol.CacheInfo{Entries: cache.Entries, Bytes: cache.Bytes, Hits: cache.Hits, Misses: cache.Misses},
 		UptimeMs:          time.Since(s.start).Milliseconds(),
 		Requests:          s.stats.requests,
+		Instances:         instances,
 	}
 }
 

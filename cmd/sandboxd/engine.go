@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
@@ -14,7 +15,10 @@ import (
 // the sandbox knows nothing of the sidecar: this is the one place where
 // the two meet, field by field. Errors need no conversion: *sandbox.Error
 // describes itself as a protocol.Outcome.
-type sidecarEngine struct{ eng *sandbox.Engine }
+type sidecarEngine struct {
+	eng  *sandbox.Engine
+	idle time.Duration // the engine's InstanceIdle, reported by initialize
+}
 
 // compiledModule is a *sandbox.Module as the server sees it.
 type compiledModule struct {

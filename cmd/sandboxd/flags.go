@@ -26,7 +26,11 @@ func kebab(name string) string {
 func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string) func() limits.Limits {
 	vals := make([]*uint64, len(limits.Fields))
 	for i, f := range limits.Fields {
-		vals[i] = fs.Uint64(prefix+kebab(f.Name), f.Get(base), what+" "+f.Name)
+		name := prefix + kebab(f.Name)
+		if renamed, ok := renamedLimitFlags[name]; ok {
+			name = renamed
+		}
+		vals[i] = fs.Uint64(name, f.Get(base), what+" "+f.Name)
 	}
 	return func() limits.Limits {
 		l := base
@@ -36,6 +40,11 @@ func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string
 		return l
 	}
 }
+
+// renamedLimitFlags are limit flags whose generated name is taken:
+// --max-instances bounds the live long-lived instances (instantiate), so
+// the maximum of the per-store instances limit is --max-store-instances.
+var renamedLimitFlags = map[string]string{"max-instances": "max-store-instances"}
 
 // parseInterspersed parses flags that may come before or after positional
 // arguments (flag.Parse alone stops at the first positional).

@@ -46,6 +46,8 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&pathDirs, "allow-path-dir", "read module.path files only inside this directory (repeatable; default: any regular file)")
 	var wasiDirs multiFlag
 	fs.Var(&wasiDirs, "allow-dir", "let WASI runs preopen this directory or any under it (repeatable; default: none)")
+	maxInstances := fs.Int("max-instances", sandbox.DefaultMaxInstances, "long-lived instances (instantiate) live at once; more are refused with -32002")
+	instanceIdle := fs.Duration("instance-idle", sandbox.DefaultInstanceIdle, "an instance without a call for this long is evicted (a Go duration, e.g. 30s, 10m)")
 	tick := fs.Duration("tick", sandbox.DefaultTick, "epoch tick: the granularity of deadlines and cancellation")
 	logLevel := fs.String("log-level", "info", "stderr log level: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
@@ -101,11 +103,20 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sandboxd serve: --max-compiles: must be >= 1")
 		return exitServeNoShutdown
 	}
+	if *maxInstances < 1 {
+		fmt.Fprintln(stderr, "sandboxd serve: --max-instances: must be >= 1")
+		return exitServeNoShutdown
+	}
+	if *instanceIdle < time.Millisecond {
+		fmt.Fprintf(stderr, "sandboxd serve: --instance-idle: must be at least 1ms, got %v\n", *instanceIdle)
+		return exitServeNoShutdown
+	}
 	// The engine's compile limits apply to `compile` requests; a run's
 	// limits carry their own (the same defaults unless overridden).
 	eng, err := sandbox.NewEngine(sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
 		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs, MaxCompiles: *maxCompiles,
-		CompileTimeout: defaults().CompileTimeout, CompileMemoryBytes: defaults().CompileMemoryBytes, WASIDirs: wasiDirs})
+		CompileTimeout: defaults().CompileTimeout, CompileMemoryBytes: defaults().CompileMemoryBytes, WASIDirs: wasiDirs,
+		MaxInstances: *maxInstances, InstanceIdle: *instanceIdle})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
@@ -114,7 +125,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *maxMsg > *maxQueueBytes && !flagSet(fs, "max-queue-bytes") {
 		*maxQueueBytes = *maxMsg // a larger message limit raises the default
 	}
-	srv, err := rpc.NewServer(sidecarEngine{eng}, rpc.Options{
+	srv, err := rpc.NewServer(sidecarEngine{eng: eng, idle: *instanceIdle}, rpc.Options{
 		Framing: rpc.Framing(*framing), MaxConcurrency: *maxConc, MaxQueue: *maxQueue, MaxMessageBytes: *maxMsg,
 		MaxQueueBytes: *maxQueueBytes, OutputHighWater: *highWater, Defaults: defaults(), Maximums: maximums(), Logger: logger,
 		Version: version, EngineVersion: wasmtimeVersion(),

@@ -79,6 +79,7 @@ type Client struct {
 type call struct {
 	id       uint64
 	onLog    func(seq int, line string)
+	onLevel  func(seq int, level, line string) // instead of onLog, if set
 	onOutput func(seq int, stream string, data []byte)
 	done     chan struct{} // closed once result or err is set
 	// expired is closed when ctx has ended and the grace after the cancel
@@ -217,6 +218,9 @@ type RunHandlers struct {
 	// (stream "stdout" or "stderr") as the sidecar sends them; concatenated
 	// per stream they are the result's stdout and stderr.
 	Output func(seq int, stream string, data []byte)
+	// LevelLog, if set, receives the log lines instead of Log, with their
+	// level: an Extism log_* line's ("trace" … "error"), "" for host::log.
+	LevelLog func(seq int, level, line string)
 }
 
 // RunWith calls `run` with handlers for its log and output notifications.
@@ -270,7 +274,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, h 
 	if err != nil {
 		return fmt.Errorf("sandboxd: encoding %s params: %w", method, err)
 	}
-	cl := &call{id: id, onLog: h.Log, onOutput: h.Output, done: make(chan struct{})}
+	cl := &call{id: id, onLog: h.Log, onLevel: h.LevelLog, onOutput: h.Output, done: make(chan struct{})}
 	// Register before sending: the response may be read by another caller
 	// the moment the request is out.
 	c.mu.Lock()
@@ -443,9 +447,10 @@ func (c *Client) dispatch(body []byte) {
 
 func (c *Client) dispatchLog(params json.RawMessage) {
 	var p struct {
-		ID   json.RawMessage `json:"id"`
-		Seq  int             `json:"seq"`
-		Line string          `json:"line"`
+		ID    json.RawMessage `json:"id"`
+		Seq   int             `json:"seq"`
+		Line  string          `json:"line"`
+		Level string          `json:"level"`
 	}
 	if json.Unmarshal(params, &p) != nil {
 		return
@@ -457,7 +462,9 @@ func (c *Client) dispatchLog(params json.RawMessage) {
 	c.mu.Lock()
 	cl := c.pending[id]
 	c.mu.Unlock()
-	if cl != nil && cl.onLog != nil {
+	if cl != nil && cl.onLevel != nil {
+		cl.onLevel(p.Seq, p.Level, p.Line) // as onLog below
+	} else if cl != nil && cl.onLog != nil {
 		// Called without c.mu: onLog may take its time. It cannot race with
 		// cl's own return, which needs this run's response, read later by
 		// this or a following token holder.

@@ -1,0 +1,271 @@
+package main
+
+// Instances on the raw wire: ordering of pipelined calls, cancellation of
+// queued and running calls, release with calls queued, hostile params.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// rawInstance instantiates the stateful module on a raw sidecar and
+// returns the instance id.
+func rawInstance(t *testing.T, s *rawSidecar, id string) string {
+	t.Helper()
+	s.request(id, "instantiate", map[string]any{"module": map[string]string{"wat": statefulWAT}, "limits": hangLimits(nil)})
+	m, _ := s.response(id, time.Minute)
+	var res protocol.InstantiateResult
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil || res.Instance == "" {
+		t.Fatalf("instantiate: %s", m.raw)
+	}
+	return res.Instance
+}
+
+func callParams(inst, fn string, args ...any) map[string]any {
+	p := map[string]any{"instance": inst, "function": fn}
+	if args != nil {
+		p["args"] = args
+	}
+	return p
+}
+
+// errData decodes a response's error data.
+func errData(t *testing.T, m *message) map[string]any {
+	t.Helper()
+	if m.Error == nil {
+		t.Fatalf("want an error, got %s", m.raw)
+	}
+	var d map[string]any
+	_ = json.Unmarshal(m.Error.Data, &d)
+	return d
+}
+
+func resultI32(t *testing.T, m *message) int {
+	t.Helper()
+	var res struct{ Values []struct{ Value int } }
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil || len(res.Values) != 1 {
+		t.Fatalf("want one value, got %s", m.raw)
+	}
+	return res.Values[0].Value
+}
+
+// TestInstanceCallsRunInArrivalOrder pipelines calls to one instance
+// without waiting for any answer: each push must land in the order the
+// requests were written, whatever the workers do, and calls to another
+// instance interleaved with them keep their own order.
+func TestInstanceCallsRunInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson", "--max-concurrency", "4")
+	s.startReading()
+	a, b := rawInstance(t, s, `"a"`), rawInstance(t, s, `"b"`)
+	const n = 200
+	for i := range n {
+		s.request(fmt.Sprintf(`"a%d"`, i), "call", callParams(a, "push", i))
+		s.request(fmt.Sprintf(`"b%d"`, i), "call", callParams(b, "push", n-i))
+	}
+	for i := range n {
+		for _, id := range []string{"a", "b"} {
+			m, _ := s.response(fmt.Sprintf(`"%s%d"`, id, i), time.Minute)
+			if got := resultI32(t, m); got != i {
+				t.Fatalf("call %s%d ran as number %d", id, i, got)
+			}
+		}
+	}
+	for i := range n {
+		s.request(fmt.Sprintf(`"at%d"`, i), "call", callParams(a, "at", i))
+		m, _ := s.response(fmt.Sprintf(`"at%d"`, i), time.Minute)
+		if got := resultI32(t, m); got != i {
+			t.Fatalf("slot %d holds %d", i, got)
+		}
+	}
+}
+
+// TestInstanceCancelQueuedAndRunning: cancelling a call queued behind its
+// instance's running call answers it -32800 and keeps the instance;
+// cancelling the running call cancels it and closes the instance.
+func TestInstanceCancelQueuedAndRunning(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := rawInstance(t, s, `"i"`)
+
+	// A long but finite call; a push queued behind it, then cancelled.
+	work := callParams(inst, "work", "3000000000")
+	work["limits"] = map[string]uint64{"fuel": hugeFuel}
+	s.request(`"work"`, "call", work)
+	s.waitRunning(1, 0)
+	s.request(`"queued"`, "call", callParams(inst, "push", 7))
+	s.notify("$/cancelRequest", map[string]any{"id": "queued"})
+	m, _ := s.response(`"queued"`, time.Minute)
+	if m.Error == nil || m.Error.Code != protocol.CodeCancelled || errData(t, m)["instanceClosed"] == true {
+		t.Fatalf("cancelled queued call: %s", m.raw)
+	}
+	if m, _ := s.response(`"work"`, 5*time.Minute); m.Error != nil {
+		t.Fatalf("the running call, after a queued one was cancelled: %s", m.raw)
+	}
+	s.request(`"after"`, "call", callParams(inst, "count"))
+	if m, _ := s.response(`"after"`, time.Minute); resultI32(t, m) != 0 {
+		t.Fatalf("the cancelled push ran, or the instance is gone: %s", m.raw)
+	}
+
+	// The running call: cancelled, and the instance closed.
+	spin := callParams(inst, "spin")
+	spin["limits"] = map[string]uint64{"fuel": hugeFuel}
+	s.request(`"spin"`, "call", spin)
+	s.waitRunning(1, 0)
+	s.notify("$/cancelRequest", map[string]any{"id": "spin"})
+	m, _ = s.response(`"spin"`, time.Minute)
+	if m.Error == nil || m.Error.Code != protocol.CodeCancelled || errData(t, m)["instanceClosed"] != true {
+		t.Fatalf("cancelled running call: %s", m.raw)
+	}
+	s.request(`"late"`, "call", callParams(inst, "count"))
+	m, _ = s.response(`"late"`, time.Minute)
+	d := errData(t, m)
+	if m.Error.Code != protocol.CodeInstanceClosed || d["instance"] != inst || d["reason"] != `closed after cancelled in a call of "spin"` {
+		t.Fatalf("call after a cancelled call: %s", m.raw)
+	}
+}
+
+// TestInstanceRelease: release cancels the running call, answers the
+// queued ones -32001 (released), and is idempotent.
+func TestInstanceRelease(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := rawInstance(t, s, `"i"`)
+	spin := callParams(inst, "spin")
+	spin["limits"] = map[string]uint64{"fuel": hugeFuel}
+	s.request(`"spin"`, "call", spin)
+	s.waitRunning(1, 0)
+	s.request(`"q1"`, "call", callParams(inst, "push", 1))
+	s.request(`"q2"`, "call", callParams(inst, "count"))
+	s.request(`"rel"`, "release", map[string]any{"instance": inst})
+	s.request(`"after"`, "call", callParams(inst, "count"))
+	if m, _ := s.response(`"rel"`, time.Minute); m.Error != nil || string(m.Result) != "null" {
+		t.Fatalf("release: %s", m.raw)
+	}
+	if m, _ := s.response(`"spin"`, time.Minute); m.Error == nil || m.Error.Code != protocol.CodeCancelled {
+		t.Fatalf("the running call of a released instance: %s", m.raw)
+	}
+	for _, id := range []string{`"q1"`, `"q2"`, `"after"`} {
+		m, _ := s.response(id, time.Minute)
+		if m.Error == nil || m.Error.Code != protocol.CodeInstanceClosed || errData(t, m)["reason"] != "released" {
+			t.Fatalf("call %s of a released instance: %s", id, m.raw)
+		}
+	}
+	for i, target := range []string{inst, "inst-never-made-1"} {
+		id := fmt.Sprintf(`"again%d"`, i)
+		s.request(id, "release", map[string]any{"instance": target})
+		if m, _ := s.response(id, time.Minute); m.Error != nil || string(m.Result) != "null" {
+			t.Fatalf("release of %s: %s", target, m.raw)
+		}
+	}
+	s.request(`"unknown"`, "call", callParams("inst-never-made-1", "count"))
+	m, _ := s.response(`"unknown"`, time.Minute)
+	if m.Error == nil || m.Error.Code != protocol.CodeInstanceClosed || !strings.HasPrefix(errData(t, m)["reason"].(string), "no such instance") {
+		t.Fatalf("call of an unknown instance: %s", m.raw)
+	}
+}
+
+// TestInstancePluginBytesOnTheWire: a plugin's output that is not UTF-8
+// comes back as {"base64"}, text as {"text"}; log lines carry their level.
+func TestInstancePluginBytesOnTheWire(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson", "--cache-dir", instanceCacheDir(t))
+	s.startReading()
+	s.request(`"i"`, "instantiate", map[string]any{"module": map[string]string{"path": pluginPath(t, "wat/plugin.wat")},
+		"capabilities": map[string]any{"log": true}, "limits": hangLimits(nil)})
+	m, _ := s.response(`"i"`, time.Minute)
+	var res protocol.InstantiateResult
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
+		t.Fatalf("instantiate: %s", m.raw)
+	}
+	s.request(`"bin"`, "call", map[string]any{"instance": res.Instance, "function": "echo", "input": map[string]string{"base64": "/wBhwyg="}})
+	if m, _ := s.response(`"bin"`, time.Minute); !strings.Contains(string(m.Result), `"output":{"base64":"/wBhwyg="}`) {
+		t.Fatalf("binary echo: %s", m.raw)
+	}
+	s.request(`"txt"`, "call", map[string]any{"instance": res.Instance, "function": "echo", "input": "héllo"})
+	if m, _ := s.response(`"txt"`, time.Minute); !strings.Contains(string(m.Result), `"output":{"text":"héllo"}`) {
+		t.Fatalf("text echo: %s", m.raw)
+	}
+	s.request(`"logs"`, "call", map[string]any{"instance": res.Instance, "function": "logs"})
+	_, msgs := s.response(`"logs"`, time.Minute)
+	var levels []string
+	for _, m := range msgs {
+		var p struct {
+			ID    string `json:"id"`
+			Level string `json:"level"`
+			Line  string `json:"line"`
+		}
+		if m.Method == "log" && json.Unmarshal(m.Params, &p) == nil && p.ID == "logs" {
+			levels = append(levels, p.Level+"="+p.Line)
+		}
+	}
+	if strings.Join(levels, ",") != "info=hello from info,warn=careful: warn" {
+		t.Fatalf("log notifications: %q", levels)
+	}
+}
+
+// TestInstanceHostileParams: every malformed instantiate, call and release
+// is -32602 naming its field, and the sidecar keeps serving.
+func TestInstanceHostileParams(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := rawInstance(t, s, `"i"`)
+	mod := map[string]string{"wat": statefulWAT}
+	cases := []struct {
+		method string
+		params any
+		field  string // the message starts with it
+	}{
+		{"call", []int{1}, "params: "},
+		{"call", map[string]any{"function": "count"}, "instance: "},
+		{"call", map[string]any{"instance": 7, "function": "count"}, "instance: must be a string"},
+		{"call", map[string]any{"instance": "", "function": "count"}, "instance: "},
+		{"call", map[string]any{"instance": inst}, "function: "},
+		{"call", map[string]any{"instance": inst, "function": []int{}}, "function: must be a string"},
+		{"call", map[string]any{"instance": inst, "function": "count", "input": 5}, "input: "},
+		{"call", map[string]any{"instance": inst, "function": "count", "input": map[string]string{"base64": "%%"}}, "input: base64"},
+		{"call", map[string]any{"instance": inst, "function": "push", "args": "1"}, "args: must be an array"},
+		{"call", map[string]any{"instance": inst, "function": "push", "args": []any{"x"}}, "args[0]: "},
+		{"call", map[string]any{"instance": inst, "function": "count", "limits": 5}, "limits: must be an object"},
+		{"call", map[string]any{"instance": inst, "function": "count", "limits": map[string]any{"memoryBytes": 5}}, "limits.memoryBytes: fixed at instantiate (only fuel, timeoutMs, logBytes, outputBytes apply to a call)"},
+		{"call", map[string]any{"instance": inst, "function": "count", "limits": map[string]any{"varBytes": 5}}, "limits.varBytes: fixed at instantiate"},
+		{"call", map[string]any{"instance": inst, "function": "count", "limits": map[string]any{"fuel": -1}}, "limits.fuel: "},
+		{"call", map[string]any{"instance": inst, "function": "count", "limits": map[string]any{"timeoutMs": "soon"}}, "limits.timeoutMs: "},
+		{"call", map[string]any{"instance": inst, "function": "count", "limits": map[string]any{"fuell": 1}}, "limits.fuell: unknown field"},
+		{"call", map[string]any{"instance": inst, "function": "count", "extra": 1}, "extra: unknown field"},
+		{"instantiate", map[string]any{}, "module: "},
+		{"instantiate", map[string]any{"module": mod, "config": []int{}}, "config: must be an object"},
+		{"instantiate", map[string]any{"module": mod, "config": map[string]any{"k": 1}}, "config.k: must be a string"},
+		{"instantiate", map[string]any{"module": mod, "limits": map[string]any{"varBytes": 0}}, "limits.varBytes: "},
+		{"instantiate", map[string]any{"module": mod, "limits": map[string]any{"varBytes": 1 << 40}}, "limits.varBytes: must be in [1, 67108864]"},
+		{"instantiate", map[string]any{"module": mod, "limits": map[string]any{"varBytes": "x"}}, "limits.varBytes: must be an integer"},
+		{"instantiate", map[string]any{"module": mod, "limits": map[string]any{"memoryBytes": true}}, "limits.memoryBytes: "},
+		{"instantiate", map[string]any{"module": mod, "capabilities": map[string]any{"log": "yes"}}, "capabilities.log: "},
+		{"instantiate", map[string]any{"module": mod, "function": "x"}, "function: unknown field"},
+		{"release", map[string]any{}, "instance: "},
+		{"release", map[string]any{"instance": []string{inst}}, "instance: must be a string"},
+		{"release", "inst", "params: "},
+		{"run", map[string]any{"module": mod, "function": "count", "config": map[string]any{"k": false}}, "config.k: must be a string"},
+		{"run", map[string]any{"module": mod, "function": "count", "input": []int{1}}, "input: "},
+	}
+	for i, c := range cases {
+		id := fmt.Sprintf(`"bad%d"`, i)
+		s.request(id, c.method, c.params)
+		m, _ := s.response(id, time.Minute)
+		if m.Error == nil || m.Error.Code != protocol.CodeInvalidParams || !strings.HasPrefix(m.Error.Message, c.field) {
+			t.Errorf("%s %v: %s; want -32602 starting %q", c.method, c.params, m.raw, c.field)
+		}
+	}
+	s.request(`"ok"`, "call", callParams(inst, "push", 3))
+	if m, _ := s.response(`"ok"`, time.Minute); resultI32(t, m) != 0 {
+		t.Fatalf("after the hostile frames (a bad call must not run): %s", m.raw)
+	}
+}

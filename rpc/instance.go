@@ -1,0 +1,320 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// Long-lived instances (instantiate, call, release) and plugin runs.
+//
+// An instantiate is a job like a run: decoded and compiled in its prepare
+// goroutine, then queued for a worker, which runs the start function and
+// _initialize. A call is a job too, but its order is fixed on the
+// dispatcher: there, in read order, it looks up its instance and takes
+// the next turn in the instance's line (InstanceEngine's Turn). Its
+// prepare goroutine decodes the params, then waits for the turn to come
+// (Turn.Ready) and only then puts the call in the run queue; so a call
+// waiting behind its instance's earlier calls holds no worker, and the
+// workers see at most one call per instance at a time. A release is
+// answered on the dispatcher, also in read order: calls read before it
+// and still waiting get -32001 (released); one already running is
+// cancelled.
+
+// InstanceEngine is implemented by an engine that keeps long-lived
+// instances. Without it, instantiate, call and release are unknown
+// methods and a plugin run is refused.
+//
+// Instantiate is called by a worker, like Run. LookupInstance and
+// Instance.Enqueue are called on the dispatcher and must not block;
+// Instance.Release too, and it may free the instance's store. A call's
+// Turn is used by one goroutine at a time: Ready may be waited on, then
+// Call runs on a worker (at once, the turn being ready), or Abandon gives
+// the turn back. Errors about an instance that is closed or unknown are
+// *protocol.InstanceClosedError; a refusal for too many instances is
+// *protocol.TooManyInstancesError.
+type InstanceEngine interface {
+	Instantiate(ctx context.Context, mod Module, req protocol.InstanceRequest) (Instance, protocol.InstanceInfo, error)
+	LookupInstance(id string) (Instance, error)
+	// CallOnce instantiates, calls and releases: a plugin `run`.
+	CallOnce(ctx context.Context, mod Module, req protocol.InstanceRequest, call protocol.Call) (*protocol.CallOutcome, error)
+	InstanceStats() protocol.InstancesInfo
+	// InstanceIdle is how long an instance may go without a call.
+	InstanceIdle() time.Duration
+	// ExtismFunctions lists the extism:host/env functions served.
+	ExtismFunctions() []string
+}
+
+// Instance is one long-lived instance as the server sees it.
+type Instance interface {
+	ID() string
+	Module() *protocol.ModuleInfo
+	Limits() limits.Limits // the instance's, the per-call defaults among them
+	Enqueue() Turn
+	Release()
+}
+
+// Turn is a call's place in its instance's line.
+type Turn interface {
+	// Ready is closed once Call would not wait: the instance's earlier
+	// calls are done, or it closed (Call then fails at once).
+	Ready() <-chan struct{}
+	Call(ctx context.Context, call protocol.Call) (*protocol.CallOutcome, error)
+	// Abandon gives the turn back unused; after Call it does nothing.
+	Abandon()
+}
+
+func (s *Server) instances() (InstanceEngine, bool) {
+	ie, ok := s.eng.(InstanceEngine)
+	return ie, ok
+}
+
+// dispatchInstance handles instantiate, call and release on the
+// dispatcher.
+func (s *Server) dispatchInstance(req request) {
+	ie, ok := s.instances()
+	if !ok {
+		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %q: this engine keeps no instances", req.method))
+		return
+	}
+	switch req.method {
+	case protocol.MethodInstantiate:
+		s.admit(req)
+	case protocol.MethodRelease:
+		id, err := decodeRelease(req.params)
+		if err != nil {
+			s.reply(req.id, nil, ErrorObject(err))
+			return
+		}
+		if in, err := ie.LookupInstance(id); err == nil {
+			in.Release()
+		}
+		s.reply(req.id, nil, nil) // idempotent: closed, evicted and unknown instances too
+	case protocol.MethodCall:
+		j := s.admitJob(req)
+		if j == nil {
+			return // refused and answered
+		}
+		// The instance is looked up, and the turn taken, here: in read
+		// order. Whatever goes wrong is answered by the prepare goroutine.
+		id, err := callInstance(req.params)
+		if err == nil {
+			var in Instance
+			if in, err = ie.LookupInstance(id); err == nil {
+				j.inst, j.turn = in, in.Enqueue()
+			}
+		}
+		s.tasks.Go(func() { s.prepareCall(j, err) })
+	}
+}
+
+// prepareInstantiate decodes and compiles an instantiate; a worker runs it.
+func (s *Server) prepareInstantiate(j *job, raw json.RawMessage) {
+	spec, err := decodeInstantiate(raw, s.opts.Defaults, s.opts.Maximums)
+	if err == nil && j.ctx.Err() != nil {
+		err = cancelledError()
+	}
+	if err == nil {
+		if g, ok := s.eng.(grantChecker); ok {
+			err = g.CheckGrant(spec.source, spec.caps)
+		}
+	}
+	var mod Module
+	if err == nil {
+		mod, _, err = s.eng.Compile(j.ctx, spec.source)
+	}
+	if err != nil {
+		s.respond(j, nil, ErrorObject(s.explainCancel(err)))
+		return
+	}
+	if spec.caps.WASI != nil && spec.caps.WASI.Argv0 == "" && spec.source.Path != "" {
+		wasiDefaults(&runSpec{source: spec.source, caps: spec.caps}, mod.Info())
+	}
+	j.mod = mod
+	j.exec = func(queued time.Duration) (any, error) { return s.execInstantiate(j, spec, queued) }
+	s.enqueueRun(j)
+}
+
+func (s *Server) execInstantiate(j *job, spec *instantiateSpec, queued time.Duration) (any, error) {
+	ie, _ := s.instances()
+	logs := logWire{left: spec.limits.LogBytes}
+	req := protocol.InstanceRequest{Capabilities: spec.caps, Limits: spec.limits, Config: spec.config, VarBytes: spec.varBytes,
+		Log: func(level, line string) { s.notifyLog(j.id, &logs, level, line) }}
+	if spec.caps.WASI != nil {
+		output := s.newOutputWire(j.id, spec.limits.OutputBytes)
+		req.Output = output.write
+		defer output.flush()
+	}
+	in, info, err := ie.Instantiate(j.ctx, j.mod, req)
+	if err != nil {
+		return nil, err
+	}
+	mi := in.Module()
+	res := &protocol.InstantiateResult{Instance: info.ID, ModuleID: mi.ID, Plugin: mi.IsPlugin(), Exports: []protocol.ExportInfo{},
+		FuelConsumed: info.FuelConsumed, PeakMemoryBytes: info.PeakMemoryBytes, ElapsedMicros: info.Elapsed.Microseconds(),
+		QueuedMicros: queued.Microseconds(), LogLines: logs.sent, LogTruncated: info.LogTruncated || logs.dropped}
+	for _, e := range mi.Exports {
+		res.Exports = append(res.Exports, protocol.ExportInfo(e))
+	}
+	return res, nil
+}
+
+// prepareCall decodes a call whose turn the dispatcher took (or answers
+// lookupErr), waits for the turn, and queues the call for a worker.
+func (s *Server) prepareCall(j *job, lookupErr error) {
+	defer s.recoverJob(j)
+	raw := j.params
+	j.params = nil
+	if lookupErr != nil {
+		s.respond(j, nil, ErrorObject(lookupErr))
+		return
+	}
+	spec, err := decodeCall(raw, j.inst, s.opts.Defaults, s.opts.Maximums)
+	if err != nil {
+		s.respond(j, nil, ErrorObject(err)) // the turn is given back
+		return
+	}
+	select {
+	case <-j.turn.Ready():
+	case <-j.ctx.Done():
+		s.answerCancelled(j) // the turn is given back, the instance stays open
+		return
+	}
+	j.exec = func(time.Duration) (any, error) { return s.execCall(j, spec) }
+	s.enqueueRun(j)
+}
+
+func (s *Server) execCall(j *job, spec *callSpec) (any, error) {
+	l := j.inst.Limits()
+	logs := logWire{left: or(spec.limits.LogBytes, l.LogBytes)}
+	call := protocol.Call{Function: spec.function, Args: spec.args, Input: spec.input, Limits: spec.limits,
+		Log: func(level, line string) { s.notifyLog(j.id, &logs, level, line) }}
+	output := s.newOutputWire(j.id, or(spec.limits.OutputBytes, l.OutputBytes)) // a WASI instance's
+	call.Output = output.write
+	res, err := j.turn.Call(j.ctx, call)
+	output.flush() // before the response
+	if err != nil {
+		return nil, err
+	}
+	return callResult(res, &logs), nil
+}
+
+// callResult is the wire form of a call's (or a plugin run's) outcome.
+func callResult(res *protocol.CallOutcome, logs *logWire) *protocol.CallResult {
+	r := &protocol.CallResult{
+		Values:          protocol.EncodeValues(res.Values),
+		FuelConsumed:    res.FuelConsumed,
+		PeakMemoryBytes: res.PeakMemoryBytes,
+		ElapsedMicros:   res.Elapsed.Microseconds(),
+		QueuedMicros:    res.Queued.Microseconds(),
+		LogLines:        logs.sent,
+		LogTruncated:    res.LogTruncated || logs.dropped,
+	}
+	truncated := false
+	if res.Plugin {
+		out := protocol.Bytes(res.PluginOutput)
+		if out == nil {
+			out = protocol.Bytes{}
+		}
+		r.Output = &out
+		truncated = res.PluginOutputTruncated
+		r.OutputTruncated = &truncated
+	}
+	if o := res.Output; o != nil {
+		exit, stdout, stderr := res.ExitCode, protocol.Bytes(o.Stdout), protocol.Bytes(o.Stderr)
+		r.ExitCode, r.Stdout, r.Stderr = &exit, &stdout, &stderr
+		truncated = truncated || o.Truncated
+		r.OutputTruncated = &truncated
+	}
+	return r
+}
+
+// preparePluginRun turns a prepared run of a plugin into a CallOnce, or
+// refuses input on a run of a module that is not one.
+func (s *Server) preparePluginRun(j *job) error {
+	spec := j.spec
+	info := j.mod.Info()
+	if !info.IsPlugin() {
+		if spec.input != nil {
+			return paramErr("input", "the module is not an Extism plugin (it imports nothing from %s); input is for plugin functions", protocol.ExtismEnvModule)
+		}
+		return nil
+	}
+	if _, ok := s.instances(); !ok {
+		return paramErr("module", "is an Extism plugin, and this engine runs no plugins")
+	}
+	if spec.input != nil {
+		if err := checkInput(info, spec.function); err != nil {
+			return err
+		}
+	}
+	j.exec = func(queued time.Duration) (any, error) { return s.execPluginRun(j, queued) }
+	return nil
+}
+
+func (s *Server) execPluginRun(j *job, queued time.Duration) (any, error) {
+	ie, _ := s.instances()
+	spec := j.spec
+	logs := logWire{left: spec.limits.LogBytes}
+	logf := func(level, line string) { s.notifyLog(j.id, &logs, level, line) }
+	req := protocol.InstanceRequest{Capabilities: spec.caps, Limits: spec.limits, Config: spec.config, Log: logf}
+	call := protocol.Call{Function: spec.function, Args: j.args, Input: spec.input, Log: logf}
+	if spec.caps.WASI != nil {
+		output := s.newOutputWire(j.id, spec.limits.OutputBytes)
+		req.Output, call.Output = output.write, output.write
+		defer output.flush()
+	}
+	res, err := ie.CallOnce(j.ctx, j.mod, req, call)
+	if err != nil {
+		return nil, err
+	}
+	r := callResult(res, &logs)
+	r.QueuedMicros = queued.Microseconds()
+	return &pluginRunResult{CallResult: r, ModuleID: j.mod.Info().ID}, nil
+}
+
+// pluginRunResult is a plugin run's result: a call's, with the module id
+// as every run result has it.
+type pluginRunResult struct {
+	*protocol.CallResult
+	ModuleID string `json:"moduleId"`
+}
+
+func or(v, fallback uint64) uint64 {
+	if v != 0 {
+		return v
+	}
+	return fallback
+}
+
+// rpcErrorer is an error that is its own JSON-RPC error object: the
+// instance errors (-32001, -32002).
+type rpcErrorer interface {
+	error
+	RPCError() *jsonrpc2.Error
+}
+
+// countable says whether err is a run outcome that stats counts: not a
+// params problem, not an instance that is closed or too many.
+func countable(err error) bool {
+	var pe *ParamError
+	var re rpcErrorer
+	return !errors.As(err, &pe) && !errors.As(err, &re)
+}
+
+// describeInstances adds the instance settings to initialize's result.
+func (s *Server) describeInstances(res *protocol.InitializeResult) {
+	ie, ok := s.instances()
+	if !ok {
+		return
+	}
+	res.MaxInstances = ie.InstanceStats().Max
+	res.InstanceIdleMs = ie.InstanceIdle().Milliseconds()
+	res.Capabilities.Extism = ie.ExtismFunctions()
+}

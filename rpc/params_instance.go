@@ -1,0 +1,295 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// instantiateSpec is a decoded `instantiate` request.
+type instantiateSpec struct {
+	source   protocol.Source
+	caps     protocol.Capabilities
+	limits   limits.Limits
+	varBytes uint64 // 0: the engine's default
+	config   map[string]string
+}
+
+// callSpec is a decoded `call` request.
+type callSpec struct {
+	function string
+	args     []protocol.Value
+	input    []byte // nil: none given
+	limits   protocol.CallLimits
+}
+
+// callLimitFields are the limits a call may set; the others hold for the
+// instance's life and are fixed at instantiate.
+var callLimitFields = []string{"fuel", "timeoutMs", "logBytes", "outputBytes"}
+
+// varBytesField is the instance limit that is not a run limit.
+const varBytesField = "varBytes"
+
+func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits) (*instantiateSpec, error) {
+	obj, err := object(raw, "params", "module", "capabilities", "limits", "config")
+	if err != nil {
+		return nil, err
+	}
+	spec := &instantiateSpec{}
+	m, ok := obj["module"]
+	if !ok {
+		return nil, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
+	}
+	if spec.source, err = decodeModule(m, "module"); err != nil {
+		return nil, err
+	}
+	if spec.limits, spec.varBytes, err = decodeInstanceLimits(obj["limits"], defaults, max); err != nil {
+		return nil, err
+	}
+	spec.source.CompileTimeout, spec.source.CompileMemoryBytes = spec.limits.CompileTimeout, spec.limits.CompileMemoryBytes
+	if spec.caps, err = decodeCapabilities(obj["capabilities"]); err != nil {
+		return nil, err
+	}
+	if spec.config, err = decodeConfig(obj["config"]); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// decodeInstanceLimits reads instantiate's limits: the run limits and
+// varBytes.
+func decodeInstanceLimits(raw json.RawMessage, defaults, max limits.Limits) (limits.Limits, uint64, error) {
+	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
+		return defaults, 0, nil
+	}
+	obj, err := anyObject(raw, "limits")
+	if err != nil {
+		return defaults, 0, err
+	}
+	var varBytes uint64
+	if v, ok := obj[varBytesField]; ok {
+		if varBytes, err = uintField(v, "limits."+varBytesField, false, true); err != nil {
+			return defaults, 0, err
+		}
+		if varBytes == 0 || varBytes > protocol.MaxVarBytes {
+			return defaults, 0, paramErr("limits."+varBytesField, "must be in [1, %d], got %d", protocol.MaxVarBytes, varBytes)
+		}
+		delete(obj, varBytesField)
+		if raw, err = json.Marshal(obj); err != nil {
+			return defaults, 0, paramErr("limits", "%v", err)
+		}
+	}
+	l, err := decodeLimits(raw, defaults, max)
+	return l, varBytes, err
+}
+
+// decodeConfig reads a plugin's config: an object of strings.
+func decodeConfig(raw json.RawMessage) (map[string]string, error) {
+	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
+		return map[string]string{}, nil
+	}
+	obj, err := anyObject(raw, "config")
+	if err != nil {
+		return nil, err
+	}
+	config := make(map[string]string, len(obj))
+	for k, v := range obj {
+		v = bytes.TrimSpace(v)
+		var s string
+		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+			return nil, paramErr("config."+k, "must be a string, got %s", kindOfJSON(v))
+		}
+		config[k] = s
+	}
+	return config, nil
+}
+
+// callInstance reads just the instance of a call's params, on the
+// dispatcher: the rest is decoded in the call's own goroutine.
+func callInstance(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return "", paramErr("params", "must be an object, got %s", kindOfJSON(raw))
+	}
+	var p struct {
+		Instance json.RawMessage `json:"instance"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "", paramErr("params", "must be an object: %v", err)
+	}
+	return instanceID(p.Instance)
+}
+
+func instanceID(raw json.RawMessage) (string, error) {
+	if raw == nil {
+		return "", paramErr("instance", "required: the id instantiate returned")
+	}
+	id, err := stringField(bytes.TrimSpace(raw), "instance")
+	if err != nil {
+		return "", err
+	}
+	if id == "" {
+		return "", paramErr("instance", "must not be empty")
+	}
+	return id, nil
+}
+
+func decodeRelease(raw json.RawMessage) (string, error) {
+	obj, err := object(raw, "params", "instance")
+	if err != nil {
+		return "", err
+	}
+	return instanceID(obj["instance"])
+}
+
+// decodeCall reads the params of a call on in.
+func decodeCall(raw json.RawMessage, in Instance, defaults, max limits.Limits) (*callSpec, error) {
+	obj, err := object(raw, "params", "instance", "function", "input", "args", "limits")
+	if err != nil {
+		return nil, err
+	}
+	spec := &callSpec{}
+	v, ok := obj["function"]
+	if !ok {
+		return nil, paramErr("function", "required: the export to call")
+	}
+	if spec.function, err = stringField(v, "function"); err != nil {
+		return nil, err
+	}
+	if spec.function == "" {
+		return nil, paramErr("function", "must not be empty")
+	}
+	info := in.Module()
+	if v, ok := obj["input"]; ok {
+		if spec.input, err = decodeInput(v); err != nil {
+			return nil, err
+		}
+		if err := checkInput(info, spec.function); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := obj["args"]; ok {
+		rawArgs, err := decodeArgList(v)
+		if err != nil {
+			return nil, err
+		}
+		if exp, ok := info.Export(spec.function); ok && exp.Kind == "func" {
+			if spec.args, err = decodeArgs(rawArgs, exp.Params); err != nil {
+				return nil, err
+			}
+		} else {
+			spec.args = make([]protocol.Value, len(rawArgs)) // the engine names the missing export
+		}
+	}
+	if v, ok := obj["limits"]; ok {
+		if spec.limits, err = decodeCallLimits(v, defaults, max); err != nil {
+			return nil, err
+		}
+	}
+	return spec, nil
+}
+
+// decodeArgList checks and splits an args array.
+func decodeArgList(v json.RawMessage) ([]json.RawMessage, error) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || (v[0] != '[' && string(v) != "null") {
+		return nil, paramErr("args", "must be an array, got %s", kindOfJSON(v))
+	}
+	if n, ok := countElements(v, MaxArgs); !ok {
+		return nil, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
+	}
+	var out []json.RawMessage
+	if err := json.Unmarshal(v, &out); err != nil {
+		return nil, paramErr("args", "must be an array: %v", err)
+	}
+	return out, nil
+}
+
+func decodeInput(v json.RawMessage) ([]byte, error) {
+	b, problem := protocol.DecodeBytes(v)
+	if problem != "" {
+		return nil, paramErr("input", "%s", problem)
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}
+
+// checkInput refuses input for an export that exists and is not a plugin
+// function (a missing export is the engine's export error).
+func checkInput(info *protocol.ModuleInfo, fn string) error {
+	exp, ok := info.Export(fn)
+	if !ok || info.IsPluginFunction(fn) {
+		return nil
+	}
+	why := "the module is not an Extism plugin"
+	if info.IsPlugin() {
+		why = "plugin functions take no parameters and return an i32"
+		if exp.Kind != "func" {
+			why = "it is a " + exp.Kind
+		}
+	}
+	return paramErr("input", "%q is not a plugin function (%s)", fn, why)
+}
+
+// decodeCallLimits reads a call's limits: only the per-call fences.
+func decodeCallLimits(raw json.RawMessage, defaults, max limits.Limits) (protocol.CallLimits, error) {
+	var cl protocol.CallLimits
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return cl, nil
+	}
+	obj, err := anyObject(raw, "limits")
+	if err != nil {
+		return cl, err
+	}
+	for k := range obj {
+		if !contains(callLimitFields, k) && (k == varBytesField || limitField(k)) {
+			return cl, paramErr("limits."+k, "fixed at instantiate (only %s apply to a call)", strings.Join(callLimitFields, ", "))
+		}
+	}
+	l, err := decodeLimits(raw, defaults, max) // unknown names and bad values, named
+	if err != nil {
+		return cl, err
+	}
+	if _, ok := obj["fuel"]; ok {
+		cl.Fuel = l.Fuel
+	}
+	if _, ok := obj["timeoutMs"]; ok {
+		cl.Timeout = l.Timeout
+	}
+	if _, ok := obj["logBytes"]; ok {
+		cl.LogBytes = l.LogBytes
+	}
+	if _, ok := obj["outputBytes"]; ok {
+		cl.OutputBytes = l.OutputBytes
+	}
+	return cl, nil
+}
+
+func limitField(name string) bool {
+	for _, f := range limits.Fields {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// decodePluginRun reads what a plugin run adds to `run`: input and config.
+func decodePluginRun(obj map[string]json.RawMessage, spec *runSpec) (err error) {
+	if v, ok := obj["input"]; ok {
+		if spec.input, err = decodeInput(v); err != nil {
+			return err
+		}
+	}
+	if v, ok := obj["config"]; ok {
+		if spec.config, err = decodeConfig(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
