@@ -127,13 +127,27 @@ func readPayload(r io.Reader, n, max int) ([]byte, error) {
 // and stdout, and returns the process exit status. See IsCompileChild.
 func CompileChildMain() int {
 	quietRustBacktraces()
+	engine := wasmtime.NewEngineWithConfig(wasmtimeConfig())
 	// A child may be started ahead of need (a spare): it warms up while
 	// it waits, so that its compile costs what one in the sidecar would.
-	engine := wasmtime.NewEngineWithConfig(wasmtimeConfig())
-	warmUp(engine)
+	// It reads the request meanwhile and stops warming at the next step
+	// once the request is there: a compile that waited for this child to
+	// start does not wait for its warm-up too.
 	in := bufio.NewReaderSize(os.Stdin, 64<<10)
-	var req childRequest
-	if err := readFrameHeader(in, &req); err != nil {
+	type header struct {
+		req childRequest
+		err error
+	}
+	arrived := make(chan header, 1)
+	go func() {
+		var h header
+		h.err = readFrameHeader(in, &h.req)
+		arrived <- h
+	}()
+	warmUp(engine, func() bool { return len(arrived) > 0 })
+	h := <-arrived
+	req := h.req
+	if err := h.err; err != nil {
 		if !errors.Is(err, io.EOF) { // EOF: a spare the parent no longer needs
 			fmt.Fprintf(os.Stderr, "sandboxd compile child: reading the request: %v\n", err)
 		}
@@ -174,13 +188,35 @@ const warmUpWAT = `(module (memory 1)
     (call 1 (local.get 1)))
   (func (param i32) (result i32) (i64.eqz (i64.extend_i32_u (local.get 0)))))`
 
-func warmUp(engine *wasmtime.Engine) {
+// warmUp goes through a compile's steps on warmUpWAT, stopping before the
+// next step once requested reports a real compile waiting. Cranelift's
+// step (about 1.5 ms) is the longest a request can wait.
+func warmUp(engine *wasmtime.Engine, requested func() bool) {
 	wasm, err := wasmtime.Wat2Wasm(warmUpWAT)
 	if err != nil {
 		releaseWasmtimeError(err)
 		return
 	}
-	if wt, _, err := compileWasm(engine, wasm); err == nil {
+	if requested() {
+		return
+	}
+	if err := wasmtime.ModuleValidate(engine, wasm); err != nil {
+		releaseWasmtimeError(err)
+		return
+	}
+	if requested() {
+		return
+	}
+	instrumented, _, err := wasmbin.Instrument(wasm)
+	if err != nil || requested() {
+		return
+	}
+	wt, err := wasmtime.NewModule(engine, instrumented)
+	if err != nil {
+		releaseWasmtimeError(err)
+		return
+	}
+	if !requested() {
 		_, _ = wt.Serialize()
 	}
 }
@@ -320,6 +356,7 @@ func (e *Engine) compileInChildProcess(ctx context.Context, mod moduleBytes, pat
 		return childOutcome(reply, compiled, lim)
 	}
 	c, err := e.takeChild()
+	defer e.refillSpare() // if takeChild did not
 	if err != nil {
 		return nil, &Error{Kind: KindHost, Message: "cannot start the compile process: " + err.Error(), err: err}
 	}
@@ -464,16 +501,22 @@ func (e *Engine) startChild() (*childProc, error) {
 	return c, nil
 }
 
-// takeChild returns the spare child, started ahead of need, or starts one,
-// and has a new spare started in the background: a new module then pays
-// for writing and reading pipes, not for starting and warming a process.
-// Engine.Close kills the spare.
+// takeChild returns the spare child, started ahead of need, or starts one.
+// A new module then pays for writing and reading pipes, not for starting
+// and warming a process. The next spare starts at once when the machine
+// has a core to spare for it beside the compiles and the sidecar
+// (spareBeside); otherwise when this compile is over (the caller's
+// refillSpare), since its start-up (about 4 ms of CPU) would slow the
+// compile a caller waits for: measured on 2 cores, a first run 2-3 ms
+// slower after a restart. Engine.Close kills the spare.
 func (e *Engine) takeChild() (*childProc, error) {
 	e.spareMu.Lock()
 	c := e.spare
 	e.spare = nil
 	e.spareMu.Unlock()
-	e.refillSpare()
+	if e.spareBeside {
+		e.refillSpare()
+	}
 	if c != nil {
 		return c, nil
 	}

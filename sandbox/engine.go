@@ -153,6 +153,7 @@ type Engine struct {
 	spare         *childProc // a compile child started ahead of need
 	spareStarting bool
 	spareClosed   bool
+	spareBeside   bool // a spare may start while a compile runs (takeChild)
 	spareWG       sync.WaitGroup
 	reapers       sync.WaitGroup // goroutines waiting for killed children
 
@@ -194,6 +195,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		compileSlots: make(chan struct{}, cfg.MaxCompiles),
 		ticker:       newEpochTicker(wt, cfg.Tick),
 		stopCompiles: stop,
+		spareBeside:  runtime.NumCPU() > cfg.MaxCompiles+1,
 	}
 	e.refillSpare() // the first new module need not wait for a process start
 	e.instances = instanceTable{max: cfg.MaxInstances, idle: cfg.InstanceIdle, live: map[string]*Instance{}}
