@@ -165,7 +165,7 @@ func (s *Server) answerCancelled(j *job) {
 	}
 	s.mu.Unlock()
 	j.cancel()
-	if j.method == MethodRun {
+	if j.method != MethodCompile { // runs, calls and instantiates
 		s.count(string(protocol.KindCancelled))
 	}
 	s.respond(j, nil, ErrorObject(s.explainCancel(&protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"})))
