@@ -196,6 +196,13 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 	if !rd.in.idle() || s.out.pendingBytes() > s.opts.OutputHighWater || !s.slotFree() {
 		return false, true
 	}
+	s.countRequest()
+	// Admitted before anything behind it can be read: a $/cancelRequest
+	// or a shutdown that follows finds it.
+	j := s.admitJob(req)
+	if j == nil {
+		return true, true // refused, and answered
+	}
 	const (
 		reading = iota // this goroutine will read again
 		inline         // running the request; the role is still ours
@@ -208,8 +215,7 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 			s.tasks.Go(rd.run)
 		}
 	})
-	s.countRequest()
-	if j := s.admitJob(req); j != nil && s.prepareRun(j) && s.startInline(j) {
+	if s.prepareRun(j) && s.startInline(j) {
 		s.execute(j)
 	}
 	if !role.CompareAndSwap(inline, reading) {
