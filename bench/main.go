@@ -73,7 +73,6 @@ var sections = []benchSection{
 	{"peers", nodePeerSection},
 	{"instances", instanceSection},
 	{"wasi", wasiSection},
-	{"instwire", instanceWireSection},
 }
 
 func main() {

@@ -218,6 +218,7 @@ func TestCDeclarationsMatchHeaders(t *testing.T) {
 		{"wasmtime_context_get_fuel", storeH},
 		{"wasmtime_context_set_fuel", storeH},
 		{"wasmtime_error_delete", errorH},
+		{"wasmtime_trap_new_code", readFile(t, filepath.Join(inc, "wasmtime", "trap.h"))},
 	} {
 		want := cPrototype(t, fn.header, fn.name, typedefs)
 		got := cPrototype(t, capi, fn.name, typedefs)
@@ -282,6 +283,23 @@ func TestTrapCodesMatchHeader(t *testing.T) {
 	}
 	if trapCodes[rawTrapInterrupt] != "interrupt" || trapCodes[rawTrapOutOfFuel] != "out_of_fuel" {
 		t.Errorf("rawTrapInterrupt=%d (%s) rawTrapOutOfFuel=%d (%s)", rawTrapInterrupt, trapCodes[rawTrapInterrupt], rawTrapOutOfFuel, trapCodes[rawTrapOutOfFuel])
+	}
+}
+
+// TestFuelTrapLayout: fuelTrap swaps the first word of a wasmtime.Trap for
+// a trap made with the out-of-fuel code, which wasmtime-go then reads back.
+func TestFuelTrapLayout(t *testing.T) {
+	st := reflect.TypeFor[wasmtime.Trap]()
+	if st.NumField() != 1 {
+		t.Fatalf("wasmtime.Trap has %d fields, fuelTrap assumes one", st.NumField())
+	}
+	f := st.Field(0)
+	if f.Name != "_ptr" || f.Offset != 0 || f.Type.Kind() != reflect.Pointer || !strings.Contains(f.Type.Elem().Name(), "wasm_trap") {
+		t.Fatalf("wasmtime.Trap's field is %s (%s) at offset %d, want pointer _ptr to a wasm_trap_t at 0: fuelTrap in capi.go is wrong", f.Name, f.Type, f.Offset)
+	}
+	code := fuelTrap().Code()
+	if code == nil || int(*code) != rawTrapOutOfFuel {
+		t.Fatalf("fuelTrap().Code() = %v, want %d (out of fuel)", code, rawTrapOutOfFuel)
 	}
 }
 

@@ -163,6 +163,8 @@ type Engine struct {
 
 	instances instanceTable // long-lived instances (instance.go)
 	kernelMod kernelModule  // the Extism kernel, compiled on first use (extism.go)
+
+	wasiShimMod wasiShimModule // forwards the WASI calls a guest paid for (wasi_fuel.go)
 }
 
 // NewEngine builds the wasmtime engine and starts the (idle) ticker.

@@ -21,7 +21,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -97,8 +96,16 @@ type wasiRun struct {
 
 	out      *outputSink
 	handle   cgo.Handle
-	monoBase time.Time      // wasmtime's monotonic zero, give or take microseconds
-	helper   *wasmtime.Func // wasmtime's own poll_oneoff, for fd subscriptions
+	monoBase time.Time // wasmtime's monotonic zero, give or take microseconds
+
+	// What the fuel fence needs (wasi_fuel.go).
+	engine         *Engine
+	mem            *wasmtime.Memory   // the guest's "memory", once looked up
+	argvBytes      uint64             // args_get's copy: every argument and its NUL
+	envBytes       uint64             // environ_get's: every "K=V" and its NUL
+	longestPreopen uint64             // the longest preopened guest path
+	shim           *wasmtime.Instance // forwards to wasmtime's functions; made on first use
+	shimFuncs      []*wasmtime.Func   // its exports by wasiShadows index, looked up on first use
 }
 
 const grantPrefix = "capabilities.wasi"
@@ -107,7 +114,7 @@ const grantPrefix = "capabilities.wasi"
 // yet. The caller closes the result.
 func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error) {
 	g := req.Capabilities.WASI
-	w := &wasiRun{ctx: ctx, grant: g, seeded: req.Capabilities.Random}
+	w := &wasiRun{ctx: ctx, grant: g, seeded: req.Capabilities.Random, engine: e}
 	w.out = newOutputSink(req.Limits.OutputBytes, req.Output)
 	argv0 := g.Argv0
 	if argv0 == "" {
@@ -122,6 +129,7 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 		if err := cString(field, a); err != nil {
 			return nil, err
 		}
+		w.argvBytes += uint64(len(a)) + 1
 	}
 	keys := make([]string, 0, len(g.Env))
 	for k := range g.Env {
@@ -140,6 +148,7 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 			return nil, err
 		}
 		w.envK, w.envV = append(w.envK, k), append(w.envV, g.Env[k])
+		w.envBytes += uint64(len(k)+len(g.Env[k])) + 2
 	}
 	guests := map[string]string{} // guest preopen path → the field that claims it
 	for i, d := range g.Dirs {
@@ -159,6 +168,7 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 			return nil, &GrantError{field + ".host", err.Error()}
 		}
 		w.dirs = append(w.dirs, Dir{Host: host, Guest: d.Guest, Writable: d.Writable})
+		w.longestPreopen = max(w.longestPreopen, uint64(len(d.Guest)))
 	}
 	if len(g.Files) > 0 {
 		if other, dup := guests["/"]; dup {
@@ -315,10 +325,10 @@ func (w *wasiRun) close() {
 	}
 }
 
-// instantiate links the module with wasmtime's WASI, our poll_oneoff (and
-// seeded random_get) shadowing wasmtime's, and the granted host functions.
+// instantiate links the module with wasmtime's WASI, our poll_oneoff and
+// random_get and the fuel fence's shadows (wasi_fuel.go) shadowing
+// wasmtime's, and the granted host functions.
 func (r *run) instantiateWASI() (*wasmtime.Instance, error) {
-	w := r.wasi
 	linker := wasmtime.NewLinker(r.store.Engine)
 	defer linker.Close()
 	if err := linker.DefineWasi(); err != nil {
@@ -332,11 +342,12 @@ func (r *run) instantiateWASI() (*wasmtime.Instance, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if w.seeded {
-		rnd := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32}, []*wasmtime.ValType{i32})
-		if err := linker.FuncNew(WASIModule, "random_get", rnd, r.randomGet); err != nil {
-			return nil, err
-		}
+	rnd := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32}, []*wasmtime.ValType{i32})
+	if err := linker.FuncNew(WASIModule, "random_get", rnd, r.randomGet); err != nil {
+		return nil, err
+	}
+	if err := r.linkShadows(linker); err != nil {
+		return nil, err
 	}
 	var host []Import
 	for _, imp := range r.module.Imports {
@@ -409,13 +420,18 @@ func errno(n int32) ([]wasmtime.Val, *wasmtime.Trap) {
 	return []wasmtime.Val{wasmtime.ValI32(n)}, nil
 }
 
-// guestMemory is the caller's exported "memory", as WASI requires.
-func guestMemory(c *wasmtime.Caller) []byte {
-	ext := c.GetExport("memory")
-	if ext == nil || ext.Memory() == nil {
-		return nil
+// memory is the bytes of the guest's exported "memory", as WASI requires
+// (nil without one). The export is looked up once: a guest's memories
+// never change.
+func (w *wasiRun) memory(c *wasmtime.Caller) []byte {
+	if w.mem == nil {
+		ext := c.GetExport("memory")
+		if ext == nil || ext.Memory() == nil {
+			return nil
+		}
+		w.mem = ext.Memory()
 	}
-	return ext.Memory().UnsafeData(c)
+	return w.mem.UnsafeData(c)
 }
 
 func inBounds(mem []byte, ptr, n uint64) bool { return ptr+n <= uint64(len(mem)) }
@@ -430,12 +446,15 @@ func inBounds(mem []byte, ptr, n uint64) bool { return ptr+n <= uint64(len(mem))
 func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	in, out := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
 	n, neventsPtr := uint64(uint32(args[2].I32())), uint64(uint32(args[3].I32()))
-	mem := guestMemory(c)
-	if n == 0 || in%8 != 0 || out%8 != 0 || neventsPtr%4 != 0 { // wasmtime's checks too
+	mem := r.wasi.memory(c)
+	if n == 0 || n > maxSubscriptions || in%8 != 0 || out%8 != 0 || neventsPtr%4 != 0 { // wasmtime's checks too, and our bound
 		return errno(errnoInval)
 	}
 	if !inBounds(mem, in, n*subscriptionSize) || !inBounds(mem, out, n*eventSize) || !inBounds(mem, neventsPtr, 4) {
 		return errno(errnoFault)
+	}
+	if !consumeFuel(c, n*subscriptionFuel) {
+		return nil, fuelTrap()
 	}
 	// Two passes over the guest's subscriptions, nothing allocated per
 	// subscription (there may be millions): find the earliest, sleep, then
@@ -462,7 +481,7 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 	for i := uint64(0); i < n; i++ {
 		_, at, clock := due(mem, i)
 		if !clock {
-			return r.delegatePoll(c, args)
+			return r.forward(c, shimPoll, args)
 		}
 		if i == 0 || at.Before(earliest) {
 			earliest = at
@@ -478,7 +497,7 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 		}
 		return nil, wasmtime.NewTrap("sandboxd: deadline exceeded")
 	}
-	mem = guestMemory(c) // the same memory: the guest could not run meanwhile
+	mem = r.wasi.memory(c) // the same memory: the guest could not run meanwhile
 	woke := time.Now()
 	var events uint32
 	for i := uint64(0); i < n; i++ {
@@ -529,86 +548,6 @@ func (r *run) sleepUntil(due time.Time) stopReason {
 	case <-r.wasi.ctx.Done():
 		return stopCancelled
 	}
-}
-
-// delegatePoll calls wasmtime's own poll_oneoff. A host function cannot
-// call it directly (WASI functions find the guest's memory through their
-// caller), so a two-line helper module that imports the guest's memory and
-// re-exports it as "memory" calls it on the host's behalf. It is
-// instantiated once per run, on first use, in the run's store (hence the
-// one extra instance a WASI run may have).
-func (r *run) delegatePoll(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	w := r.wasi
-	if w.helper == nil {
-		ext := c.GetExport("memory")
-		if ext == nil || ext.Memory() == nil {
-			return nil, wasmtime.NewTrap("poll_oneoff needs the guest to export its memory as \"memory\"")
-		}
-		fn, err := r.pollHelper(c, ext.Memory())
-		if err != nil {
-			return nil, wasmtime.NewTrap("sandboxd: poll_oneoff helper: " + cleanMessage(err.Error()))
-		}
-		w.helper = fn
-	}
-	res, err := w.helper.Call(c, args[0].I32(), args[1].I32(), args[2].I32(), args[3].I32())
-	if err != nil {
-		var trap *wasmtime.Trap
-		if errors.As(err, &trap) {
-			return nil, trap
-		}
-		return nil, wasmtime.NewTrap(cleanMessage(err.Error()))
-	}
-	return []wasmtime.Val{wasmtime.ValI32(res.(int32))}, nil
-}
-
-const pollHelperWAT = `(module
-  (import "sandboxd" "memory" (memory 0))
-  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
-  (export "memory" (memory 0))
-  (func (export "poll_oneoff") (param i32 i32 i32 i32) (result i32)
-    (call $poll (local.get 0) (local.get 1) (local.get 2) (local.get 3))))`
-
-var pollHelperWasm = sync.OnceValues(func() ([]byte, error) { return wasmtime.Wat2Wasm(pollHelperWAT) })
-
-func (r *run) pollHelper(c *wasmtime.Caller, mem *wasmtime.Memory) (*wasmtime.Func, error) {
-	wasm, err := pollHelperWasm()
-	if err != nil {
-		return nil, err
-	}
-	mod, err := wasmtime.NewModule(r.store.Engine, wasm)
-	if err != nil {
-		return nil, err
-	}
-	linker := wasmtime.NewLinker(r.store.Engine)
-	defer linker.Close()
-	if err := linker.DefineWasi(); err != nil {
-		return nil, err
-	}
-	if err := linker.Define(c, "sandboxd", "memory", mem); err != nil {
-		return nil, err
-	}
-	inst, err := linker.Instantiate(c, mod)
-	if err != nil {
-		return nil, err
-	}
-	return inst.GetFunc(c, "poll_oneoff"), nil
-}
-
-// randomGet is preview1's random_get for a seeded run: the bytes of the
-// run's splitmix64 stream (the one host::random draws from), little-endian.
-func (r *run) randomGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	buf, n := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
-	mem := guestMemory(c)
-	if !inBounds(mem, buf, n) {
-		return errno(errnoFault)
-	}
-	dst := mem[buf : buf+n]
-	var word [8]byte
-	for len(dst) > 0 {
-		binary.LittleEndian.PutUint64(word[:], r.random.next())
-		dst = dst[copy(dst, word[:]):]
-	}
-	return errno(errnoSuccess)
 }
 
 // entryPoint is the export a request calls: the one named, else a WASI

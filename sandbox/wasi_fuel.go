@@ -1,0 +1,441 @@
+package sandbox
+
+// Fuel for the host work of WASI calls. wasmtime's preview1 charges the
+// guest nothing for what a call makes the host do, so a guest-chosen count
+// or length turned a few fuel into unbounded host work: 1,000,000 iovecs
+// walked per fd_write, 16 MiB of random bytes per random_get (allocated on
+// the host before the buffer's bounds were checked: a 1-page guest made the
+// host allocate and fill 1 GiB), 4 MB path strings, or a whole directory
+// read and stat'ed on every fd_readdir whatever its buffer. Each such
+// function is shadowed here by a host function that refuses what no real
+// program needs (EINVAL, ENAMETOOLONG), charges the guest's fuel for the
+// work in proportion to the counts and lengths it named, before the work
+// (fd_readdir: after, see readdirFuel), and then forwards the call to
+// wasmtime's own function through a shim instance (below), or does the work
+// itself (random_get, poll_oneoff's clock sleeps). A guest that cannot pay
+// stops with fuel_exhausted and the work is not done. The rates are in
+// docs/wasi.md ("The fences") and docs/protocol.md.
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+)
+
+// Bounds and rates of the WASI fuel fence.
+const (
+	// maxIovecs bounds iovs_len of fd_read, fd_write, fd_pread and
+	// fd_pwrite: Linux's IOV_MAX. More is EINVAL, as readv(2) answers.
+	maxIovecs = 1024
+	// iovecFuel is charged per iovec a call names: about what a wasm loop
+	// reading and testing an 8-byte entry costs.
+	iovecFuel = 4
+	// maxPathBytes bounds every path a path_* function takes (and the
+	// target of path_symlink): Linux's PATH_MAX. Longer is ENAMETOOLONG,
+	// which the kernel would answer anyway after wasmtime had copied it.
+	maxPathBytes = 4096
+	// pathFuelPerByte is charged per byte of each path: wasmtime resolves a
+	// path one component at a time (a system call each), so a path costs
+	// far more than a copy of it (4,000 bytes of "a/../": 165 µs).
+	pathFuelPerByte = 4
+	// randomFuelPerKiB is charged per KiB (rounded up) random_get fills.
+	randomFuelPerKiB = 64
+	// maxSubscriptions bounds nsubscriptions of poll_oneoff. More is
+	// EINVAL (poll(2) refuses more descriptors than RLIMIT_NOFILE too).
+	maxSubscriptions = 4096
+	// subscriptionFuel is charged per subscription of a poll_oneoff.
+	subscriptionFuel = 16
+	// readdirFuelPerMicrosecond is what fd_readdir costs per µs it took.
+	readdirFuelPerMicrosecond = 64
+)
+
+// preview1 errnos our shadows answer.
+const (
+	errnoNameTooLong = 37
+)
+
+// wasiShadow is one WASI function whose host work the guest pays for.
+type wasiShadow struct {
+	name string
+	// fuel prices a call from its arguments (and the guest's memory, when
+	// the function reads arrays there). A non-zero errno refuses the call
+	// without forwarding it; a trap stops the guest.
+	fuel func(r *run, c *wasmtime.Caller, name string, a []wasmtime.Val) (fuel uint64, errno int32, trap *wasmtime.Trap)
+	// after, if set, prices the call once wasmtime's function returned.
+	after func(took time.Duration) uint64
+}
+
+// u32 is argument i as the unsigned 32-bit value WASI means.
+func u32(a []wasmtime.Val, i int) uint64 { return uint64(uint32(a[i].I32())) }
+
+// wasiShadows are the functions forwarded through the shim. poll_oneoff is
+// ours (wasi.go) and uses the shim only for descriptor subscriptions;
+// random_get is ours entirely (randomGet).
+var wasiShadows = []wasiShadow{
+	{name: "poll_oneoff"},
+	{name: "fd_write", fuel: iovFuel},
+	{name: "fd_read", fuel: iovFuel},
+	{name: "fd_pwrite", fuel: iovFuel},
+	{name: "fd_pread", fuel: iovFuel},
+	{name: "fd_readdir", fuel: readdirFuel, after: func(took time.Duration) uint64 {
+		return uint64(took.Microseconds()) * readdirFuelPerMicrosecond
+	}},
+	{name: "fd_prestat_dir_name", fuel: func(r *run, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+		return copyFuel(min(u32(a, 2), r.wasi.longestPreopen)), 0, nil
+	}},
+	{name: "args_get", fuel: argsFuel},
+	{name: "args_sizes_get", fuel: argsFuel},
+	{name: "environ_get", fuel: envFuel},
+	{name: "environ_sizes_get", fuel: envFuel},
+	{name: "path_create_directory", fuel: pathFuel(1)},
+	{name: "path_filestat_get", fuel: pathFuel(2)},
+	{name: "path_filestat_set_times", fuel: pathFuel(2)},
+	{name: "path_link", fuel: pathFuel(2, 5)},
+	{name: "path_open", fuel: pathFuel(2)},
+	{name: "path_readlink", fuel: pathFuel(1)},
+	{name: "path_remove_directory", fuel: pathFuel(1)},
+	{name: "path_rename", fuel: pathFuel(1, 4)},
+	{name: "path_symlink", fuel: pathFuel(0, 3)},
+	{name: "path_unlink_file", fuel: pathFuel(1)},
+}
+
+// shimPoll is poll_oneoff's index in wasiShadows.
+const shimPoll = 0
+
+// iovFuel prices fd_read, fd_write, fd_pread and fd_pwrite (the iovec
+// array is argument 1, its length argument 2). wasmtime walks the array to
+// the first non-empty buffer and transfers that one only, so that is what
+// is charged: every iovec named, and the bytes of that buffer.
+func iovFuel(r *run, c *wasmtime.Caller, name string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+	iovs, n := u32(a, 1), u32(a, 2)
+	if n > maxIovecs {
+		return 0, errnoInval, nil
+	}
+	fuel := n * iovecFuel
+	mem := r.wasi.memory(c)
+	if iovs%4 != 0 || !inBounds(mem, iovs, n*8) {
+		return fuel, 0, nil // wasmtime traps before any transfer
+	}
+	for i := uint64(0); i < n; i++ {
+		e := mem[iovs+i*8:]
+		buf, size := uint64(binary.LittleEndian.Uint32(e)), uint64(binary.LittleEndian.Uint32(e[4:]))
+		if size == 0 {
+			continue
+		}
+		if !inBounds(mem, buf, size) {
+			// wasmtime would size a host buffer for stdin by it before
+			// checking it: stop here, as wasmtime does for the others.
+			return 0, 0, r.wasiTrap(fmt.Sprintf("%s: iovec %d [%d, %d) lies outside the guest's memory of %d bytes", name, i, buf, buf+size, len(mem)))
+		}
+		return fuel + copyFuel(size), 0, nil
+	}
+	return fuel, 0, nil
+}
+
+// readdirFuel prices fd_readdir's copy into the buffer (buf, buf_len are
+// arguments 1 and 2). The rest of its work does not depend on the buffer:
+// wasmtime reads the whole directory and stats every entry on each call,
+// even for a 0-byte buffer (300 ms for 10,000 entries), so that is charged
+// by the time it took, after the call (wasiShadow.after).
+func readdirFuel(_ *run, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+	return copyFuel(u32(a, 2)), 0, nil
+}
+
+func argsFuel(r *run, _ *wasmtime.Caller, _ string, _ []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+	return copyFuel(r.wasi.argvBytes), 0, nil
+}
+
+func envFuel(r *run, _ *wasmtime.Caller, _ string, _ []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+	return copyFuel(r.wasi.envBytes), 0, nil
+}
+
+// pathFuel prices a path_* function whose paths' lengths are the arguments
+// after the given pointer positions.
+func pathFuel(ptrs ...int) func(*run, *wasmtime.Caller, string, []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+	return func(_ *run, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+		var fuel uint64
+		for _, p := range ptrs {
+			n := u32(a, p+1)
+			if n > maxPathBytes {
+				return 0, errnoNameTooLong, nil
+			}
+			fuel += n * pathFuelPerByte
+		}
+		return fuel, 0, nil
+	}
+}
+
+// wasiTrap stops the guest for a bad argument, classified as the
+// out-of-bounds trap it is (like host::log's).
+func (r *run) wasiTrap(msg string) *wasmtime.Trap {
+	r.hostTrap = msg
+	return wasmtime.NewTrap(msg)
+}
+
+// linkShadows defines, in linker over wasmtime's WASI, the shadows of the
+// functions the module imports. Those whose price cannot be above zero for
+// this run (arguments and environment under 1 KiB, preopen names under
+// 1 KiB) are left to wasmtime.
+func (r *run) linkShadows(linker *wasmtime.Linker) error {
+	w := r.wasi
+	shim, err := w.engine.wasiShim()
+	if err != nil {
+		return err
+	}
+	for _, imp := range r.module.Imports {
+		i, ok := shadowIndex[imp.Name]
+		if imp.Module != WASIModule || !ok || i == shimPoll {
+			continue // poll_oneoff is defined by instantiateWASI
+		}
+		switch {
+		case strings.HasPrefix(imp.Name, "args_") && copyFuel(w.argvBytes) == 0,
+			strings.HasPrefix(imp.Name, "environ_") && copyFuel(w.envBytes) == 0,
+			imp.Name == "fd_prestat_dir_name" && copyFuel(w.longestPreopen) == 0:
+			continue
+		}
+		if err := linker.FuncNew(WASIModule, imp.Name, shim.types[i], func(c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+			return r.shadowed(i, c, a)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shadowIndex is each shadow's index in wasiShadows, by name.
+var shadowIndex = func() map[string]int {
+	m := make(map[string]int, len(wasiShadows))
+	for i, s := range wasiShadows {
+		m[s.name] = i
+	}
+	return m
+}()
+
+// shadowTypes are the shadows' function types by index. A wasmtime
+// function type belongs to the first engine that uses it, hence once per
+// engine.
+func shadowTypes() ([]*wasmtime.FuncType, error) {
+	types := make([]*wasmtime.FuncType, len(wasiShadows))
+	for i, s := range wasiShadows {
+		ty, err := wasiFuncType(s.name)
+		if err != nil {
+			return nil, err
+		}
+		types[i] = ty
+	}
+	return types, nil
+}
+
+// shadowed runs shadow i: price, charge, forward, and charge what is paid
+// after.
+func (r *run) shadowed(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	s := &wasiShadows[i]
+	fuel, e, trap := s.fuel(r, c, s.name, a)
+	if trap != nil {
+		return nil, trap
+	}
+	if e != 0 {
+		return errno(e)
+	}
+	if fuel > 0 && !consumeFuel(c, fuel) {
+		return nil, fuelTrap()
+	}
+	if s.after == nil {
+		return r.forward(c, i, a)
+	}
+	start := time.Now()
+	res, trap := r.forward(c, i, a)
+	if trap == nil {
+		if fuel := s.after(time.Since(start)); fuel > 0 && !consumeFuel(c, fuel) {
+			return nil, fuelTrap()
+		}
+	}
+	return res, trap
+}
+
+// forward calls wasmtime's own function i. A host function cannot call it
+// directly (WASI functions find the guest's memory through their caller),
+// so a shim module that imports the guest's memory, re-exports it as
+// "memory" and calls each function on the host's behalf is instantiated in
+// the run's store on first use (hence the one extra instance a WASI run may
+// have). It is compiled once per engine.
+func (r *run) forward(c *wasmtime.Caller, i int, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	w := r.wasi
+	if w.shim == nil {
+		ext := c.GetExport("memory")
+		if ext == nil || ext.Memory() == nil {
+			return nil, wasmtime.NewTrap(wasiShadows[i].name + " needs the guest to export its memory as \"memory\"")
+		}
+		inst, err := r.instantiateShim(c, ext.Memory())
+		if err != nil {
+			return nil, wasmtime.NewTrap("sandboxd: WASI shim: " + cleanMessage(err.Error()))
+		}
+		w.shim = inst
+		w.shimFuncs = make([]*wasmtime.Func, len(wasiShadows))
+	}
+	fn := w.shimFuncs[i]
+	if fn == nil {
+		fn = w.shim.GetFunc(c, wasiShadows[i].name)
+		w.shimFuncs[i] = fn
+	}
+	args := make([]any, len(a))
+	for k, v := range a {
+		args[k] = v.Get()
+	}
+	res, err := fn.Call(c, args...)
+	if err != nil {
+		var trap *wasmtime.Trap
+		if errors.As(err, &trap) {
+			return nil, trap
+		}
+		return nil, wasmtime.NewTrap(cleanMessage(err.Error()))
+	}
+	return []wasmtime.Val{wasmtime.ValI32(res.(int32))}, nil
+}
+
+// instantiateShim instantiates the shim in the caller's store over mem,
+// the guest's memory, and wasmtime's own functions.
+func (r *run) instantiateShim(c *wasmtime.Caller, mem *wasmtime.Memory) (*wasmtime.Instance, error) {
+	s, err := r.wasi.engine.wasiShim()
+	if err != nil {
+		return nil, err
+	}
+	imports := make([]wasmtime.AsExtern, 0, 1+len(wasiShadows))
+	imports = append(imports, mem)
+	for _, sh := range wasiShadows {
+		ext := s.wasi.Get(c, WASIModule, sh.name)
+		if ext == nil {
+			return nil, fmt.Errorf("wasmtime defines no %s", sh.name)
+		}
+		imports = append(imports, ext)
+	}
+	return wasmtime.NewInstance(c, s.mod, imports)
+}
+
+// wasiShimModule is the shim, compiled once per engine, and a linker
+// holding only wasmtime's WASI, from which each run's store takes the
+// functions the shim calls. A linker is only read once defined, from any
+// number of stores at once (wasmtime_linker_get takes it const).
+type wasiShimModule struct {
+	once  sync.Once
+	mod   *wasmtime.Module
+	wasi  *wasmtime.Linker
+	types []*wasmtime.FuncType // the shadows' types by index (shadowTypes)
+	err   error
+}
+
+func (e *Engine) wasiShim() (*wasiShimModule, error) {
+	s := &e.wasiShimMod
+	s.once.Do(func() {
+		wat, err := wasiShimWAT()
+		if err == nil {
+			var wasm []byte
+			if wasm, err = wasmtime.Wat2Wasm(wat); err == nil {
+				s.mod, err = wasmtime.NewModule(e.wt, wasm)
+			}
+		}
+		if err == nil {
+			s.wasi = wasmtime.NewLinker(e.wt)
+			err = s.wasi.DefineWasi()
+		}
+		if err == nil {
+			s.types, err = shadowTypes()
+		}
+		if err != nil {
+			s.err = fmt.Errorf("WASI shim: %s", cleanMessage(err.Error()))
+		}
+	})
+	return s, s.err
+}
+
+// wasiShimWAT is the shim's text: for each shadow, an export of that name
+// calling wasmtime's function of that name with its own arguments.
+func wasiShimWAT() (string, error) {
+	var imports, funcs strings.Builder
+	for _, s := range wasiShadows {
+		sig, ok := wasiFuncs[s.name]
+		if !ok {
+			return "", fmt.Errorf("%s is not a preview1 function", s.name)
+		}
+		params, results := watSignature(sig)
+		fmt.Fprintf(&imports, "  (import %q %q (func $%s %s %s))\n", WASIModule, s.name, s.name, params, results)
+		fmt.Fprintf(&funcs, "  (func (export %q) %s %s (call $%s", s.name, params, results, s.name)
+		for i := range strings.Count(params, "i") {
+			fmt.Fprintf(&funcs, " (local.get %d)", i)
+		}
+		funcs.WriteString("))\n")
+	}
+	return "(module\n  (import \"sandboxd\" \"memory\" (memory 0))\n" + imports.String() +
+		"  (export \"memory\" (memory 0))\n" + funcs.String() + ")", nil
+}
+
+// watSignature turns "(i32, i64) -> (i32)" into "(param i32 i64)" and
+// "(result i32)".
+func watSignature(sig string) (params, results string) {
+	in, out, _ := strings.Cut(sig, " -> ")
+	list := func(s, kw string) string {
+		s = strings.ReplaceAll(strings.Trim(s, "()"), ",", "")
+		if s == "" {
+			return ""
+		}
+		return "(" + kw + " " + s + ")"
+	}
+	return list(in, "param"), list(out, "result")
+}
+
+// wasiFuncType is the wasmtime type of a preview1 function.
+func wasiFuncType(name string) (*wasmtime.FuncType, error) {
+	sig, ok := wasiFuncs[name]
+	if !ok {
+		return nil, fmt.Errorf("%s is not a preview1 function", name)
+	}
+	in, out, _ := strings.Cut(sig, " -> ")
+	types := func(s string) []*wasmtime.ValType {
+		var vt []*wasmtime.ValType
+		for _, f := range strings.Fields(strings.ReplaceAll(strings.Trim(s, "()"), ",", " ")) {
+			k := wasmtime.KindI32
+			if f == "i64" {
+				k = wasmtime.KindI64
+			}
+			vt = append(vt, wasmtime.NewValType(k))
+		}
+		return vt
+	}
+	return wasmtime.NewFuncType(types(in), types(out)), nil
+}
+
+// randomGet is preview1's random_get, ours for every run: wasmtime's
+// allocates a host buffer of the length the guest names before checking
+// it against the guest's memory. A seeded run gets the bytes of its
+// splitmix64 stream (the one host::random draws from), little-endian;
+// others the operating system's. Paid before: randomFuelPerKiB per KiB
+// begun.
+func (r *run) randomGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	buf, n := u32(args, 0), u32(args, 1)
+	mem := r.wasi.memory(c)
+	if !inBounds(mem, buf, n) {
+		return nil, r.wasiTrap(fmt.Sprintf("random_get: bytes [%d, %d) lie outside the guest's memory of %d bytes", buf, buf+n, len(mem)))
+	}
+	if fuel := (n + 1023) / 1024 * randomFuelPerKiB; fuel > 0 && !consumeFuel(c, fuel) {
+		return nil, fuelTrap()
+	}
+	dst := mem[buf : buf+n]
+	if !r.wasi.seeded {
+		if _, err := crand.Read(dst); err != nil {
+			return nil, wasmtime.NewTrap("sandboxd: random_get: " + err.Error())
+		}
+		return errno(errnoSuccess)
+	}
+	var word [8]byte
+	for len(dst) > 0 {
+		binary.LittleEndian.PutUint64(word[:], r.random.next())
+		dst = dst[copy(dst, word[:]):]
+	}
+	return errno(errnoSuccess)
+}

@@ -1,0 +1,122 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// wasiWriter makes N fd_write calls of one 1-byte iovec to stdout.
+const wasiWriter = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\10\00\00\00\01\00\00\00")
+  (data (i32.const 16) "x")
+  (func (export "_start") (local $i i32)
+    (loop $l
+      (drop (call $w (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 32)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const N))))))`
+
+// BenchmarkWASIWrite is the cost of one guest fd_write of 1 byte to stdout
+// (with the output budget spent, so the sink drops it): the price of
+// forwarding a charged call to wasmtime's function.
+func BenchmarkWASIWrite(b *testing.B) {
+	const calls = 10000
+	m := compileWAT(b, strings.ReplaceAll(wasiWriter, "N", "10000"))
+	req := wasiRequest(m, &sandbox.WASI{})
+	req.Limits.OutputBytes = 1
+	// The guest runs on this goroutine's thread: its CPU time, unlike the
+	// wall clock, does not count what other processes of a loaded machine
+	// take.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU(b)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := engine(b).Run(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
+	b.ReportMetric(float64((threadCPU(b)-cpu0).Nanoseconds())/float64(b.N*calls), "cpu-ns/call")
+}
+
+// threadCPU is the CPU time (user and system) of the calling thread.
+func threadCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkWASIGuests is one run of each testdata/wasi guest printing its
+// two arguments (the hello-world of each toolchain), with its fuel.
+func BenchmarkWASIGuests(b *testing.B) {
+	for _, g := range wasiGuests {
+		b.Run(g.lang, func(b *testing.B) {
+			e, _ := guestEnv(b)
+			guestModule(b, g.file)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var fuel uint64
+			cpu0 := threadCPU(b)
+			b.ResetTimer()
+			for range b.N {
+				res, err := runGuest(b, e, g.file, sandbox.WASI{Args: []string{"hello", "world"}}, "args")
+				if err != nil || res.ExitCode != 0 {
+					b.Fatal(err)
+				}
+				fuel = res.Usage.FuelConsumed
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((threadCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/run")
+			b.ReportMetric(float64(fuel), "fuel/run")
+		})
+	}
+}
+
+// TestWASIFuelRates pins the documented prices of WASI host work: the fuel
+// one more call costs, less the handful of instructions around it.
+func TestWASIFuelRates(t *testing.T) {
+	for _, c := range []struct {
+		name, imp, call string
+		want            uint64 // the host work's price
+	}{
+		{"fd_write, one 64 KiB iovec", `(import "wasi_snapshot_preview1" "fd_write" (func $f (param i32 i32 i32 i32) (result i32)))`,
+			`(i32.store (i32.const 0) (i32.const 4096)) (i32.store (i32.const 4) (i32.const 65536))
+			 (drop (call $f (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))`, 4 + 64*30},
+		{"fd_write, 1,024 empty iovecs", `(import "wasi_snapshot_preview1" "fd_write" (func $f (param i32 i32 i32 i32) (result i32)))`,
+			`(drop (call $f (i32.const 1) (i32.const 65536) (i32.const 1024) (i32.const 8)))`, 1024 * 4},
+		{"random_get, 1 MiB", `(import "wasi_snapshot_preview1" "random_get" (func $f (param i32 i32) (result i32)))`,
+			`(drop (call $f (i32.const 0) (i32.const 1048576)))`, 1024 * 64},
+		{"random_get, 8 bytes", `(import "wasi_snapshot_preview1" "random_get" (func $f (param i32 i32) (result i32)))`,
+			`(drop (call $f (i32.const 0) (i32.const 8)))`, 64},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fuel := func(calls int) uint64 {
+				wat := fmt.Sprintf(`(module %s (memory (export "memory") 32)
+				  (func (export "_start") %s))`, c.imp, strings.Repeat(c.call, calls))
+				req := wasiRequest(compileWAT(t, wat), &sandbox.WASI{})
+				req.Limits.OutputBytes = 1
+				res, err := engine(t).Run(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res.Usage.FuelConsumed
+			}
+			one, two := fuel(1), fuel(2)
+			if got := two - one; got < c.want || got > c.want+32 {
+				t.Errorf("one more call costs %d fuel, want %d plus at most 32 for its instructions", got, c.want)
+			}
+		})
+	}
+}
