@@ -73,6 +73,7 @@ var sections = []benchSection{
 	{"peers", nodePeerSection},
 	{"instances", instanceSection},
 	{"wasi", wasiSection},
+	{"instwire", instanceWireSection},
 }
 
 func main() {

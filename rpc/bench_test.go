@@ -6,6 +6,7 @@ package rpc
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/limits"
@@ -56,8 +57,54 @@ func BenchmarkDecodeRun(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		if _, err := decodeRun(raw, limits.Defaults(), limits.DefaultMaximums()); err != nil {
+		if _, err := decodeScreenedRun(raw, limits.Defaults(), limits.DefaultMaximums()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkDecodeRunWAT decodes a run of a module sent as WAT text: the
+// harness's well_behaved.wat, 2.4 KB with newlines to unescape.
+func BenchmarkDecodeRunWAT(b *testing.B) {
+	raw := watRunParams(b)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := decodeScreenedRun(raw, limits.Defaults(), limits.DefaultMaximums()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func watRunParams(b *testing.B) json.RawMessage {
+	wat, err := os.ReadFile("../testdata/wat/well_behaved.wat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	text, _ := json.Marshal(string(wat))
+	return json.RawMessage(`{"module":{"wat":` + string(text) + `},"function":"add","args":[1,2]}`)
+}
+
+// BenchmarkScreen screens a whole run message (by id, and as WAT): the
+// syntax check and the envelope.
+func BenchmarkScreen(b *testing.B) {
+	s, err := NewServer(nil, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := map[string][]byte{
+		"id":  []byte(`{"jsonrpc":"2.0","id":12345,"method":"run","params":{"module":{"id":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},"function":"add","args":[1,2]}}`),
+		"wat": []byte(`{"jsonrpc":"2.0","id":12345,"method":"run","params":` + string(watRunParams(b)) + `}`),
+	}
+	for name, msg := range msgs {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(msg)))
+			for b.Loop() {
+				if _, ok := s.screen(msg); !ok {
+					b.Fatal("refused")
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sandboxd/sandboxd/internal/framing"
 	"github.com/sandboxd/sandboxd/protocol"
@@ -38,6 +40,7 @@ type inbox struct {
 	bytes   int64
 	end     *readEnd // set when reading has ended
 	stopped bool     // the dispatcher has stopped: nothing more is taken
+	busy    bool     // the dispatcher is handling a request it took
 }
 
 func newInbox() *inbox {
@@ -86,8 +89,23 @@ func (in *inbox) pop() (request, readEnd, bool) {
 	in.items[0] = request{}
 	in.items = in.items[1:]
 	in.bytes -= r.size
+	in.busy = true
 	in.cond.Broadcast()
 	return r, readEnd{}, true
+}
+
+// handled says the dispatcher is done with what it took last.
+func (in *inbox) handled() {
+	in.mu.Lock()
+	in.busy = false
+	in.mu.Unlock()
+}
+
+// idle reports whether the dispatcher has nothing queued or in hand.
+func (in *inbox) idle() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.items) == 0 && !in.busy && !in.stopped
 }
 
 func (in *inbox) stop() {
@@ -98,14 +116,32 @@ func (in *inbox) stop() {
 	in.mu.Unlock()
 }
 
-// readLoop reads and screens messages into the inbox until the input ends
-// or the dispatcher stops. It never runs, compiles or decodes params, so
+// reader reads and screens messages into the inbox until the input ends
+// or the dispatcher stops. It never compiles or decodes large params, so
 // a large message delays the ones behind it only by its reading and its
-// envelope's scan.
-func (s *Server) readLoop(r *framing.Reader, in *inbox, eof chan<- struct{}) {
-	defer close(eof)
+// envelope's scan. One goroutine at a time is the reader; see runInline
+// for how the role passes from one to the next.
+type reader struct {
+	s   *Server
+	r   *framing.Reader
+	in  *inbox
+	eof chan<- struct{} // closed when reading has ended
+}
+
+// run is the life of a reader goroutine: it reads until reading ends (and
+// says so on eof) or it hands the role over to another goroutine.
+func (rd *reader) run() {
+	if rd.loop() {
+		close(rd.eof)
+	}
+}
+
+// loop reads until reading ends (true) or the role was handed over while
+// this goroutine ran a request inline (false).
+func (rd *reader) loop() (ended bool) {
+	s, in := rd.s, rd.in
 	for in.waitRoom() {
-		body, err := r.Read()
+		body, err := rd.r.Read()
 		var big *framing.TooLargeError
 		switch {
 		case errors.As(err, &big):
@@ -119,14 +155,74 @@ func (s *Server) readLoop(r *framing.Reader, in *inbox, eof chan<- struct{}) {
 				in.push(request{answer: errorBody(nil, CodeParseError, fe.Error())})
 			}
 			in.finish(readEnd{err: err})
-			return
+			return true
 		}
 		req, ok := s.screen(body)
+		if ok && req.method == MethodRun && req.hasID && rd.r.Buffered() == 0 && req.size <= inlineDecodeBytes {
+			if handled, keep := rd.runInline(req); handled {
+				if !keep {
+					return false
+				}
+				continue
+			}
+		}
 		if ok || req.answer != nil {
 			req.dispatch = ok
 			in.push(req)
 		}
 	}
+	return true
+}
+
+// inlineGrace is how long a reader runs a request inline before another
+// goroutine takes over reading. A run that ends within it costs no
+// goroutine hand-off at all; a longer one delays the messages behind it
+// (a $/cancelRequest for it, stats) by at most this much.
+const inlineGrace = 100 * time.Microsecond
+
+// runInline handles a run on the reading goroutine when that is the
+// parent's only outstanding request as far as the sidecar can tell:
+// nothing more is buffered, the dispatcher has nothing queued or in hand
+// (so no earlier message is answered after this one, and a shutdown
+// before it has taken effect), a worker slot is free and the output is
+// below its high water. The run is then decoded, prepared and run here,
+// and its response written from here, with no goroutine woken on the way.
+// While it runs nobody reads: if it takes longer than inlineGrace, a
+// timer hands the reader role to a new goroutine, and this one ends after
+// the response (keep false). handled is false when the request goes the
+// usual way (the inbox) after all.
+func (rd *reader) runInline(req request) (handled, keep bool) {
+	s := rd.s
+	if !rd.in.idle() || s.out.pendingBytes() > s.opts.OutputHighWater || !s.slotFree() {
+		return false, true
+	}
+	s.countRequest()
+	// Admitted before anything behind it can be read: a $/cancelRequest
+	// or a shutdown that follows finds it.
+	j := s.admitJob(req)
+	if j == nil {
+		return true, true // refused, and answered
+	}
+	const (
+		reading = iota // this goroutine will read again
+		inline         // running the request; the role is still ours
+		handed         // the timer gave the role to another goroutine
+	)
+	var role atomic.Int32
+	role.Store(inline)
+	grace := time.AfterFunc(inlineGrace, func() {
+		if role.CompareAndSwap(inline, handed) {
+			s.tasks.Go(rd.run)
+		}
+	})
+	if s.prepareRun(j) && s.startInline(j) {
+		s.execute(j)
+	}
+	if !role.CompareAndSwap(inline, reading) {
+		return true, false
+	}
+	grace.Stop()
+	return true, true
 }
 
 // dispatchLoop handles what the reader queued, in order, until reading
@@ -140,12 +236,14 @@ func (s *Server) dispatchLoop(in *inbox) readEnd {
 		s.out.waitBelow(s.opts.OutputHighWater)
 		if !req.dispatch {
 			s.out.send(req.answer)
+			in.handled()
 			continue
 		}
 		if s.dispatch(req) {
 			in.stop()
 			return readEnd{exit: true}
 		}
+		in.handled()
 	}
 }
 
@@ -161,9 +259,7 @@ func (s *Server) dispatch(req request) (exit bool) {
 			}
 		}
 	}()
-	s.mu.Lock()
-	s.stats.requests++
-	s.mu.Unlock()
+	s.countRequest()
 	if !req.hasID {
 		return s.notification(req.method, req.params)
 	}
@@ -185,6 +281,12 @@ func (s *Server) dispatch(req request) (exit bool) {
 		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %q", req.method))
 	}
 	return false
+}
+
+func (s *Server) countRequest() {
+	s.mu.Lock()
+	s.stats.requests++
+	s.mu.Unlock()
 }
 
 // testMethods are extra methods compiled in by fault-injection builds

@@ -8,12 +8,27 @@ import (
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
-// Execution has two stages. The prepare stage runs in a goroutine of its
-// own per admitted request: it decodes the params and obtains the module
-// (Engine.Compile, which returns cached modules at once), so a request
-// waiting for its module to compile holds no run worker, and runs of
-// modules already compiled never wait behind a compile. A prepared run
-// then waits in the run queue for one of MaxConcurrency workers.
+// Execution has two stages. The prepare stage decodes the params and
+// obtains the module (Engine.Compile, which returns cached modules at
+// once). A request that may have to wait for a compile (or is large to
+// decode) is prepared in a goroutine of its own, so it holds no run
+// worker, and runs of modules already compiled never wait behind a
+// compile; a small run whose module is cached is prepared where it was
+// read, which saves a goroutine and a hand-off. A prepared run then waits
+// in the run queue for one of MaxConcurrency workers, or is run at once by
+// the goroutine that read it (runInline).
+
+// inlineDecodeBytes is the largest run message decoded by the goroutine
+// that handles it: decoding it costs microseconds, not enough to delay
+// the messages behind it.
+const inlineDecodeBytes = 64 << 10
+
+// cacheChecker is implemented by engines that can tell, without reading,
+// converting or compiling anything, whether Compile would find src in
+// the cache.
+type cacheChecker interface {
+	IsCached(src protocol.Source) bool
+}
 
 // prepare decodes and compiles one admitted job; a compile is answered
 // here, a run goes on to the run queue.
@@ -39,20 +54,68 @@ func (s *Server) prepare(j *job) {
 		s.respond(j, CompileResultOf(mod.Info(), info), nil)
 		return
 	}
-	spec, err := decodeRun(raw, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeScreenedRun(raw, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.respond(j, nil, ErrorObject(err))
 		return
 	}
+	if s.compileJob(j, spec) {
+		s.enqueueRun(j)
+	}
+}
+
+// prepareRun decodes a run's params on the calling goroutine and, when the
+// module is already compiled, obtains it there too (ready: the caller
+// queues or runs the job). Otherwise the compile goes on in a goroutine
+// of its own, which queues the job; or the job was answered (bad params).
+func (s *Server) prepareRun(j *job) (ready bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ready = false
+			s.answerPanic(j, p)
+		}
+	}()
+	raw := j.params
+	j.params = nil // the decoded form replaces it
+	spec, err := decodeScreenedRun(raw, s.opts.Defaults, s.opts.Maximums)
+	if err != nil {
+		s.respond(j, nil, ErrorObject(err))
+		return false
+	}
+	if !s.isCached(spec.source) {
+		s.tasks.Go(func() {
+			defer s.recoverJob(j)
+			if s.compileJob(j, spec) {
+				s.enqueueRun(j)
+			}
+		})
+		return false
+	}
+	return s.compileJob(j, spec)
+}
+
+// isCached reports whether Compile of src would return at once: a module
+// id (which is never compiled: it is in the cache or an error), or bytes
+// the engine says it has compiled.
+func (s *Server) isCached(src protocol.Source) bool {
+	if src.ID != "" {
+		return true
+	}
+	c, ok := s.eng.(cacheChecker)
+	return ok && c.IsCached(src)
+}
+
+// compileJob obtains the job's module, answering the job if that fails.
+func (s *Server) compileJob(j *job, spec *runSpec) bool {
 	if err := s.compileRun(j, spec); err != nil {
 		var pe *ParamError
 		if !errors.As(err, &pe) {
 			s.count(string(protocol.KindOf(err)))
 		}
 		s.respond(j, nil, ErrorObject(s.explainCancel(err)))
-		return
+		return false
 	}
-	s.enqueueRun(j)
+	return true
 }
 
 // compileRun obtains the module of a run and decodes its args for the
@@ -88,12 +151,16 @@ func cancelledError() error {
 // recoverJob answers a job whose goroutine panicked with an internal error.
 func (s *Server) recoverJob(j *job) {
 	if p := recover(); p != nil {
-		s.log.Error("panic while executing a request", "method", j.method, "panic", p, "stack", string(debug.Stack()))
-		if j.method == MethodRun {
-			s.count("internal")
-		}
-		s.respond(j, nil, protocolError(CodeInternalError, "internal error: %v", p))
+		s.answerPanic(j, p)
 	}
+}
+
+func (s *Server) answerPanic(j *job, p any) {
+	s.log.Error("panic while executing a request", "method", j.method, "panic", p, "stack", string(debug.Stack()))
+	if j.method == MethodRun {
+		s.count("internal")
+	}
+	s.respond(j, nil, protocolError(CodeInternalError, "internal error: %v", p))
 }
 
 // worker executes queued runs one at a time until the server drains.

@@ -130,6 +130,9 @@ func (s *Server) prepareInstantiate(j *job, raw json.RawMessage) {
 		mod, _, err = s.eng.Compile(j.ctx, spec.source)
 	}
 	if err != nil {
+		if countable(err) {
+			s.count(string(protocol.KindOf(err)))
+		}
 		s.respond(j, nil, ErrorObject(s.explainCancel(err)))
 		return
 	}

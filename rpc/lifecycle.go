@@ -107,7 +107,8 @@ func (s *Server) Serve(ctx context.Context, rd io.Reader, out io.Writer) error {
 	}
 	in := newInbox()
 	inputEnded := make(chan struct{}) // the reader has stopped: end of input, or a read error
-	s.tasks.Go(func() { s.readLoop(framing.NewReader(rd, s.opts.Framing, s.opts.MaxMessageBytes), in, inputEnded) })
+	reader := &reader{s: s, r: framing.NewReader(rd, s.opts.Framing, s.opts.MaxMessageBytes), in: in, eof: inputEnded}
+	s.tasks.Go(reader.run)
 	var end readEnd
 	dispatched := make(chan struct{}) // the dispatcher has handled everything read, or exit
 	s.tasks.Go(func() {

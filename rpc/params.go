@@ -140,6 +140,11 @@ func uintField(raw json.RawMessage, field string, allowString, positive bool) (u
 	if len(lit) > 400 {
 		return 0, paramErr(field, "must be an integer that fits in 64 bits")
 	}
+	if len(lit) > 0 && len(lit) < 20 && (len(lit) == 1 || lit[0] != '0') && strings.Trim(lit, "0123456789") == "" {
+		if n, err := strconv.ParseUint(lit, 10, 64); err == nil { // plain digits: the usual case
+			return n, nil
+		}
+	}
 	n, ok := protocol.ExactInteger(lit)
 	if !ok {
 		return 0, paramErr(field, "must be an integer, got %s", lit)
@@ -157,8 +162,9 @@ func uintField(raw json.RawMessage, field string, allowString, positive bool) (u
 }
 
 // decodeModule reads a module spec: exactly one of wat, wasm, id, path.
+// raw must be valid JSON (a member of params that were checked).
 func decodeModule(raw json.RawMessage, field string) (protocol.Source, error) {
-	obj, err := object(raw, field, "wat", "wasm", "id", "path")
+	obj, err := validObject(raw, field, "wat", "wasm", "id", "path")
 	if err != nil {
 		return protocol.Source{}, err
 	}
@@ -167,7 +173,13 @@ func decodeModule(raw json.RawMessage, field string) (protocol.Source, error) {
 	}
 	var src protocol.Source
 	for k, v := range obj {
-		s, err := stringField(v, join(field, k))
+		if k == "wasm" {
+			if src.Wasm, err = decodeBase64(v, join(field, k)); err != nil {
+				return src, err
+			}
+			continue
+		}
+		s, err := validStringField(v, join(field, k))
 		if err != nil {
 			return src, err
 		}
@@ -177,12 +189,6 @@ func decodeModule(raw json.RawMessage, field string) (protocol.Source, error) {
 		switch k {
 		case "wat":
 			src.WAT = s
-		case "wasm":
-			b, err := base64.StdEncoding.DecodeString(s)
-			if err != nil {
-				return src, paramErr(join(field, k), "not valid base64: %v", err)
-			}
-			src.Wasm = b
 		case "id":
 			if !strings.HasPrefix(s, protocol.IDPrefix) {
 				return src, paramErr(join(field, k), "must look like %s<hex>, got %q", protocol.IDPrefix, truncate(s, 80))
@@ -195,6 +201,29 @@ func decodeModule(raw json.RawMessage, field string) (protocol.Source, error) {
 	return src, nil
 }
 
+// decodeBase64 decodes the valid JSON string raw as base64, straight from
+// the message when it has no escapes (a module of tens of MiB is copied
+// once, into its bytes).
+func decodeBase64(raw json.RawMessage, field string) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '"' {
+		return nil, paramErr(field, "must be a string, got %s", kindOfJSON(raw))
+	}
+	text := raw[1 : len(raw)-1]
+	if bytes.IndexByte(text, '\\') >= 0 {
+		text = []byte(validString(raw))
+	}
+	if len(text) == 0 {
+		return nil, paramErr(field, "must not be empty")
+	}
+	b := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	n, err := base64.StdEncoding.Decode(b, text)
+	if err != nil {
+		return nil, paramErr(field, "not valid base64: %v", err)
+	}
+	return b[:n], nil
+}
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -202,18 +231,23 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// limitNames are the names of limits.Fields.
+var limitNames = func() []string {
+	names := make([]string, len(limits.Fields))
+	for i, f := range limits.Fields {
+		names[i] = f.Name
+	}
+	return names
+}()
+
 // decodeLimits overlays the given fields on defaults and checks them
-// against the server's maximums.
+// against the server's maximums. raw must be valid JSON.
 func decodeLimits(raw json.RawMessage, defaults, max limits.Limits) (limits.Limits, error) {
 	l := defaults
 	if raw == nil {
 		return l, nil
 	}
-	names := make([]string, len(limits.Fields))
-	for i, f := range limits.Fields {
-		names[i] = f.Name
-	}
-	obj, err := object(raw, "limits", names...)
+	obj, err := validObject(raw, "limits", limitNames...)
 	if err != nil {
 		return l, err
 	}
@@ -252,12 +286,13 @@ func asFieldError(err error, target **limits.FieldError) bool {
 	return ok
 }
 
+// decodeCapabilities reads a run's grants; raw must be valid JSON.
 func decodeCapabilities(raw json.RawMessage) (protocol.Capabilities, error) {
 	var caps protocol.Capabilities
 	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
 		return caps, nil
 	}
-	obj, err := object(raw, "capabilities", "log", "random", "clock", "wasi")
+	obj, err := validObject(raw, "capabilities", "log", "random", "clock", "wasi")
 	if err != nil {
 		return caps, err
 	}
@@ -345,9 +380,29 @@ func countElements(raw []byte, limit int) (int, bool) {
 	return n + 1, true
 }
 
-// decodeRun reads the params of `run`.
+// runFields are the members of `run`'s params.
+var runFields = []string{"module", "function", "args", "limits", "capabilities", "input", "config"}
+
+// decodeRun reads the params of `run` from any bytes.
 func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
-	obj, err := object(raw, "params", "module", "function", "args", "limits", "capabilities", "input", "config")
+	if !json.Valid(raw) {
+		return nil, invalidParams(raw, runFields)
+	}
+	return decodeScreenedRun(raw, defaults, max)
+}
+
+// invalidParams is the error of params that are not valid JSON.
+func invalidParams(raw json.RawMessage, fields []string) error {
+	if _, err := object(raw, "params", fields...); err != nil {
+		return err
+	}
+	return paramErr("params", "must be an object")
+}
+
+// decodeScreenedRun reads the params of `run` from a message that
+// screening checked: raw is valid JSON (fastjson.go).
+func decodeScreenedRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
+	obj, err := validObject(raw, "params", runFields...)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +419,7 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 	}
 	if v, ok := obj["function"]; ok {
 		spec.defaultFunction = false
-		if spec.function, err = stringField(v, "function"); err != nil {
+		if spec.function, err = validStringField(v, "function"); err != nil {
 			return nil, err
 		}
 		if spec.function == "" {
@@ -379,8 +434,8 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 		if n, ok := countElements(v, MaxArgs); !ok {
 			return nil, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
 		}
-		if err := json.Unmarshal(v, &spec.args); err != nil {
-			return nil, paramErr("args", "must be an array: %v", err)
+		if string(v) != "null" {
+			spec.args = elements(v)
 		}
 	}
 	if spec.limits, err = decodeLimits(obj["limits"], defaults, max); err != nil {
@@ -400,7 +455,10 @@ var compileLimitFields = []string{"compileTimeoutMs", "compileMemoryBytes"}
 // the compile fields: a run limit there would have nothing to fence, and
 // is refused naming it rather than silently ignored.
 func decodeCompile(raw json.RawMessage, defaults, max limits.Limits) (protocol.Source, error) {
-	obj, err := object(raw, "params", "module", "limits")
+	if !json.Valid(raw) {
+		return protocol.Source{}, invalidParams(raw, []string{"module", "limits"})
+	}
+	obj, err := validObject(raw, "params", "module", "limits")
 	if err != nil {
 		return protocol.Source{}, err
 	}

@@ -53,9 +53,19 @@ type job struct {
 // it at once: the server is shutting down, the id is in use, or the queue
 // is full by entries or by bytes (busy).
 func (s *Server) admit(req request) {
-	if j := s.admitJob(req); j != nil {
-		s.tasks.Go(func() { s.prepare(j) })
+	j := s.admitJob(req)
+	if j == nil {
+		return
 	}
+	if j.method == MethodRun && j.size <= inlineDecodeBytes {
+		// A small run is decoded here; its goroutine, if it needs one,
+		// starts only to wait for a compile (prepareRun).
+		if s.prepareRun(j) {
+			s.enqueueRun(j)
+		}
+		return
+	}
+	s.tasks.Go(func() { s.prepare(j) })
 }
 
 // admitJob registers the job of an admitted request, or answers the
@@ -113,11 +123,40 @@ func (s *Server) enqueueRun(j *job) {
 	s.mu.Unlock()
 }
 
-// next takes the oldest queued run, or returns nil once the server drains.
+// slotFree reports whether a run could start now: fewer than
+// MaxConcurrency run and none waits in the queue.
+func (s *Server) slotFree() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == stateOpen && s.running < s.opts.MaxConcurrency && s.runQueue.Len() == 0
+}
+
+// startInline takes a prepared run for the calling goroutine, as a worker
+// would from the queue, if a slot is still free; otherwise the run is
+// queued (or answered cancelled) and startInline returns false.
+func (s *Server) startInline(j *job) bool {
+	s.mu.Lock()
+	if j.ctx.Err() == nil && s.state < stateDraining && s.running < s.opts.MaxConcurrency && s.runQueue.Len() == 0 {
+		j.phase = phaseRunning
+		j.queuedAt = time.Now()
+		s.waiting--
+		s.queuedBytes -= j.size
+		s.running++
+		s.mu.Unlock()
+		return true
+	}
+	s.mu.Unlock()
+	s.enqueueRun(j)
+	return false
+}
+
+// next takes the oldest queued run when fewer than MaxConcurrency run (the
+// reader may be running one: see runInline), or returns nil once the
+// server drains.
 func (s *Server) next() *job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.runQueue.Len() == 0 && s.state < stateDraining {
+	for (s.runQueue.Len() == 0 || s.running >= s.opts.MaxConcurrency) && s.state < stateDraining {
 		s.work.Wait()
 	}
 	if s.runQueue.Len() == 0 {
@@ -165,7 +204,7 @@ func (s *Server) answerCancelled(j *job) {
 	}
 	s.mu.Unlock()
 	j.cancel()
-	if j.method == MethodRun {
+	if j.method != MethodCompile { // runs, calls and instantiates
 		s.count(string(protocol.KindCancelled))
 	}
 	s.respond(j, nil, ErrorObject(s.explainCancel(&protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"})))

@@ -94,6 +94,29 @@ func members(obj []byte, fn func(key, value []byte)) {
 	}
 }
 
+// stringEnd returns the index just past the string literal that starts
+// at b[i] (a quote): the next quote preceded by an even number of
+// backslashes. IndexByte makes a long string (a module's text or base64)
+// cheap to step over.
+func stringEnd(b []byte, i int) int {
+	i++ // past the opening quote
+	for {
+		k := bytes.IndexByte(b[i:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		q := i + k
+		n := 0
+		for p := q - 1; p >= i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
+	}
+}
+
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
@@ -103,21 +126,15 @@ func skipSpace(b []byte, i int) int {
 
 // valueEnd returns the index just past the valid JSON value at b[i].
 func valueEnd(b []byte, i int) int {
-	depth, inString := 0, false
+	depth := 0
 	for j := i; j < len(b); j++ {
 		c := b[j]
 		switch {
-		case inString:
-			if c == '\\' {
-				j++
-			} else if c == '"' {
-				inString = false
-				if depth == 0 {
-					return j + 1
-				}
-			}
 		case c == '"':
-			inString = true
+			j = stringEnd(b, j) - 1 // at the closing quote
+			if depth == 0 {
+				return j + 1
+			}
 		case c == '{' || c == '[':
 			depth++
 		case c == '}' || c == ']':
@@ -169,7 +186,8 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 		}
 		return request{}, false
 	}
-	if err := json.Unmarshal(trimmed, &struct{}{}); err != nil { // syntax only: nothing is kept
+	if !json.Valid(trimmed) { // one pass; the decoding after relies on it (fastjson.go)
+		err := json.Unmarshal(trimmed, &struct{}{}) // only to say what is wrong
 		send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
 		return request{}, false
 	}

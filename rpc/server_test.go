@@ -77,6 +77,11 @@ func (e *fakeEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Modu
 	return mod, protocol.CompileInfo{Cached: src.ID != "", Elapsed: 5 * time.Microsecond}, nil
 }
 
+// IsCached: every module is, except the slow compile's, so runs take the
+// server's inline paths (prepared, and run when nothing else waits, where
+// they were read).
+func (e *fakeEngine) IsCached(src protocol.Source) bool { return src.WAT != "compile:gate" }
+
 func (e *fakeEngine) CacheStats() protocol.CacheStats {
 	return protocol.CacheStats{Entries: 3, Bytes: 1234, Hits: 9, Misses: 3}
 }
@@ -1276,4 +1281,102 @@ func TestServeReturnsWhenParentNeverReads(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return within 10 s of the input closing, with a parent that never reads")
 	}
+}
+
+// TestServerInlineHammer mixes what the reading goroutine runs itself
+// (quick runs with nothing else in flight), runs that outlast the inline
+// grace (the reader role passes to another goroutine while the run goes
+// on), cancels of such runs, stats and compiles, sent one at a time and in
+// bursts from several writers: every request gets exactly one response,
+// of the right kind.
+func TestServerInlineHammer(t *testing.T) {
+	eng := newFakeEngine()
+	go func() { // block runs report their start; nobody else waits for it here
+		for range eng.started {
+		}
+	}()
+	h := startServer(t, eng, rpc.Options{MaxConcurrency: 2, MaxQueue: 100000})
+	t.Cleanup(func() { close(eng.gate) })
+	const n = 1500
+	kinds := map[string]string{}
+	send := func(i int) {
+		id := strconv.Itoa(i)
+		module := map[string]any{"id": "sha256:fake"}
+		switch i % 6 {
+		case 0, 1, 2:
+			h.request(id, rpc.MethodRun, map[string]any{"module": module, "function": "run"})
+		case 3:
+			h.request(id, rpc.MethodRun, map[string]any{"module": module, "function": "sleep"})
+		case 4:
+			h.request(id, rpc.MethodRun, map[string]any{"module": module, "function": "block"})
+			h.notify(rpc.MethodCancel, map[string]any{"id": i})
+		case 5:
+			if i%12 == 5 {
+				h.request(id, rpc.MethodStats, nil)
+			} else {
+				h.request(id, rpc.MethodCompile, map[string]any{"module": map[string]any{"wat": "(module)"}})
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		switch i % 6 {
+		case 0, 1, 2, 3:
+			kinds[strconv.Itoa(i)] = "ok"
+		case 4:
+			kinds[strconv.Itoa(i)] = "cancelled"
+		case 5:
+			kinds[strconv.Itoa(i)] = "ok"
+		}
+	}
+	count := map[string]int{}
+	check := func(m *message) {
+		id := string(m.ID)
+		count[id]++
+		switch kinds[id] {
+		case "ok":
+			if m.Error != nil {
+				t.Errorf("request %s: %+v", id, m.Error)
+			}
+		case "cancelled":
+			if m.Error == nil || m.Error.Code != protocol.CodeCancelled {
+				t.Errorf("request %s: %+v %s, want cancelled", id, m.Error, m.Result)
+			}
+		default:
+			t.Errorf("response to an id never sent: %s", id)
+		}
+	}
+	// One at a time: each run is the only request in flight.
+	for i := 0; i < n/3; i++ {
+		send(i)
+		for {
+			m := h.next(10 * time.Second)
+			if m.isResponse() {
+				check(m)
+				break
+			}
+		}
+	}
+	// In bursts, from four writers at once.
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Go(func() {
+			for i := n/3 + w; i < n; i += 4 {
+				send(i)
+			}
+		})
+	}
+	for got := n / 3; got < n; {
+		m := h.next(10 * time.Second)
+		if m.isResponse() {
+			check(m)
+			got++
+		}
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		if c := count[strconv.Itoa(i)]; c != 1 {
+			t.Errorf("request %d answered %d times", i, c)
+		}
+	}
+	h.quiet(100 * time.Millisecond)
 }

@@ -25,8 +25,10 @@ package sandbox
 // host functions whose work the guest cannot pay for (wasi_fuel.go).
 
 /*
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct wasmtime_store wasmtime_store_t;
@@ -121,13 +123,107 @@ static int sbx_consume_fuel(wasmtime_context_t *ctx, uint64_t n) {
 	return enough;
 }
 
-// ---- a host function's out-of-fuel trap (trap.h, wasm.h) ----
+// ---- calling an export in one cgo call (instance.h, func.h, val.h, extern.h) ----
+//
+// wasmtime-go's Instance.GetFunc and Func.Call cost about a dozen cgo calls
+// and as many allocations with finalizers per call (the function's type is
+// fetched and freed every time). sbx_call does the lookup, the call and
+// the conversions in one. The three types are declared as in the pinned
+// headers (capi_test.go compiles the headers and compares the layouts);
+// wasmtime_extern_t's union is given room to spare, since only its kind
+// and func member are read.
+
+typedef struct wasmtime_func {
+	uint64_t store_id;
+	void *__private;
+} wasmtime_func_t;
+
+typedef struct wasmtime_instance {
+	uint64_t store_id;
+	size_t __private;
+} wasmtime_instance_t;
+
+typedef struct wasmtime_val {
+	uint8_t kind;
+	union {
+		int32_t i32;
+		int64_t i64;
+		float f32;
+		double f64;
+		uint8_t any[24];
+	} of;
+} wasmtime_val_t;
+
+typedef struct wasmtime_extern {
+	uint8_t kind;
+	union {
+		wasmtime_func_t func;
+		uint8_t any[56];
+	} of;
+} wasmtime_extern_t;
 
 typedef struct wasm_trap_t wasm_trap_t;
+
+extern wasmtime_context_t *wasmtime_store_context(wasmtime_store_t *store);
+extern bool wasmtime_instance_export_get(wasmtime_context_t *store, const wasmtime_instance_t *instance, const char *name, size_t name_len, wasmtime_extern_t *item);
+extern void wasmtime_extern_delete(wasmtime_extern_t *val);
+extern wasmtime_error_t *wasmtime_func_call(wasmtime_context_t *store, const wasmtime_func_t *func, const wasmtime_val_t *args, size_t nargs, wasmtime_val_t *results, size_t nresults, wasm_trap_t **trap);
+
+enum { SBX_MAX_VALS = 16, SBX_EXTERN_FUNC = 0 };
+
+// sbx_vals carries a call's values: kinds (WASMTIME_I32 … WASMTIME_F64,
+// the same numbers as the wasm value types) and bits (i32 and f32 in the
+// low 32 bits); the results replace the arguments.
+typedef struct {
+	uint8_t kind[SBX_MAX_VALS];
+	uint64_t bits[SBX_MAX_VALS];
+} sbx_vals;
+
+// sbx_call calls the function export name of inst with nargs values of v
+// and writes nres results back into v. It returns 0 when there is no such
+// function, 1 when the call was made (*err or *trap set if it failed).
+static int sbx_call(wasmtime_store_t *store, const wasmtime_instance_t *inst, const char *name, size_t name_len,
+                    sbx_vals *v, size_t nargs, size_t nres, wasmtime_error_t **err, wasm_trap_t **trap) {
+	wasmtime_context_t *ctx = wasmtime_store_context(store);
+	wasmtime_extern_t item;
+	if (!wasmtime_instance_export_get(ctx, inst, name, name_len, &item))
+		return 0;
+	if (item.kind != SBX_EXTERN_FUNC) {
+		wasmtime_extern_delete(&item);
+		return 0;
+	}
+	wasmtime_val_t args[SBX_MAX_VALS], results[SBX_MAX_VALS];
+	for (size_t i = 0; i < nargs; i++) {
+		args[i].kind = v->kind[i];
+		if (v->kind[i] == 0 || v->kind[i] == 2) { // i32, f32: 4 bytes of bits
+			uint32_t b = (uint32_t)v->bits[i];
+			memcpy(&args[i].of, &b, 4);
+		} else {
+			memcpy(&args[i].of, &v->bits[i], 8);
+		}
+	}
+	*trap = NULL;
+	*err = wasmtime_func_call(ctx, &item.of.func, args, nargs, results, nres, trap);
+	if (!*err && !*trap) {
+		for (size_t i = 0; i < nres; i++) {
+			v->kind[i] = results[i].kind;
+			if (results[i].kind == 0 || results[i].kind == 2) {
+				uint32_t b;
+				memcpy(&b, &results[i].of, 4);
+				v->bits[i] = b;
+			} else {
+				memcpy(&v->bits[i], &results[i].of, 8);
+			}
+		}
+	}
+	wasmtime_extern_delete(&item);
+	return 1;
+}
+// ---- a host function's out-of-fuel trap (trap.h) ----
+
 typedef uint8_t wasmtime_trap_code_t;
 
 extern wasm_trap_t *wasmtime_trap_new_code(wasmtime_trap_code_t code);
-extern void wasm_trap_delete(wasm_trap_t *);
 
 // ---- WASI (wasi.h, wasm.h) ----
 
@@ -174,6 +270,7 @@ import "C"
 
 import (
 	"errors"
+	"runtime"
 	"runtime/cgo"
 	"time"
 	"unsafe"
@@ -256,19 +353,121 @@ func consumeFuel(c *wasmtime.Caller, n uint64) bool {
 	return C.sbx_consume_fuel((*C.wasmtime_context_t)(unsafe.Pointer(c.Context())), C.uint64_t(n)) != 0
 }
 
+// ---- calling an export ----
+
+// maxFastVals is the most arguments, and the most results, callExport
+// passes; a function with more takes wasmtime-go's path.
+const maxFastVals = C.SBX_MAX_VALS
+
+// callExport calls the function export name of inst in store with args
+// and returns nres results: one cgo call, where wasmtime-go's GetFunc and
+// Call make about a dozen. The argument types need not be checked here:
+// wasmtime checks them against the function's type. ok is false, and
+// nothing was called, when the export is not a function or there are too
+// many values; the caller takes wasmtime-go's path then. A failed call
+// returns a *wasmtime.Trap or *wasmtime.Error, as Func.Call would.
+func callExport(store *wasmtime.Store, inst *wasmtime.Instance, name string, args []Value, nres int) (values []Value, err error, ok bool) {
+	if len(args) > maxFastVals || nres > maxFastVals || name == "" {
+		return nil, nil, false
+	}
+	var v C.sbx_vals
+	for i, a := range args {
+		v.kind[i] = C.uint8_t(wasmKind(a.Type))
+		v.bits[i] = C.uint64_t(a.Bits)
+	}
+	var cerr *C.wasmtime_error_t
+	var trap *C.wasm_trap_t
+	called := C.sbx_call(storePtr(store), instancePtr(inst), (*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)),
+		&v, C.size_t(len(args)), C.size_t(nres), &cerr, &trap)
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(inst)
+	runtime.KeepAlive(name)
+	if called == 0 {
+		return nil, nil, false
+	}
+	if trap != nil {
+		if cerr != nil {
+			C.wasmtime_error_delete(cerr)
+		}
+		t := wrapTrap(trap)
+		if t.Message() == goPanicked {
+			// A host function panicked; wasmtime-go kept the value in the
+			// store's data, where only its own entry points look.
+			panic("sandboxd: a host function panicked during a call of " + name)
+		}
+		return nil, t, true
+	}
+	if cerr != nil {
+		return nil, wrapError(cerr), true
+	}
+	values = make([]Value, nres)
+	for i := range values {
+		values[i] = Value{Type: valTypeOfKind(uint8(v.kind[i])), Bits: uint64(v.bits[i])}
+	}
+	return values, nil, true
+}
+
+// goPanicked is the trap message wasmtime-go's host-function trampoline
+// returns when the Go function panicked.
+const goPanicked = "go panicked"
+
+// wasmKind is the wasmtime_valkind_t of t (val.h: WASMTIME_I32 = 0 …
+// WASMTIME_F64 = 3).
+func wasmKind(t ValType) uint8 {
+	switch t {
+	case I32:
+		return 0
+	case I64:
+		return 1
+	case F32:
+		return 2
+	}
+	return 3
+}
+
+func valTypeOfKind(k uint8) ValType {
+	switch k {
+	case 0:
+		return I32
+	case 1:
+		return I64
+	case 2:
+		return F32
+	}
+	return F64
+}
+
+// instancePtr is the wasmtime_instance_t that wasmtime-go keeps unexported
+// as the only field of Instance. capi_test.go checks that layout.
+func instancePtr(inst *wasmtime.Instance) *C.wasmtime_instance_t {
+	return (*C.wasmtime_instance_t)(unsafe.Pointer(inst))
+}
+
+// wrapTrap and wrapError give a trap or error the C API returned the
+// wasmtime-go type every caller expects (classify reads a *wasmtime.Trap,
+// wasiExitStatus a *wasmtime.Error), owning it as wasmtime-go's own
+// would: freed by Close or, failing that, the garbage collector. Both
+// types' only field is the C pointer (capi_test.go checks).
+func wrapTrap(p *C.wasm_trap_t) *wasmtime.Trap {
+	t := new(wasmtime.Trap)
+	*(**C.wasm_trap_t)(unsafe.Pointer(t)) = p
+	runtime.SetFinalizer(t, (*wasmtime.Trap).Close)
+	return t
+}
+
+func wrapError(p *C.wasmtime_error_t) *wasmtime.Error {
+	e := new(wasmtime.Error)
+	*(**C.wasmtime_error_t)(unsafe.Pointer(e)) = p
+	runtime.SetFinalizer(e, (*wasmtime.Error).Close)
+	return e
+}
+
 // fuelTrap is the trap a host function returns when the guest cannot pay
 // for its work: wasmtime's own out-of-fuel trap (trap code
 // rawTrapOutOfFuel), so the run is classified exactly as if the guest's
-// instructions had used the fuel up. wasmtime-go can only make traps with a
-// message, so the C trap of a fresh one is swapped for one made with the
-// code; its finalizer then frees the new one (capi_test.go checks the
-// layout).
+// instructions had used the fuel up.
 func fuelTrap() *wasmtime.Trap {
-	t := wasmtime.NewTrap("out of fuel")
-	p := (**C.wasm_trap_t)(unsafe.Pointer(t))
-	C.wasm_trap_delete(*p)
-	*p = C.wasmtime_trap_new_code(C.wasmtime_trap_code_t(rawTrapOutOfFuel))
-	return t
+	return wrapTrap(C.wasmtime_trap_new_code(C.wasmtime_trap_code_t(rawTrapOutOfFuel)))
 }
 
 // ---- WASI ----
@@ -303,3 +502,17 @@ func sbxWasiWrite(sink C.uintptr_t, stream C.int, buf *C.uchar, n C.size_t) C.pt
 func wasiConfigPtr(cfg *wasmtime.WasiConfig) *C.wasi_config_t {
 	return *(**C.wasi_config_t)(unsafe.Pointer(cfg))
 }
+
+// The layouts of the declarations sbx_call relies on, for capi_test.go to
+// compare with the pinned headers.
+const (
+	sizeofWasmtimeFunc     = C.sizeof_wasmtime_func_t
+	sizeofWasmtimeInstance = C.sizeof_wasmtime_instance_t
+	sizeofWasmtimeVal      = C.sizeof_wasmtime_val_t
+	sizeofWasmtimeExtern   = C.sizeof_wasmtime_extern_t
+)
+
+var (
+	offsetofValOf    = unsafe.Offsetof(C.wasmtime_val_t{}.of)
+	offsetofExternOf = unsafe.Offsetof(C.wasmtime_extern_t{}.of)
+)

@@ -780,17 +780,11 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 				return nil, err
 			}
 		}
-		fn := r.instance.GetFunc(r.store, req.Function)
-		args := make([]any, len(req.Args))
-		for i, a := range req.Args {
-			args[i] = toWasmtime(a)
-		}
-		out, err := fn.Call(r.store, args...)
+		exp, _ := m.Export(req.Function)
+		values, err := callFunction(r.store, r.instance, req.Function, req.Args, exp.Results)
 		if err != nil {
 			return nil, err
 		}
-		exp, _ := m.Export(req.Function)
-		values := fromWasmtime(out, exp.Results)
 		if pluginFn {
 			var perr *Error
 			output, perr = in.plugin.result(r.store, req.Function, values[0].I32(), l.OutputBytes)

@@ -173,20 +173,30 @@ func (r *run) execute() ([]Value, error) {
 			return nil, err
 		}
 	}
-	fn := inst.GetFunc(r.store, r.req.Function)
+	exp, _ := r.module.Export(r.req.Function)
+	return callFunction(r.store, inst, r.req.Function, r.req.Args, exp.Results)
+}
+
+// callFunction calls the function export name of inst, whose signature
+// checkSignature accepted for args: in one cgo call when it can
+// (callExport), through wasmtime-go otherwise.
+func callFunction(store *wasmtime.Store, inst *wasmtime.Instance, name string, args []Value, results []string) ([]Value, error) {
+	if values, err, ok := callExport(store, inst, name, args, len(results)); ok {
+		return values, err
+	}
+	fn := inst.GetFunc(store, name)
 	if fn == nil { // checkSignature proved it exists; keep the guard anyway
-		return nil, &Error{Kind: KindExport, Function: r.req.Function, Message: fmt.Sprintf("export %q not found", r.req.Function)}
+		return nil, &Error{Kind: KindExport, Function: name, Message: fmt.Sprintf("export %q not found", name)}
 	}
-	args := make([]any, len(r.req.Args))
-	for i, a := range r.req.Args {
-		args[i] = toWasmtime(a)
+	wargs := make([]any, len(args))
+	for i, a := range args {
+		wargs[i] = toWasmtime(a)
 	}
-	out, err := fn.Call(r.store, args...)
+	out, err := fn.Call(store, wargs...)
 	if err != nil {
 		return nil, err
 	}
-	exp, _ := r.module.Export(r.req.Function)
-	return fromWasmtime(out, exp.Results), nil
+	return fromWasmtime(out, results), nil
 }
 
 func (r *run) setGlobal(name string, v int64) {

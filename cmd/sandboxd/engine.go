@@ -82,6 +82,13 @@ func (e sidecarEngine) CheckGrant(src protocol.Source, caps protocol.Capabilitie
 	return e.eng.CheckWASIGrant(s, sandboxCaps(caps))
 }
 
+// IsCached reports whether Compile would find src in the cache, without
+// converting or compiling it (rpc prepares such runs where it read them).
+func (e sidecarEngine) IsCached(src protocol.Source) bool {
+	_, ok := e.eng.Cached(sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID})
+	return ok
+}
+
 func sandboxCaps(c protocol.Capabilities) sandbox.Capabilities {
 	caps := sandbox.Capabilities{Log: c.Log, Random: c.Random, Seed: c.Seed, Clock: c.Clock}
 	if w := c.WASI; w != nil {

@@ -269,3 +269,103 @@ func TestInstanceHostileParams(t *testing.T) {
 		t.Fatalf("after the hostile frames (a bad call must not run): %s", m.raw)
 	}
 }
+
+// TestInstantiateNotificationsAndCancel: the log lines of a start function
+// carry the instantiate's id, and a cancelled instantiate (an endless
+// start function) leaves no instance behind.
+func TestInstantiateNotificationsAndCancel(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	logStart := `(module
+	  (import "host" "log" (func $log (param i32 i32)))
+	  (memory (export "memory") 1)
+	  (data (i32.const 0) "starting")
+	  (func $s (call $log (i32.const 0) (i32.const 8)))
+	  (start $s)
+	  (func (export "run")))`
+	s.request(`"log"`, "instantiate", map[string]any{"module": map[string]string{"wat": logStart},
+		"capabilities": map[string]any{"log": true}, "limits": hangLimits(nil)})
+	m, msgs := s.response(`"log"`, time.Minute)
+	if m.Error != nil || !strings.Contains(string(m.Result), `"logLines":1`) {
+		t.Fatalf("instantiate with a logging start function: %s", m.raw)
+	}
+	if lines := checkLogOrder(t, msgs, `"log"`); len(lines) != 1 || lines[0] != "starting" {
+		t.Fatalf("log lines of instantiation: %q", lines)
+	}
+
+	s.request(`"spin"`, "instantiate", map[string]any{"module": map[string]string{"path": fixture("start_spin.wat")},
+		"limits": hangLimits(map[string]uint64{"fuel": hugeFuel})})
+	s.waitRunning(1, 0)
+	s.notify("$/cancelRequest", map[string]any{"id": "spin"})
+	m, _ = s.response(`"spin"`, time.Minute)
+	if m.Error == nil || m.Error.Code != protocol.CodeCancelled {
+		t.Fatalf("cancelled instantiate: %s", m.raw)
+	}
+	s.request(`"st"`, "stats", nil)
+	m, _ = s.response(`"st"`, time.Minute)
+	if !strings.Contains(string(m.Result), `"instances":{"live":1,"max":64,"created":1,"evicted":0}`) {
+		t.Fatalf("stats after a cancelled instantiate: %s", m.raw)
+	}
+}
+
+// TestInstanceShutdownAndEOF: shutdown waits for a call in flight and the
+// calls queued behind it, and answers each; the end of input (no
+// shutdown) cancels a running call and those queued behind it. Every
+// request gets exactly one response.
+func TestInstanceShutdownAndEOF(t *testing.T) {
+	t.Parallel()
+	t.Run("shutdown", func(t *testing.T) {
+		t.Parallel()
+		s := startRaw(t, binPath, "--framing=ndjson")
+		s.startReading()
+		inst := rawInstance(t, s, `"i"`)
+		work := callParams(inst, "work", "1000000000")
+		work["limits"] = map[string]uint64{"fuel": hugeFuel}
+		s.request(`"work"`, "call", work)
+		s.waitRunning(1, 0)
+		s.request(`"q"`, "call", callParams(inst, "push", 5))
+		s.request(`"down"`, "shutdown", nil)
+		s.request(`"late"`, "call", callParams(inst, "count"))
+		_, msgs := s.response(`"down"`, 5*time.Minute)
+		seen := map[string]*message{}
+		for _, m := range msgs {
+			if m.isResponse() {
+				if seen[m.idKey()] != nil {
+					t.Fatalf("two responses to %s", m.idKey())
+				}
+				seen[m.idKey()] = m
+			}
+		}
+		if m := seen[`"work"`]; m == nil || m.Error != nil {
+			t.Fatalf("the running call, before shutdown's answer: %v", m)
+		}
+		if m := seen[`"q"`]; m == nil || resultI32(t, m) != 0 {
+			t.Fatalf("the queued call, before shutdown's answer: %v", m)
+		}
+		if m, _ := s.response(`"late"`, time.Minute); m.Error == nil || m.Error.Code != protocol.CodeInvalidRequest {
+			t.Fatalf("a call after shutdown: %s", m.raw)
+		}
+	})
+	t.Run("eof", func(t *testing.T) {
+		t.Parallel()
+		s := startRaw(t, binPath, "--framing=ndjson")
+		s.startReading()
+		inst := rawInstance(t, s, `"i"`)
+		spin := callParams(inst, "spin")
+		spin["limits"] = map[string]uint64{"fuel": hugeFuel}
+		s.request(`"spin"`, "call", spin)
+		s.waitRunning(1, 0)
+		s.request(`"q"`, "call", callParams(inst, "count"))
+		_ = s.stdin.Close() // what was read before the end is still dispatched
+		if code, _, killed := s.wait(30 * time.Second); killed || code != 0 {
+			t.Fatalf("sidecar after EOF: exit %d, killed %v", code, killed)
+		}
+		for _, id := range []string{`"spin"`, `"q"`} {
+			m, _ := s.response(id, time.Second)
+			if m.Error == nil || m.Error.Code != protocol.CodeCancelled {
+				t.Fatalf("%s after EOF: %s", id, m.raw)
+			}
+		}
+	})
+}

@@ -1,10 +1,11 @@
 // Command session shows a whole sidecar session from Go: spawn, initialize,
-// a run with streamed logs, a run that fails, shutdown. It is the last
-// step of `make demo`.
+// a run with streamed logs, a run that fails, a plugin instance called
+// twice, shutdown. It is the last step of `make demo`.
 package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,9 +68,44 @@ func session() error {
 	}
 	fmt.Printf("run infinite_loop: error %d %s\n", e.Code, e.Kind())
 
+	if err := plugin(ctx, c); err != nil {
+		return err
+	}
+
 	if err := c.Close(); err != nil {
 		return err
 	}
 	fmt.Println("shutdown: ok")
 	return nil
+}
+
+// plugin instantiates the WAT plugin, calls it twice (its var counter
+// persists between the calls), shows its own error, and releases it.
+func plugin(ctx context.Context, c *sandboxd.Client) error {
+	in, err := c.Instantiate(ctx, sandboxd.InstantiateParams{
+		Module:       rpc.ModuleSpec{Path: sandboxd.Str("testdata/plugins/wat/plugin.wat")},
+		Capabilities: &rpc.CapabilitySpec{Log: true},
+	})
+	if err != nil {
+		return err
+	}
+	defer in.Release(ctx)
+	res, err := in.Call(ctx, "greet", sandboxd.CallOptions{Input: []byte("Ada")})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("call greet(\"Ada\") on %s: %q\n", in.ID, []byte(*res.Output))
+	for range 2 {
+		if res, err = in.Call(ctx, "count", sandboxd.CallOptions{}); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("call count twice: the var is %d\n", binary.LittleEndian.Uint64(*res.Output))
+	_, err = in.Call(ctx, "fail", sandboxd.CallOptions{})
+	var pe *sandboxd.PluginError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("fail: expected a plugin error, got %v", err)
+	}
+	fmt.Printf("call fail: plugin error %q (return code %d), the instance stays\n", pe.Message, pe.ReturnCode)
+	return in.Release(ctx)
 }

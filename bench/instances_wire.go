@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/sandboxd/sandboxd/clients/go/sandboxd"
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// instanceWireSection is row 13: over the wire with the Go client, a
+// `call` on a warm instance against a fresh-instance `run` of the same
+// export (add; the WAT and Go PDK plugins' greet, whose run is a plugin
+// run: instantiate, call, release in the sidecar), sequential p50, each
+// as a ratio against the pipe floor of row 1 in the same run.
+func instanceWireSection(env *Env) []Row {
+	const section = "13 inst wire"
+	c, stderr, err := startSidecar(env)
+	if err != nil {
+		return []Row{naRow(section, "warm call over the wire", err.Error())}
+	}
+	defer c.Close()
+	ctx := context.Background()
+	floor := env.GoFloor.P50()
+	n := env.n(2000, 100)
+	var rows []Row
+	// run is given the module by the id the instance reports: both sides
+	// then find it compiled.
+	compare := func(what string, inst sandboxd.InstantiateParams, fn string, opts sandboxd.CallOptions, run sandboxd.RunParams) {
+		in, err := c.Instantiate(ctx, inst)
+		if err != nil {
+			rows = append(rows, naRow(section, what, fmt.Sprintf("%v; stderr: %s", err, stderr)))
+			return
+		}
+		defer in.Release(ctx)
+		run.Module = protocol.ModuleSpec{ID: sandboxd.Str(in.Result.ModuleID)}
+		warm, err := timeEach(n, func() error { _, err := in.Call(ctx, fn, opts); return err })
+		if err != nil {
+			rows = append(rows, naRow(section, what, err.Error()))
+			return
+		}
+		fresh, err := timeEach(max(n/10, 20), func() error { _, err := c.Run(ctx, run, nil); return err })
+		if err != nil {
+			rows = append(rows, naRow(section, what, err.Error()))
+			return
+		}
+		w, f := warm.P50(), fresh.P50()
+		rows = append(rows, Row{Section: section, Measurement: what + ", p50", Value: fmtDur(w),
+			Floor: fmt.Sprintf("floor %s; fresh run %s (%s floor)", fmtDur(floor), fmtDur(f), formatRatio(ratio(float64(f), float64(floor)))),
+			Ratio: ratio(float64(w), float64(floor)), RatioText: formatRatio(ratio(float64(w), float64(floor))) + " floor",
+			Verdict: verdictInfo,
+			Raw:     map[string]float64{"warm_us": us(w), "fresh_us": us(f), "floor_us": us(floor)}})
+	}
+
+	add, err := compileWAT(c, env.wat("well_behaved.wat"))
+	if err != nil {
+		return []Row{naRow(section, "warm call over the wire", fmt.Sprintf("%v; stderr: %s", err, stderr))}
+	}
+	addMod := protocol.ModuleSpec{ID: sandboxd.Str(add)}
+	compare("call add(1,2) on a warm instance vs run", sandboxd.InstantiateParams{Module: addMod}, "add",
+		sandboxd.CallOptions{Args: argsJSON(1, 2)}, addParams(add))
+
+	long := map[string]uint64{"compileTimeoutMs": 300_000} // the Go plugin compiles for seconds
+	for _, p := range []struct {
+		dir  string
+		file string
+		caps *protocol.CapabilitySpec
+	}{
+		{"wat", "plugin.wat", &protocol.CapabilitySpec{Log: true}},
+		{"go", "plugin.wasm", &protocol.CapabilitySpec{Log: true, WASI: &protocol.WASISpec{}}},
+	} {
+		mod := protocol.ModuleSpec{Path: sandboxd.Str(filepath.Join(env.Root, "testdata", "plugins", p.dir, p.file))}
+		input := protocol.Bytes("bench")
+		compare(fmt.Sprintf("plugin greet (%s) on a warm instance vs plugin run", p.dir),
+			sandboxd.InstantiateParams{Module: mod, Capabilities: p.caps, Limits: long}, "greet",
+			sandboxd.CallOptions{Input: input},
+			sandboxd.RunParams{Function: "greet", Input: &input, Capabilities: p.caps, Limits: long})
+	}
+	return rows
+}
+
+// timeEach times n calls of f one after another, after a few warm-up calls.
+func timeEach(n int, f func() error) (Sample, error) {
+	for range 5 {
+		if err := f(); err != nil {
+			return nil, err
+		}
+	}
+	s := make(Sample, 0, n)
+	for range n {
+		t := time.Now()
+		if err := f(); err != nil {
+			return nil, err
+		}
+		s = append(s, time.Since(t))
+	}
+	return s, nil
+}

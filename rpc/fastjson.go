@@ -1,0 +1,194 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Decoding params that screening has already checked. Every message is
+// checked for JSON syntax once, when it is screened (screen.go); the
+// params of a run are then read by walking that valid text (members,
+// elements) instead of handing each level to encoding/json, which checks
+// the syntax of its input again before decoding it: for a run of a 2 KB
+// WAT text that was nine passes over the text instead of two. The
+// functions here require valid JSON; decodeRun checks it for callers that
+// have not.
+
+// validObject is object for valid JSON: raw's members by key, values
+// sharing raw's memory.
+func validObject(raw json.RawMessage, field string, allowed ...string) (map[string]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, paramErr(field, "must be an object, got %s", kindOfJSON(raw))
+	}
+	obj := make(map[string]json.RawMessage, 4)
+	var bad error
+	members(raw, func(key, value []byte) {
+		if bad != nil {
+			return
+		}
+		k, ok := knownKey(key, allowed)
+		if !ok {
+			if k == "" {
+				bad = paramErr(field, "unknown field \"\" (allowed: %s)", strings.Join(allowed, ", "))
+			} else {
+				bad = paramErr(join(field, k), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+			}
+			return
+		}
+		obj[k] = value
+	})
+	if bad != nil {
+		return nil, bad
+	}
+	return obj, nil
+}
+
+// knownKey decodes the key literal key and reports whether it is one of
+// allowed (returning that string, so a known key costs no allocation).
+func knownKey(key []byte, allowed []string) (string, bool) {
+	if bytes.IndexByte(key, '\\') < 0 {
+		body := key[1 : len(key)-1]
+		for _, a := range allowed {
+			if string(body) == a {
+				return a, true
+			}
+		}
+	}
+	k := validString(key)
+	return k, contains(allowed, k)
+}
+
+// validStringField is stringField for valid JSON.
+func validStringField(raw json.RawMessage, field string) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", paramErr(field, "must be a string, got %s", kindOfJSON(raw))
+	}
+	return validString(raw), nil
+}
+
+// validString decodes the valid JSON string literal lit as encoding/json
+// does: escapes resolved, invalid UTF-8 and lone surrogates replaced by
+// U+FFFD.
+func validString(lit []byte) string {
+	body := lit[1 : len(lit)-1]
+	i := bytes.IndexByte(body, '\\')
+	if i < 0 && utf8.Valid(body) {
+		return string(body) // nothing to unescape or replace: the common case
+	}
+	if i < 0 {
+		i = len(body)
+	}
+	// Up to the first backslash, only invalid UTF-8 needs replacing.
+	out := make([]byte, 0, len(body))
+	out = appendReplacingInvalid(out, body[:i])
+	for i < len(body) {
+		if body[i] != '\\' {
+			j := bytes.IndexByte(body[i:], '\\')
+			if j < 0 {
+				j = len(body) - i
+			}
+			out = appendReplacingInvalid(out, body[i:i+j])
+			i += j
+			continue
+		}
+		i++ // past the backslash
+		switch c := body[i]; c {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hex4(body[i+1 : i+5])
+			i += 5
+			if utf16.IsSurrogate(r) {
+				// A pair is one rune; anything else is replaced, and a
+				// following escape is read on its own (as encoding/json).
+				if i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
+					if dec := utf16.DecodeRune(r, hex4(body[i+2:i+6])); dec != utf8.RuneError {
+						out = utf8.AppendRune(out, dec)
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default: // '"', '\\', '/'
+			out = append(out, c)
+		}
+		i++
+	}
+	return string(out)
+}
+
+// appendReplacingInvalid appends b with each byte of invalid UTF-8
+// replaced by U+FFFD.
+func appendReplacingInvalid(out, b []byte) []byte {
+	if utf8.Valid(b) {
+		return append(out, b...)
+	}
+	for len(b) > 0 {
+		if b[0] < utf8.RuneSelf {
+			out = append(out, b[0])
+			b = b[1:]
+			continue
+		}
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			out = utf8.AppendRune(out, utf8.RuneError)
+		} else {
+			out = append(out, b[:size]...)
+		}
+		b = b[size:]
+	}
+	return out
+}
+
+// hex4 reads four hex digits (valid JSON has them after \u).
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// elements returns the elements of the valid JSON array arr, sharing its
+// memory.
+func elements(arr []byte) []json.RawMessage {
+	var out []json.RawMessage
+	i := skipSpace(arr, 0) + 1 // past '['
+	for {
+		i = skipSpace(arr, i)
+		if i >= len(arr) || arr[i] == ']' {
+			return out
+		}
+		if arr[i] == ',' {
+			i++
+			continue
+		}
+		end := valueEnd(arr, i)
+		out = append(out, arr[i:end])
+		i = end
+	}
+}
