@@ -1,5 +1,6 @@
 /**
- * Reading `Content-Length` frames from the sidecar's stdout.
+ * Reading `Content-Length` frames from the sidecar's stdout, and writing
+ * them to its stdin.
  *
  * vscode-jsonrpc's StreamMessageReader decodes each message in a later
  * macrotask (a semaphore turn per message), so the stream's end can be
@@ -7,12 +8,27 @@
  * sidecar's last answers would race its death. {@link FrameReader} decodes
  * synchronously in the stream's `data` handler instead: every message read
  * before the end of the stream has been delivered when `onClose` fires,
- * which is the order teardown needs, by construction. Writing uses
- * vscode-jsonrpc's StreamMessageWriter.
+ * which is the order teardown needs, by construction.
+ *
+ * vscode-jsonrpc's StreamMessageWriter takes a semaphore turn per message,
+ * and the semaphore runs each turn in a `setImmediate`: every request waits
+ * for an event-loop iteration before it is written, and under load the
+ * messages leave one per iteration. It also writes the header and the body
+ * as two writes, the body only after the header's write completed, so the
+ * sidecar reads each request in two pieces. {@link FrameWriter} writes each
+ * frame as one piece, in the same turn of the event loop, and the frames of
+ * one turn as one write.
  *
  * @module
  */
-import { AbstractMessageReader, Disposable, type DataCallback, type Message } from "vscode-jsonrpc/node";
+import {
+  AbstractMessageReader,
+  AbstractMessageWriter,
+  Disposable,
+  type DataCallback,
+  type Message,
+  type MessageWriter,
+} from "vscode-jsonrpc/node";
 
 /** A header block longer than this is a broken stream, not a message. */
 const MAX_HEADER_BYTES = 8192;
@@ -78,7 +94,7 @@ export class FrameReader extends AbstractMessageReader {
           if (buf.length > MAX_HEADER_BYTES) throw new Error(`message header longer than ${MAX_HEADER_BYTES} bytes`);
           return;
         }
-        this.bodyLength = contentLength(buf.subarray(0, end).toString("ascii"));
+        this.bodyLength = soleContentLength(buf, end) ?? contentLength(buf.subarray(0, end).toString("ascii"));
         this.keep(buf.subarray(end + HEADER_END.length));
       }
       if (this.size < this.bodyLength) return;
@@ -97,6 +113,26 @@ export class FrameReader extends AbstractMessageReader {
   }
 }
 
+const CONTENT_LENGTH = Buffer.from("Content-Length: ", "ascii");
+
+/**
+ * The body length when the header block `buf[0:end]` is exactly
+ * `Content-Length: <digits>`, the one header sandboxd writes, read from the
+ * bytes without decoding the block; else `undefined` (the general parser
+ * decides).
+ */
+function soleContentLength(buf: Buffer, end: number): number | undefined {
+  const start = CONTENT_LENGTH.length;
+  if (end <= start || end > start + 15 || buf.compare(CONTENT_LENGTH, 0, start, 0, start) !== 0) return undefined;
+  let n = 0;
+  for (let i = start; i < end; i++) {
+    const d = buf[i]! - 0x30;
+    if (d < 0 || d > 9) return undefined;
+    n = n * 10 + d;
+  }
+  return n;
+}
+
 function contentLength(headers: string): number {
   for (const line of headers.split("\r\n")) {
     const colon = line.indexOf(":");
@@ -107,4 +143,66 @@ function contentLength(headers: string): number {
     return Number(value);
   }
   throw new Error(`message header has no Content-Length: ${JSON.stringify(headers)}`);
+}
+
+/** The frames of one turn and the promise their write settles. */
+interface Batch {
+  text: string;
+  done: Promise<void>;
+  resolve: () => void;
+  reject: (error: Error) => void;
+}
+
+/**
+ * A MessageWriter of `Content-Length` frames. A message is encoded at once
+ * and queued; the queue is written as one `stream.write` when the current
+ * turn's synchronous code and promise continuations are done
+ * (`process.nextTick`), before the event loop polls again. So a lone request
+ * leaves without an event-loop hop, and many requests made in one turn
+ * leave in one write. `write` resolves once its batch is handed to the
+ * operating system and rejects if that fails.
+ */
+export class FrameWriter extends AbstractMessageWriter implements MessageWriter {
+  private batch: Batch | undefined;
+  private readonly flush = () => this.doFlush();
+
+  constructor(private readonly stream: NodeJS.WritableStream) {
+    super();
+    stream.on("error", (err: Error) => this.fireError(err));
+    stream.on("close", () => this.fireClose());
+  }
+
+  write(message: Message): Promise<void> {
+    const body = JSON.stringify(message);
+    const frame = `Content-Length: ${Buffer.byteLength(body, "utf8")}\r\n\r\n${body}`;
+    if (this.batch !== undefined) {
+      this.batch.text += frame;
+      return this.batch.done;
+    }
+    let resolve!: () => void;
+    let reject!: (error: Error) => void;
+    const done = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    this.batch = { text: frame, done, resolve, reject };
+    process.nextTick(this.flush);
+    return done;
+  }
+
+  end(): void {
+    this.doFlush();
+    this.stream.end();
+  }
+
+  private doFlush(): void {
+    const batch = this.batch;
+    if (batch === undefined) return;
+    this.batch = undefined;
+    try {
+      this.stream.write(batch.text, "utf8", (err?: Error | null) => (err ? batch.reject(err) : batch.resolve()));
+    } catch (err) {
+      batch.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
 }

@@ -8,11 +8,11 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 
-import { StreamMessageWriter, type MessageWriter } from "vscode-jsonrpc/node";
+import type { MessageWriter } from "vscode-jsonrpc/node";
 
 import { BUILD_HINT } from "./binary.js";
 import { SidecarError } from "./errors.js";
-import { FrameReader } from "./framing.js";
+import { FrameReader, FrameWriter } from "./framing.js";
 
 /** How much of the sidecar's stderr is kept for error messages. */
 const STDERR_TAIL_BYTES = 4096;
@@ -103,7 +103,7 @@ export class SidecarProcess {
       stdout.once("close", () => resolve());
     });
     this.reader = new FrameReader(stdout);
-    this.writer = new StreamMessageWriter(child.stdin!);
+    this.writer = new FrameWriter(child.stdin!);
     const exited = this.exited;
     this.gone = (async () => {
       // Whichever comes first, give the other its grace period.

@@ -1,14 +1,14 @@
 // The session core and the frame reader without a process: an in-memory
 // stream stands for the sidecar's stdout, a recording writer for its stdin.
 import assert from "node:assert/strict";
-import { PassThrough } from "node:stream";
+import { PassThrough, Writable } from "node:stream";
 import { describe, it } from "node:test";
 
 import { AbstractMessageWriter, NotificationType, type Message, type MessageWriter } from "vscode-jsonrpc/node";
 
 import { Cancelled, InvalidParams, SidecarError } from "sandboxd";
 
-import { FrameReader } from "../dist/framing.js";
+import { FrameReader, FrameWriter } from "../dist/framing.js";
 import { LogNotification, OutputNotification, RunRequest, StatsRequest } from "../dist/protocol.js";
 import { Session, type RunState } from "../dist/session.js";
 
@@ -74,6 +74,57 @@ describe("FrameReader", () => {
       assert.match(errors[0]!.message, pattern);
     });
   }
+});
+
+/** A stream that records each write call's bytes. */
+class RecordingStream extends Writable {
+  readonly chunks: Buffer[] = [];
+  fail: Error | undefined;
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: (err?: Error | null) => void): void {
+    this.chunks.push(Buffer.from(chunk));
+    done(this.fail);
+  }
+}
+
+describe("FrameWriter", () => {
+  it("writes the frames of one turn as one write, before the event loop turns, and they read back", async () => {
+    const stream = new RecordingStream();
+    const writer = new FrameWriter(stream);
+    const messages = [
+      { jsonrpc: "2.0" as const, id: 0, method: "run", params: { s: "héllo ✓" } },
+      { jsonrpc: "2.0" as const, id: 1, method: "stats" },
+      { jsonrpc: "2.0" as const, method: "$/cancelRequest", params: { id: 0 } },
+    ];
+    let immediate = false;
+    setImmediate(() => (immediate = true));
+    const done = messages.map((m) => writer.write(m));
+    assert.equal(stream.chunks.length, 0, "nothing is written until the turn's code is done");
+    await Promise.resolve();
+    await new Promise<void>((r) => process.nextTick(r));
+    assert.equal(immediate, false, "the batch went out before an event-loop iteration");
+    assert.equal(stream.chunks.length, 1);
+    assert.deepEqual(stream.chunks[0], Buffer.concat(messages.map(frame)));
+    await Promise.all(done);
+
+    const got: unknown[] = [];
+    const pipe = new PassThrough();
+    new FrameReader(pipe).listen((m) => got.push(m));
+    pipe.write(stream.chunks[0]);
+    await flush();
+    assert.deepEqual(got, messages);
+
+    await writer.write({ jsonrpc: "2.0", id: 2, method: "later" } as never);
+    assert.equal(stream.chunks.length, 2, "a later turn is a later write");
+  });
+
+  it("rejects the writes of a batch the stream refused", async () => {
+    const stream = new RecordingStream();
+    stream.on("error", () => {});
+    stream.fail = new Error("EPIPE");
+    const writer = new FrameWriter(stream);
+    const err = await rejection(writer.write({ jsonrpc: "2.0", id: 0, method: "run" } as never));
+    assert.match(String(err), /EPIPE/);
+  });
 });
 
 describe("Session", () => {
