@@ -208,6 +208,10 @@ export class Sidecar {
     try {
       usage = checkInstantiated(raw, state, this.stderrTail);
       if (state.callbackError) throw state.callbackError.error;
+      // aborted while the answer was on its way: the caller has given up on it
+      if (options.signal?.aborted) {
+        throw new Cancelled("instantiate aborted; the instance it made anyway was released", { cause: options.signal.reason });
+      }
     } catch (err) {
       // the instance exists but the caller will never see it: do not leave it behind
       if (typeof raw?.instance === "string" && raw.instance !== "") {
@@ -315,20 +319,18 @@ export class Sidecar {
    * sends `$/cancelRequest` for it (an already aborted one rejects with
    * {@link Cancelled} without sending anything).
    */
-  private async send<P, R, E>(type: RequestType<P, R, E>, params: P, state: RunState | undefined, signal?: AbortSignal): Promise<R> {
+  private send<P, R, E>(type: RequestType<P, R, E>, params: P, state: RunState | undefined, signal?: AbortSignal): Promise<R> {
     if (signal === undefined) return this.call(type, params, state).result;
-    if (signal.aborted) throw new Cancelled(`${type.method} aborted before it was sent`, { cause: signal.reason });
+    if (signal.aborted) return Promise.reject(new Cancelled(`${type.method} aborted before it was sent`, { cause: signal.reason }));
     const sent = this.call(type, params, state);
     const onAbort = () => {
       if (state) state.abortReason = signal.reason;
       this.session.cancel(sent.id);
     };
     signal.addEventListener("abort", onAbort, { once: true });
-    try {
-      return await sent.result;
-    } finally {
-      signal.removeEventListener("abort", onAbort);
-    }
+    const off = () => signal.removeEventListener("abort", onAbort);
+    sent.result.then(off, off);
+    return sent.result;
   }
 
   /** Sends a request unless the Sidecar is closing or dead. */
