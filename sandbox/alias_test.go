@@ -8,6 +8,8 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,17 @@ func TestSourceAliasHit(t *testing.T) {
 		if c, ok := e.Cached(src); !ok || c != m {
 			t.Errorf("source %d: Cached = %v, %v", i, c == m, ok)
 		}
+	}
+	// A file of the same text is known by its bytes too.
+	path := filepath.Join(t.TempDir(), "m.wat")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := e.Cached(sandbox.Source{Path: path}); !ok || c != m {
+		t.Errorf("file: Cached = %v, %v", c == m, ok)
+	}
+	if got, info, err := e.Compile(ctx, noCompile(sandbox.Source{Path: path})); err != nil || got != m || !info.Cached {
+		t.Errorf("file: same module %v, cached %v, err %v", got == m, info.Cached, err)
 	}
 	if st := e.CacheStats(); st.Misses != 3 || st.Entries != 1 {
 		t.Errorf("stats %+v, want 1 entry and 3 misses (two probes, one compile)", st)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -37,23 +38,16 @@ const injectedPrefix = "__sandboxd_"
 // IDPrefix starts every module id.
 const IDPrefix = "sha256:"
 
-// Import describes one import of a module.
-type Import struct {
-	Module string `json:"module"`
-	Name   string `json:"name"`
-	Kind   string `json:"kind"` // func, memory, table, global, tag
-	Type   string `json:"type"` // e.g. "(i32, i32) -> ()"
-}
+// Import describes one import of a module (kind: func, memory, table,
+// global, tag; type e.g. "(i32, i32) -> ()"). It is the protocol's type,
+// so a module's lists reach the wire without a copy.
+type Import = protocol.Import
 
 // Export describes one export. Params and Results are set for functions.
-type Export struct {
-	Name    string   `json:"name"`
-	Kind    string   `json:"kind"`
-	Params  []string `json:"params"`
-	Results []string `json:"results"`
-}
+type Export = protocol.Export
 
 // Module is a compiled, instrumented module, shared by every run of it.
+// Its fields are read-only.
 type Module struct {
 	ID      string
 	Size    int // wasm bytes, as given (before instrumentation)
@@ -180,11 +174,12 @@ func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo,
 }
 
 // Cached returns the module src names if the engine has it already,
-// without reading a file, converting, hashing with sha256 or compiling:
-// by id, or by the bytes of a text or binary that compiled to it here
-// (Path: never). It counts neither a hit nor a miss. It is for a check
-// that must not parse again a text the engine knows (the sidecar's WASI
-// grant check before Compile); Compile remains the way to obtain a module.
+// without converting, hashing with sha256 or compiling: by id, or by the
+// bytes of a text, binary or file that compiled to it here (a file is
+// read, with Compile's checks). It counts neither a hit nor a miss. It is
+// for a check that must not parse again a text the engine knows (the
+// sidecar's WASI grant check before Compile); Compile remains the way to
+// obtain a module.
 func (e *Engine) Cached(src Source) (*Module, bool) {
 	if countSources(src) != 1 {
 		return nil, false
@@ -192,11 +187,8 @@ func (e *Engine) Cached(src Source) (*Module, bool) {
 	if src.ID != "" {
 		return e.cache.peek(src.ID)
 	}
-	if src.Path != "" {
-		return nil, false
-	}
-	mod := moduleBytes{text: src.WAT, bin: src.Wasm}
-	if mod.size() > e.cfg.MaxModuleBytes {
+	mod, err := e.loadBytes(src)
+	if err != nil {
 		return nil, false
 	}
 	return e.cache.peekSource(e.cache.sourceHash(mod), mod)

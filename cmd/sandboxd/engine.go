@@ -34,13 +34,8 @@ func (e sidecarEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Mo
 	if err != nil {
 		return nil, protocol.CompileInfo{}, err
 	}
-	m := &compiledModule{mod: mod, info: protocol.ModuleInfo{ID: mod.ID}}
-	for _, imp := range mod.Imports {
-		m.info.Imports = append(m.info.Imports, protocol.Import{Module: imp.Module, Name: imp.Name, Kind: imp.Kind, Type: imp.Type})
-	}
-	for _, exp := range mod.Exports {
-		m.info.Exports = append(m.info.Exports, protocol.Export{Name: exp.Name, Kind: exp.Kind, Params: exp.Params, Results: exp.Results})
-	}
+	// The module's lists are the protocol's types, shared read-only.
+	m := &compiledModule{mod: mod, info: protocol.ModuleInfo{ID: mod.ID, Imports: mod.Imports, Exports: mod.Exports}}
 	return m, protocol.CompileInfo{Cached: info.Cached, Elapsed: info.Elapsed}, nil
 }
 
