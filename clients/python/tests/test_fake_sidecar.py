@@ -8,6 +8,8 @@ in test_integration*.py.
 
 import asyncio
 import concurrent.futures
+import os
+import signal
 import threading
 import time
 import unittest
@@ -49,7 +51,10 @@ class FakeSidecarTest(unittest.TestCase):
         events.append(("returned", threading.current_thread().name))
         self.assertEqual(r.logs, ["line %d" % i for i in range(50)])
         self.assertEqual([e[0] for e in events], r.logs + ["returned"])
-        self.assertTrue(all(e[1].startswith("sandboxd-reader") for e in events[:-1]))
+        # on the thread that read them: the caller itself (which reads for
+        # its own answer), or the background reader if it stepped in
+        caller = threading.current_thread().name
+        self.assertTrue(all(e[1] == caller or e[1].startswith("sandboxd-reader") for e in events[:-1]), events)
         self.assertEqual(r.log_lines, 50)
 
     def test_out_of_order_logs_are_an_error(self):
@@ -168,6 +173,66 @@ class FakeSidecarLifecycleTest(unittest.TestCase):
             sb.run(wat="", function="die")
         self.assertEqual(sb.run(wat="", function="add", args=[5]).values, [5])
         self.assertNotEqual(sb.pid, pid)
+
+    def test_death_while_idle_is_noticed(self):
+        # Nobody is reading when the sidecar dies: the end of its stderr
+        # makes the background reader read stdout to the end, so the client
+        # knows before the next call (which then restarts, or says why not).
+        for restart in (True, False):
+            with self.subTest(restart=restart):
+                sb = sandboxd.Sidecar(binary=fake_sidecar_bin(), restart=restart)
+                self.addCleanup(sb.close)
+                self.assertEqual(sb.run(wat="", function="add", args=[1]).values, [1])
+                pid = sb.pid
+                os.kill(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 10
+                while not sb._conn.dead and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                self.assertTrue(sb._conn.dead)
+                if restart:
+                    self.assertEqual(sb.run(wat="", function="add", args=[2]).values, [2])
+                    self.assertNotEqual(sb.pid, pid)
+                else:
+                    with self.assertRaisesRegex(sandboxd.SidecarError, "not running .*killed by SIGKILL"):
+                        sb.run(wat="", function="add", args=[2])
+
+    def test_requests_nobody_waits_for_are_read(self):
+        # submit() and never result(): the background reader reads the
+        # answers (and runs the callbacks), so done() turns true by itself.
+        sb = sandboxd.Sidecar(binary=fake_sidecar_bin())
+        self.addCleanup(sb.close)
+        lines = []
+        handles = [sb.submit(wat="", function="logs", args=[3], log=True, on_log=lines.append)
+                   for _ in range(4)]
+        deadline = time.monotonic() + 10
+        while not all(h.done() for h in handles) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertTrue(all(h.done() for h in handles))
+        self.assertEqual(len(lines), 12)
+        self.assertEqual([h.result().log_lines for h in handles], [3] * 4)
+
+    def test_many_threads_waiting_in_every_way(self):
+        # Callers that read for themselves, callers that wait with a timeout
+        # (the background reader serves them) and slow calls, all at once:
+        # every call gets its own answer, none is stranded.
+        sb = sandboxd.Sidecar(binary=fake_sidecar_bin())
+        self.addCleanup(sb.close)
+
+        def work(i):
+            out = []
+            for j in range(30):
+                n = i * 1000 + j
+                if j % 3 == 0:
+                    out.append(sb.submit(wat="", function="add", args=[n]).result(timeout=30).values[0])
+                elif j % 7 == 0:
+                    out.append(sb.run(wat="", function="slow", args=[5]).values[0] and n)
+                else:
+                    out.append(sb.run(wat="", function="add", args=[n]).values[0])
+            return out
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(work, range(8)))
+        self.assertEqual(results, [[i * 1000 + j for j in range(30)] for i in range(8)])
 
     def test_stderr_is_drained_and_tail_kept(self):
         sb = sandboxd.Sidecar(binary=fake_sidecar_bin())

@@ -36,6 +36,36 @@ class EncodeTest(unittest.TestCase):
 
 
 class DecodeTest(unittest.TestCase):
+    def test_whole_and_partial_messages_in_one_chunk(self):
+        # A chunk of whole frames takes the fast path; one that ends inside
+        # a frame, or holds a header the fast path does not take, hands the
+        # rest to the general path, keeping the order.
+        a, b, c = ({"id": i, "result": {"v": "x" * i}} for i in range(3))
+        odd = frame(c, b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n")
+        cases = [
+            [frame(a) + frame(b)],
+            [frame(a) + frame(b) + frame(c)[:10], frame(c)[10:]],
+            [frame(a) + frame(b)[:-1], frame(b)[-1:] + frame(c)],
+            [frame(a) + frame(b) + odd],
+            [frame(a), b"CONTENT-LENGTH" + frame(b)[len(b"Content-Length"):], frame(c)],
+        ]
+        for chunks in cases:
+            with self.subTest(chunks=chunks):
+                d = FrameDecoder()
+                got = []
+                for chunk in chunks:
+                    got += d.feed(chunk)
+                want = [a, b] if len(b"".join(chunks)) == len(frame(a) + frame(b)) else [a, b, c]
+                self.assertEqual(got, want)
+                self.assertFalse(d.mid_message)
+
+    def test_fast_path_still_refuses_garbage(self):
+        for data in (b"Content-Length: \r\n\r\n{}", b"Content-Length: 2\r\n\r\n[]",
+                     b"Content-Length: 3\r\n\r\n{x}"):
+            with self.subTest(data=data):
+                with self.assertRaises(FramingError):
+                    FrameDecoder().feed(data)
+
     def test_round_trip(self):
         msgs = [{"id": i, "result": {"v": "x" * i}} for i in range(5)]
         data = b"".join(encode_message(m) for m in msgs)

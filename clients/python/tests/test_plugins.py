@@ -75,9 +75,8 @@ class GoPluginTest(PluginTestCase):
             r = p.call("greet", "Ada")
             self.assertIsInstance(r, sandboxd.CallResult)
             self.assertEqual(r.output, b"Hello, Ada!")
-            # values: the contract shows [] for a plugin function; the server
-            # sends the i32 return code ([0]); not asserted either way
-            self.assertEqual((r.instance, r.output_truncated), (p.id, False))
+            # values: the plugin function's i32 return code (docs/protocol.md)
+            self.assertEqual((r.instance, r.values, r.output_truncated), (p.id, [0], False))
             self.assertGreater(r.fuel_consumed, 0)
             self.assertGreater(r.peak_memory_bytes, 0)
             self.assertGreaterEqual(r.elapsed, 0)

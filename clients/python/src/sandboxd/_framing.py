@@ -35,8 +35,13 @@ def encode_message(message: Any) -> bytes:
     codec before they get here. ``ensure_ascii`` keeps lone surrogates in
     Python strings from making the UTF-8 encoding fail.
     """
-    body = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    body = _ENCODER.encode(message).encode("utf-8")
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+# One encoder for every message: json.dumps with options builds a new one
+# per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def _parse_header_block(block: bytes) -> int:
@@ -58,6 +63,16 @@ def _parse_header_block(block: bytes) -> int:
     return length
 
 
+def _decode(body: bytes) -> dict:
+    try:
+        message = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FramingError("message body is not UTF-8 JSON: %s" % exc) from None
+    if not isinstance(message, dict):
+        raise FramingError("message is not a JSON object: %r" % body[:200])
+    return message
+
+
 class FrameDecoder:
     """Incremental decoder: ``feed(bytes)`` returns the complete messages.
 
@@ -68,10 +83,18 @@ class FrameDecoder:
     def __init__(self) -> None:
         self._buf = bytearray()
         self._need: Optional[int] = None  # body length once the header is parsed
+        self._early: List[dict] = []  # messages the fast path took before handing over
 
     def feed(self, data: bytes) -> List[dict]:
+        if not self._buf and self._need is None and data.startswith(b"Content-Length: "):
+            # The common case, a chunk that starts a message with the header
+            # the sidecar writes, is parsed without copying it into the buffer.
+            data = self._whole_messages(data)
+            if isinstance(data, list):
+                return data
         self._buf += data
-        out: List[dict] = []
+        out: List[dict] = self._early
+        self._early = []
         while True:
             if self._need is None:
                 end = self._buf.find(_HEADER_END)
@@ -88,13 +111,30 @@ class FrameDecoder:
             body = bytes(self._buf[: self._need])
             del self._buf[: self._need]
             self._need = None
-            try:
-                message = json.loads(body.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as exc:
-                raise FramingError("message body is not UTF-8 JSON: %s" % exc) from None
-            if not isinstance(message, dict):
-                raise FramingError("message is not a JSON object: %r" % body[:200])
-            out.append(message)
+            out.append(_decode(body))
+
+    def _whole_messages(self, data: bytes) -> Any:
+        """The messages at the start of ``data`` in the sidecar's own header
+        form (only Content-Length), as a list if they are all of ``data``;
+        else the bytes from the first one it cannot take this way, for the
+        general path (the messages before it are kept for that path's list)."""
+        out: List[dict] = []
+        pos, size = 0, len(data)
+        while pos < size:
+            end = data.find(_HEADER_END, pos + 16, pos + 40)
+            digits = data[pos + 16:end]
+            if end < 0 or not data.startswith(b"Content-Length: ", pos) or not digits.isdigit():
+                break
+            start = end + 4
+            stop = start + int(digits)
+            if stop > size:
+                break
+            out.append(_decode(data[start:stop]))
+            pos = stop
+        if pos == size:
+            return out
+        self._early = out
+        return data[pos:]
 
     @property
     def mid_message(self) -> bool:

@@ -87,22 +87,30 @@ _LIMIT_FIELDS = (
 )
 
 
+_WIRE_LIMITS = dict(_LIMIT_FIELDS)
+_NO_LIMITS = Limits()
+
+
 def limits_object(limits: Optional[Limits], overrides: Mapping[str, Any]) -> Dict[str, int]:
     """The ``limits`` object: fields of ``limits`` overridden by keywords."""
     if limits is None:
-        limits = Limits()
+        limits = _NO_LIMITS
     elif not isinstance(limits, Limits):
         raise InvalidParams("limits= needs a sandboxd.Limits, got %s" % type(limits).__name__)
-    merged = dataclasses.replace(limits, **{k: v for k, v in overrides.items() if v is not None})
+    values: Mapping[str, Any] = vars(limits)  # a frozen dataclass's fields, without a pass of getattr
+    if overrides:
+        values = dict(values)
+        values.update((k, v) for k, v in overrides.items() if v is not None)
     out: Dict[str, int] = {}
-    for attr, wire in _LIMIT_FIELDS:
-        v = getattr(merged, attr)
-        if v is not None:
-            out[wire] = _limit_int(attr, v)
-    if merged.timeout is not None:
-        out["timeoutMs"] = timeout_ms(merged.timeout)
-    if merged.compile_timeout is not None:
-        out["compileTimeoutMs"] = timeout_ms(merged.compile_timeout, "compile_timeout")
+    for attr, v in values.items():
+        if v is None:
+            continue
+        if attr == "timeout":
+            out["timeoutMs"] = timeout_ms(v)
+        elif attr == "compile_timeout":
+            out["compileTimeoutMs"] = timeout_ms(v, "compile_timeout")
+        else:
+            out[_WIRE_LIMITS[attr]] = _limit_int(attr, v)
     return out
 
 

@@ -159,7 +159,8 @@ class Plugin(_PluginBase):
         this call; by default the instance's. ``on_log(line)`` gets each
         log line (a :class:`~sandboxd.LogLine`, whose ``level`` Extism
         ``log_*`` lines carry) and ``on_output(stream, data)`` each piece
-        of a WASI guest's output, on the reader thread, before this returns.
+        of a WASI guest's output, on the thread reading the sidecar's output,
+        before this returns.
 
         Raises :class:`~sandboxd.PluginError` when the plugin reports an
         error (the instance stays usable), the fence's or trap's error
@@ -192,8 +193,8 @@ class Plugin(_PluginBase):
         conn = self._conn
         if conn.dead:
             raise self._gone(conn.session.closed_error())
-        call, fut = conn.start("call", params, on_log, call_result_parser(self.id, self.module_id), on_output)
-        return RunHandle(conn, call, fut)
+        call, out = conn.start("call", params, on_log, call_result_parser(self.id, self.module_id), on_output)
+        return RunHandle(conn, call, out)
 
     def release(self) -> None:
         """Release the instance: the sidecar frees it, answers its queued

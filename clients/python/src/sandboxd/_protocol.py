@@ -10,10 +10,11 @@ loop), so both behave identically by construction.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import re
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from . import _values
 from ._bytes import bytes_from_wire
@@ -196,7 +197,7 @@ class Session:
     """Request ids, the pending table and message dispatch; no I/O.
 
     Thread safety: ``start``/``abandon``/``close`` may be called from any
-    thread; ``feed``/``receive`` from a single reader only (which is what
+    thread; ``feed``/``receive`` by one reader at a time (which is what
     keeps each call's log lines and output in order). ``settle``, ``on_log``
     and ``on_output`` callbacks run in the reader, outside the lock.
 
@@ -212,6 +213,7 @@ class Session:
         self._closed: Optional[Callable[[], BaseException]] = None
         self._stderr_tail = stderr_tail
         self._decoder = FrameDecoder()
+        self._inbox: Deque[Dict[str, Any]] = collections.deque()
         self._notifications: Dict[str, NotificationHandler] = {"log": self._log, "output": self._output}
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
@@ -330,9 +332,19 @@ class Session:
 
     def feed(self, chunk: bytes) -> None:
         """Decode a chunk of the sidecar's stdout and :meth:`receive` every
-        message it completes. Raises FramingError if the stream is broken."""
-        for message in self._decoder.feed(chunk):
-            self.receive(message)
+        message it completes. Raises FramingError if the stream is broken.
+        Messages not yet received when something (a KeyboardInterrupt)
+        interrupts it wait for the next feed (``feed(b"")`` receives them:
+        see :meth:`has_unread`)."""
+        inbox = self._inbox
+        if chunk:
+            inbox.extend(self._decoder.feed(chunk))
+        while inbox:
+            self.receive(inbox.popleft())
+
+    def has_unread(self) -> bool:
+        """Decoded messages are waiting to be received."""
+        return bool(self._inbox)
 
     def receive(self, message: Dict[str, Any]) -> None:
         if "method" in message:

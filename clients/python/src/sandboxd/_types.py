@@ -167,14 +167,25 @@ class RunOptions:
         A ``None`` shortcut leaves the field as it is."""
         return self._apply(keywords, "run()")
 
-    def _apply(self, keywords: Mapping[str, Any], caller: str) -> "RunOptions":
-        own = {k: v for k, v in keywords.items() if k not in _LIMIT_KEYWORDS and k not in _CAPABILITY_KEYWORDS}
-        unknown = sorted(set(own) - {f.name for f in dataclasses.fields(self)})
-        if unknown:
-            raise InvalidParams("%s got unexpected keyword argument(s): %s" % (caller, ", ".join(unknown)))
-        out = dataclasses.replace(self, **own)
-        limits = {k: v for k, v in keywords.items() if k in _LIMIT_KEYWORDS and v is not None}
-        caps = {k: v for k, v in keywords.items() if k in _CAPABILITY_KEYWORDS and v is not None}
+    def _apply(self, keywords: Mapping[str, Any], caller: str, fresh: bool = False) -> "RunOptions":
+        own: Dict[str, Any] = {}
+        limits: Dict[str, Any] = {}
+        caps: Dict[str, Any] = {}
+        for k, v in keywords.items():
+            if k in _OPTION_KEYWORDS:
+                own[k] = v
+            elif k in _LIMIT_KEYWORDS:
+                if v is not None:
+                    limits[k] = v
+            elif k in _CAPABILITY_KEYWORDS:
+                if v is not None:
+                    caps[k] = v
+            else:
+                unknown = sorted(k for k in keywords if k not in _OPTION_KEYWORDS and k not in _LIMIT_KEYWORDS
+                                 and k not in _CAPABILITY_KEYWORDS)
+                raise InvalidParams("%s got unexpected keyword argument(s): %s" % (caller, ", ".join(unknown)))
+        # a fresh RunOptions is built directly: replace() costs a pass over every field
+        out = RunOptions(**own) if fresh else dataclasses.replace(self, **own)
         if limits:
             out = dataclasses.replace(out, limits=_replace(out.limits, Limits, "limits", limits))
         if caps:
@@ -187,11 +198,15 @@ class RunOptions:
         """``options`` (default: empty) with ``keywords`` applied; errors
         name ``caller``."""
         if options is None:
-            options = cls()
-        elif not isinstance(options, cls):
+            return _EMPTY_OPTIONS._apply(keywords, caller, fresh=True) if keywords else cls()
+        if not isinstance(options, cls):
             raise InvalidParams("%s takes a sandboxd.RunOptions as its positional argument, got %s"
                                 % (caller, type(options).__name__))
         return options._apply(keywords, caller) if keywords else options
+
+
+_OPTION_KEYWORDS = frozenset(f.name for f in dataclasses.fields(RunOptions))
+_EMPTY_OPTIONS = RunOptions()
 
 
 def _replace(value: Any, kind: type, name: str, changes: Mapping[str, Any]) -> Any:
