@@ -1,7 +1,7 @@
 """The asyncio client: :class:`AsyncSidecar`.
 
 Same protocol core (:class:`~sandboxd._protocol.Session`) as the threaded
-client, driven by an asyncio subprocess and a reader task. Cancelling the
+client, driven by the event loop's callbacks on the sidecar's pipes. Cancelling the
 task that awaits a run sends ``$/cancelRequest`` so the guest really stops,
 instead of burning a worker until its deadline.
 """
@@ -9,8 +9,9 @@ instead of burning a worker until its deadline.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ._params import compile_params, instantiate_params, run_params
 from ._plugin import AsyncPlugin, PluginOpening, plugin_options
@@ -24,66 +25,139 @@ from .errors import SidecarError
 
 __all__ = ["AsyncSidecar"]
 
-_READ_CHUNK = 1 << 16
+
+
+class _ReadPipe(asyncio.Protocol):
+    """One of the sidecar's output pipes: each chunk goes straight to
+    ``on_data`` from the event loop's read callback (no reader task, and
+    not the subprocess transport, which adds a loop iteration per chunk)."""
+
+    def __init__(self, on_data: Callable[[bytes], None], on_lost: Callable[[Optional[Exception]], None]) -> None:
+        self._on_data = on_data
+        self._on_lost = on_lost
+
+    def data_received(self, data: bytes) -> None:
+        self._on_data(data)
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._on_lost(exc)
+
+
+class _WritePipe(asyncio.BaseProtocol):
+    """The sidecar's stdin: flow control for large frames."""
+
+    def __init__(self, conn: "_AsyncConnection") -> None:
+        self._conn = conn
+
+    def pause_writing(self) -> None:
+        self._conn._paused = True
+
+    def resume_writing(self) -> None:
+        self._conn._resume_writing()
 
 
 class _AsyncConnection:
-    """One sidecar process with its reader and stderr-drain tasks."""
+    """One sidecar process, driven by the protocol callbacks of its pipes
+    (POSIX pipes, through the event loop's own reader and writer).
+
+    Writes: a frame goes to stdin at once, except while the event loop is
+    resuming the callers whose answers one chunk of stdout settled: the
+    frames those callers send next are joined and written once, after them
+    (under load, one write for many requests instead of one each).
+    """
 
     @classmethod
     async def start(cls, argv: Sequence[str], env: Optional[Dict[str, str]]) -> "_AsyncConnection":
+        loop = asyncio.get_running_loop()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env)
+            proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env, close_fds=True, bufsize=0)
         except OSError as e:
             raise SidecarError("cannot start the sidecar %r: %s; %s" % (argv[0], e, BUILD_HINT)) from e
-        return cls(proc)
+        conn = cls(loop, proc)
+        try:
+            await loop.connect_read_pipe(lambda: _ReadPipe(conn._stdout_data, conn._stdout_lost), proc.stdout)
+            await loop.connect_read_pipe(lambda: _ReadPipe(conn.tail.add, conn._stderr_lost), proc.stderr)
+            conn._stdin, _ = await loop.connect_write_pipe(lambda: _WritePipe(conn), proc.stdin)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        return conn
 
-    def __init__(self, proc: "asyncio.subprocess.Process") -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, proc: "subprocess.Popen[bytes]") -> None:
+        self._loop = loop
         self.proc = proc
         self.tail = StderrTail()
         self.session = Session(self.tail.text)
         self.info: Optional[Dict[str, Any]] = None  # the initialize result, once asked for
-        # Frames are written whole by one synchronous write(); the lock only
-        # keeps drain() single-file (concurrent drains assert on Python 3.9).
-        self._drain_lock = asyncio.Lock()
+        self._stdin: Any = None  # the write pipe transport
         self._closing = False
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
-        self._reader_task = asyncio.ensure_future(self._read_stdout())
+        self._broken = False  # stdout's framing broke: ignore the rest
+        self._stdout_ended = False
+        self._paused = False  # stdin's buffer is past its high-water mark
+        self._drained: List["asyncio.Future[None]"] = []
+        self._batch: Optional[List[bytes]] = None  # frames to join, while the window is open
+        self._stderr_done: "asyncio.Future[None]" = loop.create_future()
+        self._ended: "asyncio.Future[None]" = loop.create_future()
 
     @property
     def dead(self) -> bool:
         return self.session.closed
 
-    async def _drain_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        try:
-            while True:
-                chunk = await self.proc.stderr.read(_READ_CHUNK)
-                if not chunk:
-                    return
-                self.tail.add(chunk)
-        except (OSError, ValueError):
-            return
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
-    async def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        failure: Optional[str] = None
+    @property
+    def returncode(self) -> Optional[int]:
+        return self.proc.poll()
+
+    async def _exit(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the process to exit (polled: this
+        only runs when the sidecar is ending)."""
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.002)
+        return True
+
+    @staticmethod
+    def _set(fut: "asyncio.Future[None]") -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    # -- reading (protocol callbacks, on the event loop)
+
+    def _stdout_data(self, data: bytes) -> None:
+        if self._broken:
+            return
+        opened = self._batch is None
+        if opened:
+            self._batch = []
         try:
-            while True:
-                chunk = await self.proc.stdout.read(_READ_CHUNK)
-                if not chunk:
-                    break
-                self.session.feed(chunk)
-        except asyncio.CancelledError:
-            failure = "the client's reader task was cancelled"
-            self._kill()
-        except Exception as e:  # never leave callers waiting on a dead reader
+            self.session.feed(data)
+        except Exception as e:  # never leave callers waiting on a broken stream
             failure, kill = read_failure(e, "task")
+            self._broken = True
             if kill:
                 self._kill()
-        await self._stream_ended(failure)
+            self._stdout_lost(None, failure)
+        if opened:
+            # the callers it settled run next; the frames they write are joined
+            self._loop.call_soon(self._flush)
+
+    def _stdout_lost(self, exc: Optional[Exception], failure: Optional[str] = None) -> None:
+        if self._stdout_ended:
+            return
+        self._stdout_ended = True
+        if failure is None and exc is not None:
+            failure = read_failure(exc, "task")[0]
+        asyncio.ensure_future(self._stream_ended(failure))
+
+    def _stderr_lost(self, exc: Optional[Exception]) -> None:
+        self._set(self._stderr_done)
 
     def _kill(self) -> None:
         try:
@@ -94,22 +168,45 @@ class _AsyncConnection:
     async def _stream_ended(self, failure: Optional[str]) -> None:
         # As in the threaded client: let the process be reaped and the last
         # of stderr arrive, so the error says how it died and why.
+        await self._exit(1.0)
         try:
-            await asyncio.wait_for(self.proc.wait(), 1.0)
+            await asyncio.wait_for(asyncio.shield(self._stderr_done), 0.5)
         except asyncio.TimeoutError:
-            pass
-        try:
-            await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
-            pass  # the report just has less stderr; the calls must still fail
-        self.session.output_ended(failure, self.proc.returncode, self._closing)
+            pass  # the report just says less; the calls must still fail
+        self.session.output_ended(failure, self.returncode, self._closing)
+        self._set(self._ended)
+
+    # -- writing
 
     def _write_now(self, frame: bytes) -> bool:
-        stdin = self.proc.stdin
+        stdin = self._stdin
         if stdin is None or stdin.is_closing():
             return False
-        stdin.write(frame)
+        if self._batch is not None:
+            self._batch.append(frame)
+        else:
+            stdin.write(frame)
         return True
+
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, None
+        stdin = self._stdin
+        if batch and stdin is not None and not stdin.is_closing():
+            # A failed write closes the pipe; the calls are failed when
+            # stdout ends (the sidecar is gone), like any pending call.
+            stdin.write(batch[0] if len(batch) == 1 else b"".join(batch))
+
+    def _resume_writing(self) -> None:
+        self._paused = False
+        drained, self._drained = self._drained, []
+        for fut in drained:
+            self._set(fut)
+
+    async def _drain(self) -> None:
+        if self._paused:
+            fut: "asyncio.Future[None]" = self._loop.create_future()
+            self._drained.append(fut)
+            await fut
 
     def notify(self, method: str, params: Any = None) -> None:
         try:
@@ -138,7 +235,7 @@ class _AsyncConnection:
     async def call(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
                    transform: Transform = parse_any, wait: Optional[float] = None,
                    on_output: Optional[OnOutput] = None, on_late: Optional[Callable[[Any], None]] = None) -> Any:
-        fut = asyncio.get_running_loop().create_future()
+        fut = self._loop.create_future()
 
         def settle(result: Any, exc: Optional[BaseException]) -> None:
             if fut.done():
@@ -149,26 +246,20 @@ class _AsyncConnection:
                 fut.set_result(result)
 
         call, frame = self.session.start(method, params, settle, on_log, transform, on_output, on_late)
-        sent = False
         try:
-            async with self._drain_lock:
-                if not self._write_now(frame):
-                    raise ConnectionResetError("the sidecar's stdin is closed")
-                sent = True
-                assert self.proc.stdin is not None
-                await self.proc.stdin.drain()
+            if not self._write_now(frame):
+                raise ConnectionResetError("the sidecar's stdin is closed")
         except (OSError, RuntimeError) as e:  # ConnectionError is an OSError
-            # Let the reader, which will see EOF, fail the call with the exit
-            # status and stderr; only if it does not, report the write error.
+            # Let the end of stdout fail the call with the exit status and
+            # stderr; only if it does not come, report the write error.
             try:
-                await asyncio.wait_for(asyncio.shield(self._reader_task), 2.0)
+                await asyncio.wait_for(asyncio.shield(self._ended), 2.0)
             except asyncio.TimeoutError:
                 pass
             self.session.send_failed(call, e)
-        except BaseException:  # cancelled while writing
-            self._abandon(call, sent)
-            raise
         try:
+            if self._paused:
+                await self._drain()
             if wait is None:
                 return await fut
             return await asyncio.wait_for(fut, wait)
@@ -186,25 +277,23 @@ class _AsyncConnection:
             except (SidecarError, asyncio.TimeoutError):
                 pass
             self.notify("exit")
-        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
-            self.proc.stdin.close()
-        try:
-            await asyncio.wait_for(self.proc.wait(), max(0.05, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
+        self._flush()
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
+        if not await self._exit(max(0.05, deadline - time.monotonic())):
             self._kill()
         await self.dispose()
 
     async def dispose(self) -> None:
-        if self.proc.returncode is None:
+        if self.proc.poll() is None:
             self._kill()
-        await self.proc.wait()
-        for task in (self._reader_task, self._stderr_task):
-            try:
-                await asyncio.wait_for(asyncio.shield(task), 2.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                task.cancel()
-        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
-            self.proc.stdin.close()
+        await self._exit(5.0)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ended), 2.0)
+        except asyncio.TimeoutError:
+            pass
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
         self.session.end("the sidecar was closed")
 
 
@@ -241,17 +330,17 @@ class AsyncSidecar:
         if self._conn is None:
             return "<sandboxd.AsyncSidecar not started>"
         state = "closed" if self._closed else ("dead" if self._conn.dead else "running")
-        return "<sandboxd.AsyncSidecar pid=%d %s>" % (self._conn.proc.pid, state)
+        return "<sandboxd.AsyncSidecar pid=%d %s>" % (self._conn.pid, state)
 
     @property
     def pid(self) -> Optional[int]:
         """Process id of the current sidecar process (None before start)."""
-        return self._conn.proc.pid if self._conn is not None else None
+        return self._conn.pid if self._conn is not None else None
 
     @property
     def returncode(self) -> Optional[int]:
         """Exit status of the current sidecar process; None while it runs."""
-        return self._conn.proc.returncode if self._conn is not None else None
+        return self._conn.returncode if self._conn is not None else None
 
     async def start(self) -> None:
         """Start the sidecar process now rather than on the first call, and
@@ -268,6 +357,9 @@ class AsyncSidecar:
             await conn.shutdown(timeout)
 
     async def _connection(self) -> _AsyncConnection:
+        conn = self._conn
+        if conn is not None and not self._closed and not conn.dead:
+            return conn  # the common case, without the lock
         if self._closed:
             raise SidecarError("the sidecar is closed")
         if self._start_lock is None:
@@ -278,7 +370,7 @@ class AsyncSidecar:
             conn = self._conn
             if conn is not None and conn.dead:
                 if not self._restart:
-                    raise not_running("AsyncSidecar", conn.proc.returncode, conn.tail.text())
+                    raise not_running("AsyncSidecar", conn.returncode, conn.tail.text())
                 await conn.dispose()
                 conn = None
             if conn is None:
@@ -287,7 +379,7 @@ class AsyncSidecar:
 
     async def run(self, options: Optional[RunOptions] = None, /, **keywords: Any) -> RunResult:
         """See :meth:`sandboxd.Sidecar.run` (same arguments). ``on_log`` and
-        ``on_output`` run on the event loop, from the reader task, before this coroutine
+        ``on_output`` run on the event loop, as the sidecar's output is read, before this coroutine
         returns. Cancelling the awaiting task cancels the run."""
         opts = RunOptions.build(options, keywords)
         params = run_params(opts)
