@@ -108,6 +108,10 @@ func (s *Server) dispatchInstance(req request) {
 			var in Instance
 			if in, err = ie.LookupInstance(id); err == nil {
 				j.inst, j.turn = in, in.Enqueue()
+				s.mu.Lock()
+				s.inLine++
+				j.inLine = true
+				s.mu.Unlock()
 			}
 		}
 		s.tasks.Go(func() { s.prepareCall(j, err) })
@@ -172,6 +176,7 @@ func (s *Server) execInstantiate(j *job, spec *instantiateSpec, queued time.Dura
 // lookupErr), waits for the turn, and queues the call for a worker.
 func (s *Server) prepareCall(j *job, lookupErr error) {
 	defer s.recoverJob(j)
+	defer s.leaveLine(j) // if a panic skipped it
 	raw := j.params
 	j.params = nil
 	if lookupErr != nil {
@@ -180,17 +185,30 @@ func (s *Server) prepareCall(j *job, lookupErr error) {
 	}
 	spec, err := decodeCall(raw, j.inst, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
+		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err)) // the turn is given back
 		return
 	}
 	select {
 	case <-j.turn.Ready():
+		s.leaveLine(j)
 	case <-j.ctx.Done():
+		s.leaveLine(j)
 		s.answerCancelled(j) // the turn is given back, the instance stays open
 		return
 	}
 	j.exec = func(time.Duration) (any, error) { return s.execCall(j, spec) }
 	s.enqueueRun(j)
+}
+
+// leaveLine counts a call whose wait for its turn ended (once).
+func (s *Server) leaveLine(j *job) {
+	s.mu.Lock()
+	if j.inLine {
+		j.inLine = false
+		s.inLine--
+	}
+	s.mu.Unlock()
 }
 
 func (s *Server) execCall(j *job, spec *callSpec) (any, error) {

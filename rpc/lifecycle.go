@@ -56,6 +56,7 @@ type Server struct {
 	waiting     int            // jobs admitted and not yet taken by a worker
 	queuedBytes int64          // the message sizes of those jobs
 	running     int            // jobs taken by a worker and not yet answered
+	inLine      int            // calls among the waiting jobs whose instance's turn has not come (instance.go)
 	replying    int            // responses being handed to the outbox
 	shutdownIDs []jsonrpc2.ID  // shutdown requests, answered once idle
 	idle        chan struct{}  // closed once shutting down and no work is left

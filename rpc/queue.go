@@ -40,9 +40,10 @@ type job struct {
 	// Set for the instance methods (instance.go): the call's instance and
 	// its turn in the instance's line (given back when the job is
 	// answered), and what a worker runs instead of a plain run.
-	inst Instance
-	turn Turn
-	exec func(queued time.Duration) (any, error)
+	inst   Instance
+	turn   Turn
+	inLine bool // counted in Server.inLine; guarded by Server.mu
+	exec   func(queued time.Duration) (any, error)
 
 	phase   phase         // guarded by Server.mu
 	elem    *list.Element // in the run queue while phaseQueued
@@ -104,7 +105,8 @@ func (s *Server) admitJob(req request) *job {
 // with s.mu held.
 func (s *Server) waitingLocked() int {
 	idle := s.opts.MaxConcurrency - s.running
-	return max(0, s.waiting-idle)
+	// Calls waiting for their instance's turn wait whatever the workers do.
+	return max(0, s.waiting-s.inLine-idle) + s.inLine
 }
 
 // enqueueRun puts a prepared run in the run queue, or answers it cancelled

@@ -100,6 +100,7 @@ func TestInstanceCancelQueuedAndRunning(t *testing.T) {
 	s.request(`"work"`, "call", work)
 	s.waitRunning(1, 0)
 	s.request(`"queued"`, "call", callParams(inst, "push", 7))
+	s.waitRunning(1, 1) // stats count a call waiting for its instance as queued, idle workers or not
 	s.notify("$/cancelRequest", map[string]any{"id": "queued"})
 	m, _ := s.response(`"queued"`, time.Minute)
 	if m.Error == nil || m.Error.Code != protocol.CodeCancelled || errData(t, m)["instanceClosed"] == true {
@@ -144,6 +145,7 @@ func TestInstanceRelease(t *testing.T) {
 	s.waitRunning(1, 0)
 	s.request(`"q1"`, "call", callParams(inst, "push", 1))
 	s.request(`"q2"`, "call", callParams(inst, "count"))
+	s.waitRunning(1, 2)
 	s.request(`"rel"`, "release", map[string]any{"instance": inst})
 	s.request(`"after"`, "call", callParams(inst, "count"))
 	if m, _ := s.response(`"rel"`, time.Minute); m.Error != nil || string(m.Result) != "null" {
