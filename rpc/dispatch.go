@@ -158,7 +158,7 @@ func (rd *reader) loop() (ended bool) {
 			return true
 		}
 		req, ok := s.screen(body)
-		if ok && req.method == MethodRun && req.hasID && rd.r.Buffered() == 0 && req.size <= inlineDecodeBytes {
+		if ok && (req.method == MethodRun || s.inlineCall(req)) && req.hasID && rd.r.Buffered() == 0 && req.size <= inlineDecodeBytes {
 			if handled, keep := rd.runInline(req); handled {
 				if !keep {
 					return false
@@ -203,6 +203,7 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 	if j == nil {
 		return true, true // refused, and answered
 	}
+	turnErr := s.takeTurn(j) // a call's place in its instance's line, likewise
 	const (
 		reading = iota // this goroutine will read again
 		inline         // running the request; the role is still ours
@@ -215,7 +216,7 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 			s.tasks.Go(rd.run)
 		}
 	})
-	if s.prepareRun(j) && s.startInline(j) {
+	if s.prepareInline(j, turnErr) && s.startInline(j) {
 		s.execute(j)
 	}
 	if !role.CompareAndSwap(inline, reading) {

@@ -101,21 +101,59 @@ func (s *Server) dispatchInstance(req request) {
 		if j == nil {
 			return // refused and answered
 		}
-		// The instance is looked up, and the turn taken, here: in read
-		// order. Whatever goes wrong is answered by the prepare goroutine.
-		id, err := callInstance(req.params)
-		if err == nil {
-			var in Instance
-			if in, err = ie.LookupInstance(id); err == nil {
-				j.inst, j.turn = in, in.Enqueue()
-				s.mu.Lock()
-				s.inLine++
-				j.inLine = true
-				s.mu.Unlock()
-			}
+		err := s.takeTurn(j)
+		if j.size > inlineDecodeBytes {
+			s.tasks.Go(func() { s.prepareCall(j, err) })
+			return
 		}
-		s.tasks.Go(func() { s.prepareCall(j, err) })
+		// A small call is decoded here, and queued at once if its turn has
+		// come; only a call that must wait for its instance gets a goroutine.
+		if s.prepareCallNow(j, err) {
+			s.enqueueRun(j)
+		}
 	}
+}
+
+// takeTurn looks up an admitted call's instance and takes the call's
+// place in the instance's line. It runs where the call was read, before
+// anything behind it is handled: that is what orders an instance's calls.
+// Other jobs have no turn to take. What goes wrong is answered later, by
+// whoever prepares the call.
+func (s *Server) takeTurn(j *job) error {
+	ie, ok := s.instances()
+	if !ok || j.method != protocol.MethodCall {
+		return nil
+	}
+	id, err := callInstance(j.params)
+	if err != nil {
+		return err
+	}
+	in, err := ie.LookupInstance(id)
+	if err != nil {
+		return err
+	}
+	j.inst, j.turn = in, in.Enqueue()
+	s.mu.Lock()
+	s.inLine++
+	j.inLine = true
+	s.mu.Unlock()
+	return nil
+}
+
+// inlineCall says whether a request is a call the reader may run inline
+// (runInline), as it does small runs.
+func (s *Server) inlineCall(req request) bool {
+	_, ok := s.instances()
+	return ok && req.method == protocol.MethodCall
+}
+
+// prepareInline prepares a job the reader runs inline: a run, or a call
+// whose turn takeTurn took (turnErr is what it returned).
+func (s *Server) prepareInline(j *job, turnErr error) bool {
+	if j.method == protocol.MethodCall {
+		return s.prepareCallNow(j, turnErr)
+	}
+	return s.prepareRun(j)
 }
 
 // prepareInstantiate decodes and compiles an instantiate; a worker runs it.
@@ -177,18 +215,62 @@ func (s *Server) execInstantiate(j *job, spec *instantiateSpec, queued time.Dura
 func (s *Server) prepareCall(j *job, lookupErr error) {
 	defer s.recoverJob(j)
 	defer s.leaveLine(j) // if a panic skipped it
+	if spec := s.decodeCallJob(j, lookupErr); spec != nil {
+		s.awaitTurn(j, spec)
+	}
+}
+
+// prepareCallNow is prepareCall where the call was read (the dispatcher,
+// or the reader running it inline). ready: its turn has come and the
+// caller queues or runs it; otherwise it was answered, or the wait for
+// the turn goes on in a goroutine of its own, which queues it.
+func (s *Server) prepareCallNow(j *job, lookupErr error) (ready bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ready = false
+			s.leaveLine(j)
+			s.answerPanic(j, p)
+		}
+	}()
+	spec := s.decodeCallJob(j, lookupErr)
+	if spec == nil {
+		return false
+	}
+	select {
+	case <-j.turn.Ready():
+		s.leaveLine(j)
+		j.exec = func(time.Duration) (any, error) { return s.execCall(j, spec) }
+		return true
+	default:
+		s.tasks.Go(func() {
+			defer s.recoverJob(j)
+			defer s.leaveLine(j)
+			s.awaitTurn(j, spec)
+		})
+		return false
+	}
+}
+
+// decodeCallJob decodes a call's params, or answers the call (a lookup
+// or params error) and returns nil.
+func (s *Server) decodeCallJob(j *job, lookupErr error) *callSpec {
 	raw := j.params
 	j.params = nil
 	if lookupErr != nil {
 		s.respond(j, nil, ErrorObject(lookupErr))
-		return
+		return nil
 	}
 	spec, err := decodeCall(raw, j.inst, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err)) // the turn is given back
-		return
+		return nil
 	}
+	return spec
+}
+
+// awaitTurn waits for the call's turn, or its cancellation, then queues it.
+func (s *Server) awaitTurn(j *job, spec *callSpec) {
 	select {
 	case <-j.turn.Ready():
 		s.leaveLine(j)

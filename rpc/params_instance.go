@@ -107,27 +107,24 @@ func decodeConfig(raw json.RawMessage) (map[string]string, error) {
 	return config, nil
 }
 
-// callInstance reads just the instance of a call's params, on the
-// dispatcher: the rest is decoded in the call's own goroutine.
+// callFields are the members of a call's params.
+var callFields = []string{"instance", "function", "input", "args", "limits"}
+
+// callInstance reads just the instance of a call's params (screened, so
+// valid JSON), where the call was read: the rest is decoded later.
 func callInstance(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return "", paramErr("params", "must be an object, got %s", kindOfJSON(raw))
+	obj, err := validObject(raw, "params", callFields...)
+	if err != nil {
+		return "", err
 	}
-	var p struct {
-		Instance json.RawMessage `json:"instance"`
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return "", paramErr("params", "must be an object: %v", err)
-	}
-	return instanceID(p.Instance)
+	return instanceID(obj["instance"])
 }
 
 func instanceID(raw json.RawMessage) (string, error) {
 	if raw == nil {
 		return "", paramErr("instance", "required: the id instantiate returned")
 	}
-	id, err := stringField(bytes.TrimSpace(raw), "instance")
+	id, err := validStringField(raw, "instance")
 	if err != nil {
 		return "", err
 	}
@@ -138,16 +135,16 @@ func instanceID(raw json.RawMessage) (string, error) {
 }
 
 func decodeRelease(raw json.RawMessage) (string, error) {
-	obj, err := object(raw, "params", "instance")
+	obj, err := validObject(raw, "params", "instance")
 	if err != nil {
 		return "", err
 	}
 	return instanceID(obj["instance"])
 }
 
-// decodeCall reads the params of a call on in.
+// decodeCall reads the (screened) params of a call on in.
 func decodeCall(raw json.RawMessage, in Instance, defaults, max limits.Limits) (*callSpec, error) {
-	obj, err := object(raw, "params", "instance", "function", "input", "args", "limits")
+	obj, err := validObject(raw, "params", callFields...)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +153,7 @@ func decodeCall(raw json.RawMessage, in Instance, defaults, max limits.Limits) (
 	if !ok {
 		return nil, paramErr("function", "required: the export to call")
 	}
-	if spec.function, err = stringField(v, "function"); err != nil {
+	if spec.function, err = validStringField(v, "function"); err != nil {
 		return nil, err
 	}
 	if spec.function == "" {
