@@ -126,14 +126,7 @@ func callOutcome(info *protocol.ModuleInfo, fn string, res *sandbox.CallResult) 
 }
 
 func moduleInfo(mod *sandbox.Module) *protocol.ModuleInfo {
-	info := &protocol.ModuleInfo{ID: mod.ID}
-	for _, imp := range mod.Imports {
-		info.Imports = append(info.Imports, protocol.Import{Module: imp.Module, Name: imp.Name, Kind: imp.Kind, Type: imp.Type})
-	}
-	for _, exp := range mod.Exports {
-		info.Exports = append(info.Exports, protocol.Export{Name: exp.Name, Kind: exp.Kind, Params: exp.Params, Results: exp.Results})
-	}
-	return info
+	return &protocol.ModuleInfo{ID: mod.ID, Imports: mod.Imports, Exports: mod.Exports}
 }
 
 // sidecarInstance is a *sandbox.Instance as the server sees it.
