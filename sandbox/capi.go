@@ -227,6 +227,38 @@ extern wasm_trap_t *wasmtime_trap_new_code(wasmtime_trap_code_t code);
 
 // ---- WASI (wasi.h, wasm.h) ----
 
+// sbx_wasi_forward calls the function export name of inst (the WASI shim)
+// from inside a host function, in the caller's context ctx, with n i32 or
+// i64 arguments (is64[i] says which) and one i32 result. It returns 0 when
+// there is no such function, 1 when the call was made (*err or *trap set
+// if it failed). One cgo call, where wasmtime-go's Func.Call fetches and
+// frees the function's type and converts every value on its own.
+static int sbx_wasi_forward(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
+                            const uint8_t *is64, const int64_t *args, size_t n, int32_t *result,
+                            wasmtime_error_t **err, wasm_trap_t **trap) {
+	wasmtime_extern_t item;
+	if (n > SBX_MAX_VALS || !wasmtime_instance_export_get(ctx, inst, name, name_len, &item))
+		return 0;
+	if (item.kind != SBX_EXTERN_FUNC) {
+		wasmtime_extern_delete(&item);
+		return 0;
+	}
+	wasmtime_val_t vals[SBX_MAX_VALS], res;
+	for (size_t i = 0; i < n; i++) {
+		vals[i].kind = is64[i] ? 1 : 0; // WASMTIME_I64 : WASMTIME_I32
+		if (is64[i])
+			vals[i].of.i64 = args[i];
+		else
+			vals[i].of.i32 = (int32_t)args[i];
+	}
+	*trap = NULL;
+	*err = wasmtime_func_call(ctx, &item.of.func, vals, n, &res, 1, trap);
+	if (!*err && !*trap)
+		*result = res.of.i32;
+	wasmtime_extern_delete(&item);
+	return 1;
+}
+
 typedef struct wasi_config_t wasi_config_t;
 typedef struct wasm_byte_vec_t {
 	size_t size;
@@ -488,6 +520,48 @@ func setWasiStdio(cfg *wasmtime.WasiConfig, stdin []byte, h cgo.Handle) {
 		p = (*C.char)(unsafe.Pointer(&stdin[0]))
 	}
 	C.sbx_wasi_stdio(wasiConfigPtr(cfg), p, C.size_t(len(stdin)), C.uintptr_t(h))
+}
+
+// forwardWASI calls the shim's function name from inside a host function
+// (c is its caller) with the host function's own arguments, and returns
+// the errno it returned, or the trap it stopped with.
+func forwardWASI(c *wasmtime.Caller, shim *wasmtime.Instance, name string, a []wasmtime.Val) (int32, *wasmtime.Trap) {
+	var is64 [C.SBX_MAX_VALS]C.uint8_t
+	var args [C.SBX_MAX_VALS]C.int64_t
+	if len(a) > len(args) {
+		return 0, wasmtime.NewTrap("sandboxd: " + name + ": too many arguments")
+	}
+	for i, v := range a {
+		if v.Kind() == wasmtime.KindI64 {
+			is64[i], args[i] = 1, C.int64_t(v.I64())
+		} else {
+			args[i] = C.int64_t(v.I32())
+		}
+	}
+	var result C.int32_t
+	var cerr *C.wasmtime_error_t
+	var trap *C.wasm_trap_t
+	called := C.sbx_wasi_forward((*C.wasmtime_context_t)(unsafe.Pointer(c.Context())), instancePtr(shim),
+		(*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)),
+		&is64[0], &args[0], C.size_t(len(a)), &result, &cerr, &trap)
+	runtime.KeepAlive(shim)
+	runtime.KeepAlive(name)
+	switch {
+	case called == 0:
+		return 0, wasmtime.NewTrap("sandboxd: the WASI shim has no " + name)
+	case trap != nil:
+		if cerr != nil {
+			C.wasmtime_error_delete(cerr)
+		}
+		return 0, wrapTrap(trap)
+	case cerr != nil:
+		// Not a trap (nothing of WASI's but proc_exit, which is not
+		// forwarded, returns an error): its message as a trap.
+		e := wrapError(cerr)
+		defer e.Close()
+		return 0, wasmtime.NewTrap(cleanMessage(e.Error()))
+	}
+	return int32(result), nil
 }
 
 //export sbxWasiWrite

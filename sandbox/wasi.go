@@ -105,7 +105,6 @@ type wasiRun struct {
 	envBytes       uint64             // environ_get's: every "K=V" and its NUL
 	longestPreopen uint64             // the longest preopened guest path
 	shim           *wasmtime.Instance // forwards to wasmtime's functions; made on first use
-	shimFuncs      []*wasmtime.Func   // its exports by wasiShadows index, looked up on first use
 }
 
 const grantPrefix = "capabilities.wasi"

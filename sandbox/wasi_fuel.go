@@ -19,7 +19,6 @@ package sandbox
 import (
 	crand "crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -277,26 +276,12 @@ func (r *run) forward(c *wasmtime.Caller, i int, a []wasmtime.Val) ([]wasmtime.V
 			return nil, wasmtime.NewTrap("sandboxd: WASI shim: " + cleanMessage(err.Error()))
 		}
 		w.shim = inst
-		w.shimFuncs = make([]*wasmtime.Func, len(wasiShadows))
 	}
-	fn := w.shimFuncs[i]
-	if fn == nil {
-		fn = w.shim.GetFunc(c, wasiShadows[i].name)
-		w.shimFuncs[i] = fn
+	res, trap := forwardWASI(c, w.shim, wasiShadows[i].name, a)
+	if trap != nil {
+		return nil, trap
 	}
-	args := make([]any, len(a))
-	for k, v := range a {
-		args[k] = v.Get()
-	}
-	res, err := fn.Call(c, args...)
-	if err != nil {
-		var trap *wasmtime.Trap
-		if errors.As(err, &trap) {
-			return nil, trap
-		}
-		return nil, wasmtime.NewTrap(cleanMessage(err.Error()))
-	}
-	return []wasmtime.Val{wasmtime.ValI32(res.(int32))}, nil
+	return []wasmtime.Val{wasmtime.ValI32(res)}, nil
 }
 
 // instantiateShim instantiates the shim in the caller's store over mem,
