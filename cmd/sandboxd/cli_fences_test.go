@@ -124,8 +124,9 @@ func (s *wireSidecar) read(stdout io.Reader) {
 	}
 }
 
-// run sends one run request and collects its log frames and response.
-func (s *wireSidecar) run(t *testing.T, id string, params map[string]any) (logs []wireFrame, resp wireFrame) {
+// run sends one run request and collects its notifications, which must
+// all be of method note ("log" or "output"), and its response.
+func (s *wireSidecar) run(t *testing.T, id string, params map[string]any, note string) (notes []wireFrame, resp wireFrame) {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": "run", "params": params})
 	if err != nil {
@@ -134,7 +135,7 @@ func (s *wireSidecar) run(t *testing.T, id string, params map[string]any) (logs 
 	if _, err := fmt.Fprintf(s.stdin, "Content-Length: %d\r\n\r\n%s", len(body), body); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(60 * time.Second) // only a hang detector
+	deadline := time.After(120 * time.Second) // only a hang detector
 	for {
 		select {
 		case f, ok := <-s.frames:
@@ -145,15 +146,18 @@ func (s *wireSidecar) run(t *testing.T, id string, params map[string]any) (logs 
 				t.Fatalf("run %s: %s", id, f.line)
 			}
 			if string(f.id) != id {
-				t.Fatalf("run %s: unexpected frame for id %s", id, f.id)
+				t.Fatalf("run %s: unexpected %q frame for id %s", id, f.method, f.id)
 			}
-			if f.method == "log" {
-				logs = append(logs, f)
-				continue
+			switch f.method {
+			case "":
+				return notes, f
+			case note:
+				notes = append(notes, f)
+			default:
+				t.Fatalf("run %s: unexpected notification %q", id, f.method)
 			}
-			return logs, f
 		case <-deadline:
-			t.Fatalf("run %s: no response within 60 s", id)
+			t.Fatalf("run %s: no response within 120 s", id)
 		}
 	}
 }
@@ -212,7 +216,7 @@ func TestLogNotificationsCostTheirWireSize(t *testing.T) {
 				"args":         []any{tc.len},
 				"limits":       map[string]any{"logBytes": tc.logBytes, "fuel": hugeFuel, "timeoutMs": 60_000},
 				"capabilities": map[string]any{"log": true},
-			})
+			}, "log")
 			var res struct {
 				LogLines     int  `json:"logLines"`
 				LogTruncated bool `json:"logTruncated"`
@@ -250,7 +254,7 @@ func TestDefaultLogBytesBoundsEmptyLines(t *testing.T) {
 		"args":         []any{0},
 		"limits":       map[string]any{"fuel": hugeFuel, "timeoutMs": 60_000},
 		"capabilities": map[string]any{"log": true},
-	})
+	}, "log")
 	if len(logs) != 0 || !strings.Contains(string(resp.result), `"logLines":0,"logTruncated":true`) {
 		t.Errorf("--default-log-bytes 1: %d notifications, result %s %s; want none and logTruncated",
 			len(logs), resp.result, resp.err)

@@ -39,7 +39,7 @@ func TestLongIDsDoNotMultiplyLogNotifications(t *testing.T) {
 			"args":         []any{0},
 			"limits":       map[string]any{"logBytes": logBytes, "fuel": hugeFuel, "timeoutMs": 60_000},
 			"capabilities": map[string]any{"log": true},
-		})
+		}, "log")
 		var res struct {
 			LogLines     int  `json:"logLines"`
 			LogTruncated bool `json:"logTruncated"`

@@ -45,43 +45,6 @@ func writerGuest(b byte, length, count int, alternate, sleep bool) string {
 	      (br_if $l (i32.lt_u (local.get $i) (i32.const %[3]d))))))`, b, length, count, mask, nap)
 }
 
-// runOutput sends one WASI run and returns its output frames and response.
-func (s *wireSidecar) runOutput(t *testing.T, id string, params map[string]any) (outputs []wireFrame, resp wireFrame) {
-	t.Helper()
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": "run", "params": params})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Fprintf(s.stdin, "Content-Length: %d\r\n\r\n%s", len(body), body); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.After(120 * time.Second) // only a hang detector
-	for {
-		select {
-		case f, ok := <-s.frames:
-			if !ok {
-				t.Fatalf("run %s: the sidecar closed stdout before answering", id)
-			}
-			if f.method == "!bad" {
-				t.Fatalf("run %s: %s", id, f.line)
-			}
-			if string(f.id) != id {
-				t.Fatalf("run %s: unexpected %q frame for id %s", id, f.method, f.id)
-			}
-			if f.method == "output" {
-				outputs = append(outputs, f)
-				continue
-			}
-			if f.method != "" {
-				t.Fatalf("run %s: unexpected notification %q", id, f.method)
-			}
-			return outputs, f
-		case <-deadline:
-			t.Fatalf("run %s: no response within 120 s", id)
-		}
-	}
-}
-
 // TestWASIOutputCostsItsWireSize: a guest that writes a byte at a time
 // while switching streams or sleeping (one notification per byte before,
 // ~130 wire bytes each) or writes bytes JSON escapes to six (NUL) cannot
@@ -111,11 +74,11 @@ func TestWASIOutputCostsItsWireSize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			outputs, resp := s.runOutput(t, id, map[string]any{
+			outputs, resp := s.run(t, id, map[string]any{
 				"module":       map[string]any{"wat": writerGuest(tc.b, tc.length, tc.count, tc.alternate, tc.sleep)},
 				"limits":       map[string]any{"outputBytes": tc.outputBytes, "fuel": hugeFuel, "timeoutMs": 110_000},
 				"capabilities": map[string]any{"wasi": true},
-			})
+			}, "output")
 			var res struct {
 				ExitCode        int             `json:"exitCode"`
 				Stdout          json.RawMessage `json:"stdout"`

@@ -4,15 +4,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/clients/go/sandboxd"
+	"github.com/sandboxd/sandboxd/internal/wasisuite"
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
 )
@@ -216,96 +215,38 @@ func TestSidecarWASI(t *testing.T) {
 // TestSidecarWASITestsuite replays the official WASI test suite through
 // `run` over the protocol: each program's args and env, a copy of its root
 // preopened writable at "/" (under the sidecar's --allow-dir), and its
-// expected exit code and (when given) stdout.
+// expected exit code and (when given) stdout. The same suite runs through
+// the engine in sandbox (TestWASITestsuite).
 func TestSidecarWASITestsuite(t *testing.T) {
-	dir := os.Getenv("WASI_TESTSUITE")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "wasi-testsuite")
-	}
-	wasms, _ := filepath.Glob(filepath.Join(dir, "tests", "*", "testsuite", "wasm32-wasip1", "*.wasm"))
-	if len(wasms) == 0 {
-		if os.Getenv("WASI_TESTSUITE") != "" {
-			t.Fatalf("WASI_TESTSUITE=%s has no tests", dir)
-		}
-		t.Skipf("no WASI test suite at %s (set WASI_TESTSUITE=DIR)", dir)
-	}
-	sort.Strings(wasms)
+	cases := wasisuite.Cases(t, wasisuite.Dir(t))
 	scratch := t.TempDir()
 	s := startRaw(t, binPath, "--allow-dir", scratch)
 	s.startReading()
 	passed := 0
-	for i, w := range wasms {
-		name := filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(w)))) + "/" + strings.TrimSuffix(filepath.Base(w), ".wasm")
-		var spec struct {
-			Args     []string          `json:"args"`
-			Env      map[string]string `json:"env"`
-			Root     string            `json:"root"`
-			ExitCode int               `json:"exit_code"`
-			Stdout   *string           `json:"stdout"`
-		}
-		if b, err := os.ReadFile(strings.TrimSuffix(w, ".wasm") + ".json"); err == nil {
-			if err := json.Unmarshal(b, &spec); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-		}
-		wasi := map[string]any{"args": append([]string{}, spec.Args...), "env": spec.Env}
-		if spec.Root != "" {
-			root := filepath.Join(scratch, fmt.Sprint(i))
-			copyTree(t, filepath.Join(filepath.Dir(w), spec.Root), root)
+	for i, c := range cases {
+		wasi := map[string]any{"args": append([]string{}, c.Spec.Args...), "env": c.Spec.Env}
+		if root := c.Root(t, filepath.Join(scratch, fmt.Sprint(i))); root != "" {
 			wasi["dirs"] = []any{map[string]any{"host": root, "guest": "/", "writable": true}}
 		}
 		id := fmt.Sprintf(`"suite-%d"`, i)
-		s.request(id, "run", runParams(w, "", nil, map[string]uint64{"memoryBytes": 256 << 20, "timeoutMs": 60000}, map[string]any{"wasi": wasi}))
+		s.request(id, "run", runParams(c.Wasm, "", nil, map[string]uint64{"memoryBytes": 256 << 20, "timeoutMs": 60000}, map[string]any{"wasi": wasi}))
 		m, _ := s.response(id, 120*time.Second)
 		if m.Error != nil {
-			t.Errorf("%s: %s", name, m.raw)
+			t.Errorf("%s: %s", c.Name, m.raw)
 			continue
 		}
 		var r wasiRunResult
 		if err := json.Unmarshal(m.Result, &r); err != nil || r.ExitCode == nil {
-			t.Errorf("%s: %s", name, m.Result)
+			t.Errorf("%s: %s", c.Name, m.Result)
 			continue
 		}
-		ok := *r.ExitCode == spec.ExitCode && (spec.Stdout == nil || wireBytes(t, r.Stdout) == *spec.Stdout)
-		if !ok {
-			t.Errorf("%s: exit %d stdout %q, want exit %d stdout %v", name, *r.ExitCode, wireBytes(t, r.Stdout), spec.ExitCode, spec.Stdout)
+		if err := c.Check(*r.ExitCode, []byte(wireBytes(t, r.Stdout))); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
 			continue
 		}
 		passed++
 	}
-	t.Logf("%d of %d WASI testsuite programs passed over the protocol", passed, len(wasms))
-}
-
-// copyTree copies src to dst (writable: the suite's tests write into it),
-// keeping symbolic links as links.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, to)
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Logf("%d of %d WASI testsuite programs passed over the protocol", passed, len(cases))
 }
 
 // The Go client sends capabilities.wasi and receives the output pieces
