@@ -6,12 +6,13 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 )
 
 // Decoding params that screening has already checked. Every message is
 // checked for JSON syntax once, when it is screened (screen.go); the
-// params of a run are then read by walking that valid text (members,
-// elements) instead of handing each level to encoding/json, which checks
+// params of a run are then read by walking that valid text (jsonscan) instead of handing each level to encoding/json, which checks
 // the syntax of its input again before decoding it: for a run of a 2 KB
 // WAT text that was nine passes over the text instead of two. The
 // functions here require valid JSON; decodeRun checks it for callers that
@@ -26,7 +27,7 @@ func validObject(raw json.RawMessage, field string, allowed ...string) (map[stri
 	}
 	obj := make(map[string]json.RawMessage, 4)
 	var bad error
-	members(raw, func(key, value []byte) {
+	jsonscan.Members(raw, func(key, value []byte) {
 		if bad != nil {
 			return
 		}
@@ -171,24 +172,4 @@ func hex4(b []byte) rune {
 		r = r<<4 | rune(c)
 	}
 	return r
-}
-
-// elements returns the elements of the valid JSON array arr, sharing its
-// memory.
-func elements(arr []byte) []json.RawMessage {
-	var out []json.RawMessage
-	i := skipSpace(arr, 0) + 1 // past '['
-	for {
-		i = skipSpace(arr, i)
-		if i >= len(arr) || arr[i] == ']' {
-			return out
-		}
-		if arr[i] == ',' {
-			i++
-			continue
-		}
-		end := valueEnd(arr, i)
-		out = append(out, arr[i:end])
-		i = end
-	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 )
 
 // The walkers of fastjson.go read what encoding/json reads, for every
@@ -73,13 +75,13 @@ func FuzzElements(f *testing.F) {
 		if json.Unmarshal(data, &want) != nil || want == nil {
 			return
 		}
-		got := elements(data)
+		got := jsonscan.Elements(data)
 		if len(got) != len(want) {
-			t.Fatalf("elements(%q) = %q, encoding/json reads %q", data, got, want)
+			t.Fatalf("Elements(%q) = %q, encoding/json reads %q", data, got, want)
 		}
 		for i := range want {
 			if !sameJSON(t, got[i], want[i]) {
-				t.Fatalf("elements(%q)[%d] = %s, encoding/json reads %s", data, i, got[i], want[i])
+				t.Fatalf("Elements(%q)[%d] = %s, encoding/json reads %s", data, i, got[i], want[i])
 			}
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -435,7 +436,7 @@ func decodeScreenedRun(raw json.RawMessage, defaults, max limits.Limits) (*runSp
 			return nil, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
 		}
 		if string(v) != "null" {
-			spec.args = elements(v)
+			spec.args = jsonscan.Elements(v)
 		}
 	}
 	if spec.limits, err = decodeLimits(obj["limits"], defaults, max); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 )
 
 // Screening: each message is checked here, before any method sees it. A
@@ -50,7 +52,7 @@ func envelopeOf(obj []byte) envelope {
 		dst  *json.RawMessage
 	}{{"jsonrpc", &env.JSONRPC}, {"id", &env.ID}, {"method", &env.Method},
 		{"params", &env.Params}, {"result", &env.Result}, {"error", &env.Error}}
-	members(obj, func(key, value []byte) {
+	jsonscan.Members(obj, func(key, value []byte) {
 		for _, f := range fields {
 			if keyIs(key, f.name) {
 				*f.dst = append(json.RawMessage(nil), value...)
@@ -68,88 +70,6 @@ func keyIs(key []byte, name string) bool {
 	}
 	var s string
 	return json.Unmarshal(key, &s) == nil && s == name
-}
-
-// members calls fn with the key (a JSON string literal, as written) and
-// the raw value of each member of the JSON object obj, in order. obj must
-// be valid JSON: the caller has checked it.
-func members(obj []byte, fn func(key, value []byte)) {
-	i := skipSpace(obj, 0) + 1 // past '{'
-	for {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] == '}' {
-			return
-		}
-		if obj[i] == ',' {
-			i++
-			continue
-		}
-		k := valueEnd(obj, i)
-		key := obj[i:k]
-		i = skipSpace(obj, k) + 1 // past ':'
-		i = skipSpace(obj, i)
-		v := valueEnd(obj, i)
-		fn(key, obj[i:v])
-		i = v
-	}
-}
-
-// stringEnd returns the index just past the string literal that starts
-// at b[i] (a quote): the next quote preceded by an even number of
-// backslashes. IndexByte makes a long string (a module's text or base64)
-// cheap to step over.
-func stringEnd(b []byte, i int) int {
-	i++ // past the opening quote
-	for {
-		k := bytes.IndexByte(b[i:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		q := i + k
-		n := 0
-		for p := q - 1; p >= i && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		i = q + 1
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the index just past the valid JSON value at b[i].
-func valueEnd(b []byte, i int) int {
-	depth := 0
-	for j := i; j < len(b); j++ {
-		c := b[j]
-		switch {
-		case c == '"':
-			j = stringEnd(b, j) - 1 // at the closing quote
-			if depth == 0 {
-				return j + 1
-			}
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			if depth == 0 { // the end of the enclosing object: a scalar ended
-				return j
-			}
-			depth--
-			if depth == 0 {
-				return j + 1
-			}
-		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			return j
-		}
-	}
-	return len(b)
 }
 
 // screen checks the JSON-RPC envelope of body. It reports whether the

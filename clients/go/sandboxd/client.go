@@ -24,6 +24,7 @@
 package sandboxd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/framing"
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
@@ -86,8 +88,10 @@ type call struct {
 	// has run out; nil (never ready) for contexts that cannot end.
 	expired chan struct{}
 
-	result json.RawMessage
-	err    error
+	// dst receives the result, decoded by whichever goroutine reads the
+	// response (the caller waits for done before it looks at dst).
+	dst any
+	err error
 }
 
 // Options for Start.
@@ -274,7 +278,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, h 
 	if err != nil {
 		return fmt.Errorf("sandboxd: encoding %s params: %w", method, err)
 	}
-	cl := &call{id: id, onLog: h.Log, onLevel: h.LevelLog, onOutput: h.Output, done: make(chan struct{})}
+	cl := &call{id: id, onLog: h.Log, onLevel: h.LevelLog, onOutput: h.Output, done: make(chan struct{}), dst: result}
 	// Register before sending: the response may be read by another caller
 	// the moment the request is out.
 	c.mu.Lock()
@@ -292,15 +296,11 @@ func (c *Client) call(ctx context.Context, method string, params, result any, h 
 	if err := c.wait(ctx, cl, grace); err != nil {
 		return err
 	}
-	if cl.err != nil {
-		return cl.err
+	var de *decodeError
+	if errors.As(cl.err, &de) {
+		return fmt.Errorf("sandboxd: decoding %s result: %w", method, de.err)
 	}
-	if result != nil && len(cl.result) > 0 {
-		if err := json.Unmarshal(cl.result, result); err != nil {
-			return fmt.Errorf("sandboxd: decoding %s result: %w", method, err)
-		}
-	}
-	return nil
+	return cl.err
 }
 
 // forget removes cl from the pending calls. It reports false if cl was
@@ -407,22 +407,39 @@ func (c *Client) poke() {
 	}
 }
 
-// dispatch routes one message from the server.
+// dispatch routes one message from the server. The frame is checked once
+// (json.Valid) and stepped over (jsonscan) to find what it is; a response's
+// result is then decoded straight into its caller's value, so a response
+// costs one syntax pass over the frame and one decoding of its result.
 func (c *Client) dispatch(body []byte) {
-	var m protocol.Message // its raw fields are copies: they outlive the frame buffer
-	if err := json.Unmarshal(body, &m); err != nil {
+	if !json.Valid(body) {
 		return // not JSON: nothing can be attributed to a call
 	}
-	if m.Method != "" {
-		switch m.Method {
-		case protocol.NotifyLog:
-			c.dispatchLog(m.Params)
-		case protocol.NotifyOutput:
-			c.dispatchOutput(m.Params)
+	var idRaw, method, params, result, errRaw []byte
+	jsonscan.Members(bytes.TrimSpace(body), func(key, value []byte) {
+		switch string(key) {
+		case `"id"`:
+			idRaw = value
+		case `"method"`:
+			method = value
+		case `"params"`:
+			params = value
+		case `"result"`:
+			result = value
+		case `"error"`:
+			errRaw = value
+		}
+	})
+	if method != nil {
+		switch string(method) {
+		case `"` + protocol.NotifyLog + `"`:
+			c.dispatchLog(params)
+		case `"` + protocol.NotifyOutput + `"`:
+			c.dispatchOutput(params)
 		}
 		return // other notifications and server requests: none are defined
 	}
-	id, err := strconv.ParseUint(string(m.ID), 10, 64)
+	id, err := strconv.ParseUint(string(idRaw), 10, 64)
 	if err != nil {
 		return // id null (a refused message) or not ours
 	}
@@ -433,17 +450,30 @@ func (c *Client) dispatch(body []byte) {
 	if cl == nil {
 		return // a call that gave up after its grace
 	}
-	if m.Error != nil {
-		e := &Error{Code: m.Error.Code, Message: m.Error.Message, Data: m.Error.Data}
+	switch {
+	case errRaw != nil && string(errRaw) != "null":
+		var we protocol.WireError // its Data is a copy: it outlives the frame
+		if err := json.Unmarshal(errRaw, &we); err != nil {
+			cl.err = &decodeError{err}
+			break
+		}
+		e := &Error{Code: we.Code, Message: we.Message, Data: we.Data}
 		if string(e.Data) == "null" {
 			e.Data = nil
 		}
 		cl.err = e
-	} else {
-		cl.result = m.Result
+	case cl.dst != nil && result != nil:
+		if err := json.Unmarshal(result, cl.dst); err != nil {
+			cl.err = &decodeError{err}
+		}
 	}
 	close(cl.done)
 }
+
+// decodeError is a result the client could not decode.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
 
 func (c *Client) dispatchLog(params json.RawMessage) {
 	var p struct {
