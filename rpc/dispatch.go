@@ -184,8 +184,9 @@ const inlineGrace = 100 * time.Microsecond
 // parent's only outstanding request as far as the sidecar can tell:
 // nothing more is buffered, the dispatcher has nothing queued or in hand
 // (so no earlier message is answered after this one, and a shutdown
-// before it has taken effect), a worker slot is free and the output is
-// below its high water. The run is then decoded, prepared and run here,
+// before it has taken effect), no other request is in flight (so the
+// workers have nothing to run in parallel) and the output is below its
+// high water. The run is then decoded, prepared and run here,
 // and its response written from here, with no goroutine woken on the way.
 // While it runs nobody reads: if it takes longer than inlineGrace, a
 // timer hands the reader role to a new goroutine, and this one ends after
@@ -193,7 +194,7 @@ const inlineGrace = 100 * time.Microsecond
 // usual way (the inbox) after all.
 func (rd *reader) runInline(req request) (handled, keep bool) {
 	s := rd.s
-	if !rd.in.idle() || s.out.pendingBytes() > s.opts.OutputHighWater || !s.slotFree() {
+	if !rd.in.idle() || s.out.pendingBytes() > s.opts.OutputHighWater || !s.nothingInFlight() {
 		return false, true
 	}
 	s.countRequest()

@@ -125,12 +125,14 @@ func (s *Server) enqueueRun(j *job) {
 	s.mu.Unlock()
 }
 
-// slotFree reports whether a run could start now: fewer than
-// MaxConcurrency run and none waits in the queue.
-func (s *Server) slotFree() bool {
+// nothingInFlight reports whether no admitted request is unanswered (and
+// the server is open): a run read now is the parent's only one, and
+// running it on the reading goroutine delays nothing. With requests in
+// flight the workers run them in parallel instead.
+func (s *Server) nothingInFlight() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state == stateOpen && s.running < s.opts.MaxConcurrency && s.runQueue.Len() == 0
+	return s.state == stateOpen && len(s.jobs) == 0 && s.replying == 0
 }
 
 // startInline takes a prepared run for the calling goroutine, as a worker
