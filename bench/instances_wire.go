@@ -28,7 +28,7 @@ func instanceWireSection(env *Env) []Row {
 	var rows []Row
 	// run is given the module by the id the instance reports: both sides
 	// then find it compiled.
-	compare := func(what string, inst sandboxd.InstantiateParams, fn string, opts sandboxd.CallOptions, run sandboxd.RunParams) {
+	compare := func(what string, inst sandboxd.InstantiateParams, fn string, opts sandboxd.CallOptions, run sandboxd.RunParams, target float64) {
 		in, err := c.Instantiate(ctx, inst)
 		if err != nil {
 			rows = append(rows, naRow(section, what, fmt.Sprintf("%v; stderr: %s", err, stderr)))
@@ -47,11 +47,15 @@ func instanceWireSection(env *Env) []Row {
 			return
 		}
 		w, f := warm.P50(), fresh.P50()
-		rows = append(rows, Row{Section: section, Measurement: what + ", p50", Value: fmtDur(w),
+		r := ratio(float64(w), float64(floor))
+		row := Row{Section: section, Measurement: what + ", p50", Value: fmtDur(w),
 			Floor: fmt.Sprintf("floor %s; fresh run %s (%s floor)", fmtDur(floor), fmtDur(f), formatRatio(ratio(float64(f), float64(floor)))),
-			Ratio: ratio(float64(w), float64(floor)), RatioText: formatRatio(ratio(float64(w), float64(floor))) + " floor",
-			Verdict: verdictInfo,
-			Raw:     map[string]float64{"warm_us": us(w), "fresh_us": us(f), "floor_us": us(floor)}})
+			Ratio: r, RatioText: formatRatio(r) + " floor", Verdict: verdictInfo,
+			Raw: map[string]float64{"warm_us": us(w), "fresh_us": us(f), "floor_us": us(floor)}}
+		if target > 0 { // issue 14: a warm call of add within 3× the pipe floor
+			row.Target, row.Verdict = fmt.Sprintf("≤ %g×", target), judge(r <= target)
+		}
+		rows = append(rows, row)
 	}
 
 	add, err := compileWAT(c, env.wat("well_behaved.wat"))
@@ -60,7 +64,7 @@ func instanceWireSection(env *Env) []Row {
 	}
 	addMod := protocol.ModuleSpec{ID: sandboxd.Str(add)}
 	compare("call add(1,2) on a warm instance vs run", sandboxd.InstantiateParams{Module: addMod}, "add",
-		sandboxd.CallOptions{Args: argsJSON(1, 2)}, addParams(add))
+		sandboxd.CallOptions{Args: argsJSON(1, 2)}, addParams(add), 3)
 
 	long := map[string]uint64{"compileTimeoutMs": 300_000} // the Go plugin compiles for seconds
 	for _, p := range []struct {
@@ -76,7 +80,7 @@ func instanceWireSection(env *Env) []Row {
 		compare(fmt.Sprintf("plugin greet (%s) on a warm instance vs plugin run", p.dir),
 			sandboxd.InstantiateParams{Module: mod, Capabilities: p.caps, Limits: long}, "greet",
 			sandboxd.CallOptions{Input: input},
-			sandboxd.RunParams{Function: "greet", Input: &input, Capabilities: p.caps, Limits: long})
+			sandboxd.RunParams{Function: "greet", Input: &input, Capabilities: p.caps, Limits: long}, 0)
 	}
 	return rows
 }
