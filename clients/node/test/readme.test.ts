@@ -98,6 +98,7 @@ describe("README.md", () => {
   it("the Node snippet runs as printed, and type-checks as TypeScript", () => checkSnippet("node"));
   // it names testdata/wasi/guest_c.wasm relative to the checkout, as the README says
   it("the WASI Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("wasi-node", repoDir));
+  it("the plugin Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("plugin-node", repoDir));
 });
 
 describe("npm install <dir>", () => {
