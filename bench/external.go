@@ -141,7 +141,10 @@ func nodeSection(env *Env) []Row {
 	reps := fibReps(env)
 	cfg := map[string]any{"dist": dist, "binary": env.Binary, "wat": env.wat("well_behaved.wat"), "warm": env.n(200, 50),
 		"n": env.n(2000, 200), "durationMs": env.dur(1500*time.Millisecond, 400*time.Millisecond).Milliseconds(),
-		"fibN": fibN, "fibReps": reps}
+		"fibN": fibN, "fibReps": reps, "pluginTimeoutMs": pluginTimeoutMs, "plugins": map[string]any{
+			"wat": map[string]any{"path": filepath.Join(env.Root, "testdata", "plugins", "wat", "plugin.wat"), "wasi": false},
+			"go":  map[string]any{"path": filepath.Join(env.Root, "testdata", "plugins", "go", "plugin.wasm"), "wasi": true},
+		}}
 	res, err := runScript(env, nil, "node", "node/client.mjs", cfg)
 	if err != nil {
 		return []Row{naRow(sec, "Node client", err.Error())}
@@ -159,6 +162,10 @@ func fibReps(env *Env) int {
 	return max(env.FibReps, 1)
 }
 
+// pluginTimeoutMs is the deadline of a plugin call in row 10, on both sides:
+// the sidecar's per-call timeout and Extism's timeoutMs.
+const pluginTimeoutMs = 1000
+
 // nodePeerSection is row 10: the same guests through this project's Node
 // client, @extism/extism and bare V8, one call at a time.
 func nodePeerSection(env *Env) []Row {
@@ -170,12 +177,13 @@ func nodePeerSection(env *Env) []Row {
 	if err := ensureNodeModules(dir); err != nil {
 		return []Row{naRow(sec, "Node peers", err.Error())}
 	}
-	wasm, extismWasm, err := writePeerGuests(env)
+	guests, err := writePeerGuests(env)
 	if err != nil {
 		return []Row{naRow(sec, "Node peers", err.Error())}
 	}
-	cfg := map[string]any{"wasm": wasm, "extismWasm": extismWasm, "fibN": fibN, "fibReps": fibReps(env),
-		"durationMs": env.dur(1500*time.Millisecond, 400*time.Millisecond).Milliseconds()}
+	cfg := map[string]any{"wasm": guests[0], "extismWasm": guests[1], "watPlugin": guests[2],
+		"goPlugin": filepath.Join(env.Root, "testdata", "plugins", "go", "plugin.wasm"), "pluginTimeoutMs": pluginTimeoutMs,
+		"fibN": fibN, "fibReps": fibReps(env), "durationMs": env.dur(1500*time.Millisecond, 400*time.Millisecond).Milliseconds()}
 	res, err := runScript(env, nil, "node", "node/peers.mjs", cfg)
 	if err != nil {
 		return []Row{naRow(sec, "Node peers", err.Error())}
@@ -209,13 +217,48 @@ func peerRows(env *Env, res scriptResult) []Row {
 		rows = append(rows, Row{Section: sec, Measurement: "Node client add vs V8 fresh instance per call", Value: fmtRate(ours),
 			Floor: fmtRate(v), Ratio: ratio(ours, v), Verdict: verdictInfo})
 	}
+	return append(rows, pluginPeerRows(env, res)...)
+}
+
+// pluginPeerRows compare greet("Ada") on a warm instance through the Node
+// client (deadline pluginTimeoutMs per call) with the same plugin under
+// Extism's JS SDKs: 1.0.3 (no timeout option), 2.0.0-rc13 in-process (no
+// timeout) and 2.0.0-rc13 with runInWorker and timeoutMs.
+func pluginPeerRows(env *Env, res scriptResult) []Row {
+	const sec = "10 peers"
+	var rows []Row
+	for _, guest := range []struct{ name, key string }{{"WAT plugin", "wat"}, {"Go PDK plugin", "go"}} {
+		m := "Node client plugin greet, warm instance (" + guest.name + ", timeoutMs " + fmt.Sprint(pluginTimeoutMs) + ")"
+		if e := env.NodeClient.errFor("plugin_" + guest.key + "_greet"); e != "" {
+			rows = append(rows, naRow(sec, m, e))
+			continue
+		}
+		ours := env.NodeClient.num("plugin_" + guest.key + "_greet_calls_per_s")
+		for _, peer := range []struct{ name, key string }{
+			{"extism 1.0.3 in-process (no timeout: it has none)", "extism1"},
+			{"extism 2.0.0-rc13 in-process (no timeout)", "extism2"},
+			{fmt.Sprintf("extism 2.0.0-rc13 runInWorker, timeoutMs %d", pluginTimeoutMs), "extism2_timeout"},
+		} {
+			pm := m + " vs " + peer.name
+			key := peer.key + "_" + guest.key + "_greet"
+			if e := res.errFor(key); e != "" {
+				rows = append(rows, naRow(sec, pm, e))
+				continue
+			}
+			theirs := res.num(key + "_calls_per_s")
+			rows = append(rows, Row{Section: sec, Measurement: pm, Value: fmtRate(ours), Floor: fmtRate(theirs),
+				Ratio: ratio(ours, theirs), Verdict: verdictInfo,
+				Raw: map[string]float64{"sandboxd_calls_per_s": ours, "peer_calls_per_s": theirs,
+					"sandboxd_p50_us": env.NodeClient.num("plugin_" + guest.key + "_greet_p50_us")}})
+		}
+	}
 	return rows
 }
 
 // ensureNodeModules installs bench/node's pinned dependencies (extism) from
 // its package-lock.json when they are missing.
 func ensureNodeModules(dir string) error {
-	if exists(filepath.Join(dir, "node_modules", "@extism", "extism")) {
+	if exists(filepath.Join(dir, "node_modules", "@extism", "extism")) && exists(filepath.Join(dir, "node_modules", "extism-next")) {
 		return nil
 	}
 	if !onPath("npm") {
@@ -230,23 +273,24 @@ func ensureNodeModules(dir string) error {
 }
 
 // writePeerGuests converts the guests to binary for V8 and extism, which
-// take no WAT.
-func writePeerGuests(env *Env) (string, string, error) {
+// take no WAT: the add/fib guest, the extism guest, the WAT plugin.
+func writePeerGuests(env *Env) ([]string, error) {
 	var paths []string
-	for _, src := range []string{env.wat("well_behaved.wat"), filepath.Join(env.Root, "bench", "node", "extism_guest.wat")} {
+	for _, src := range []string{env.wat("well_behaved.wat"), filepath.Join(env.Root, "bench", "node", "extism_guest.wat"),
+		filepath.Join(env.Root, "testdata", "plugins", "wat", "plugin.wat")} {
 		text, err := os.ReadFile(src)
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		wasm, err := wasmtime.Wat2Wasm(string(text))
 		if err != nil {
-			return "", "", fmt.Errorf("%s: %v", filepath.Base(src), err)
+			return nil, fmt.Errorf("%s: %v", filepath.Base(src), err)
 		}
-		p := filepath.Join(env.Tmp, strings.TrimSuffix(filepath.Base(src), ".wat")+".wasm")
+		p := filepath.Join(env.Tmp, filepath.Base(filepath.Dir(src))+"_"+strings.TrimSuffix(filepath.Base(src), ".wat")+".wasm")
 		if err := os.WriteFile(p, wasm, 0o644); err != nil {
-			return "", "", err
+			return nil, err
 		}
 		paths = append(paths, p)
 	}
-	return paths[0], paths[1], nil
+	return paths, nil
 }

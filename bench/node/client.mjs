@@ -1,6 +1,7 @@
 // This project's Node client (clients/node/dist): sequential `run add` and
 // 64 in flight, plus sequential calls of the trivial and the CPU-bound
-// guest for the peer comparison. Prints one JSON line.
+// guest for the peer comparison, and `greet("Ada")` on a warm instance of
+// each test plugin (cfg.plugins: {name: {path, wasi}}). Prints one JSON line.
 //
 //   node client.mjs '{"dist": ".../clients/node/dist/index.js", "binary": "...", "wat": ".../well_behaved.wat", ...}'
 import { pathToFileURL } from "node:url";
@@ -22,6 +23,25 @@ try {
     add_calls_per_s: await throughput(add, 1, cfg.durationMs),
     fib_calls_per_s: await throughput(fib, 1, cfg.durationMs),
   };
+  for (const [name, guest] of Object.entries(cfg.plugins ?? {})) {
+    const key = `plugin_${name}_greet`;
+    try {
+      const mod = await sb.compile({ path: guest.path, limits: { compileTimeoutMs: 300_000 } });
+      const p = await sb.plugin({ module: mod, wasi: guest.wasi, capabilities: { log: true }, limits: { timeoutMs: cfg.pluginTimeoutMs } });
+      try {
+        const got = new TextDecoder().decode((await p.call("greet", "Ada")).output);
+        if (!got.startsWith("Hello, Ada")) throw new Error(`greet("Ada") returned ${JSON.stringify(got)}`);
+        const greet = () => p.call("greet", "Ada");
+        const lat = percentiles(await sequential(greet, cfg.warm, cfg.n));
+        out[`${key}_p50_us`] = lat.p50_us;
+        out[`${key}_calls_per_s`] = await throughput(greet, 1, cfg.durationMs);
+      } finally {
+        await p.release();
+      }
+    } catch (err) {
+      out[`${key}_error`] = String(err?.message ?? err).split("\n")[0];
+    }
+  }
   console.log(JSON.stringify(out));
 } finally {
   await sb.close();

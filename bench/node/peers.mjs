@@ -3,7 +3,14 @@
 // sequentially like the sidecar row they are compared with. Prints one
 // JSON line; a peer that cannot run reports {"<peer>_error": "..."}.
 //
-//   node peers.mjs '{"wasm": "well_behaved.wasm", "extismWasm": "extism_guest.wasm", "fibN": 50, "fibReps": 1000, "durationMs": 1500}'
+// The plugins of testdata/plugins (the WAT one and the Go PDK one) run
+// under two Extism JS SDKs: 1.0.3, the latest release (in-process, no
+// timeout option), and 2.0.0-rc13 (npm alias extism-next), whose
+// `timeoutMs` works only with `runInWorker: true` (the plugin runs in a
+// worker thread that is terminated and restarted on a timeout).
+//
+//   node peers.mjs '{"wasm": "well_behaved.wasm", "extismWasm": "extism_guest.wasm", "watPlugin": "plugin.wasm",
+//                    "goPlugin": ".../testdata/plugins/go/plugin.wasm", "pluginTimeoutMs": 1000, "fibN": 50, "fibReps": 1000, "durationMs": 1500}'
 import { readFileSync } from "node:fs";
 import { throughput } from "./lib.mjs";
 
@@ -64,7 +71,42 @@ async function extism() {
   }
 }
 
-for (const [name, fn] of [["v8", bareV8], ["extism", extism]]) {
+// The plugin peers: `greet` of each test plugin, sequentially, per SDK and mode.
+async function extismPlugins() {
+  const sdks = [
+    { key: "extism1", load: () => import("@extism/extism"), opts: {} },
+    { key: "extism2", load: () => import("extism-next"), opts: {} },
+    { key: "extism2_timeout", load: () => import("extism-next"), opts: { runInWorker: true, timeoutMs: cfg.pluginTimeoutMs } },
+  ];
+  const guests = [
+    { key: "wat", file: cfg.watPlugin, wasi: false, want: "Hello, Ada" },
+    { key: "go", file: cfg.goPlugin, wasi: true, want: "Hello, Ada!" },
+  ];
+  for (const sdk of sdks) {
+    const { default: createPlugin } = await sdk.load();
+    for (const guest of guests) {
+      const key = `${sdk.key}_${guest.key}_greet`;
+      if (!guest.file) continue;
+      let plugin;
+      try {
+        plugin = await createPlugin({ wasm: [{ data: readFileSync(guest.file) }] }, { useWasi: guest.wasi, ...sdk.opts });
+        const got = (await plugin.call("greet", "Ada"))?.text();
+        if (got !== guest.want) throw new Error(`greet("Ada") returned ${JSON.stringify(got)}`);
+        let calls = 0;
+        out[`${key}_calls_per_s`] = await throughput(async () => {
+          await plugin.call("greet", "Ada");
+          if (++calls % 1024 === 0) await plugin.reset(); // see extism() above
+        }, 1, cfg.durationMs);
+      } catch (err) {
+        out[`${key}_error`] = String(err?.message ?? err).split("\n")[0];
+      } finally {
+        await plugin?.close();
+      }
+    }
+  }
+}
+
+for (const [name, fn] of [["v8", bareV8], ["extism", extism], ["extism_plugins", extismPlugins]]) {
   try {
     await fn();
   } catch (err) {
