@@ -151,7 +151,29 @@ func nodeSection(env *Env) []Row {
 	}
 	env.NodeClient = res
 	res["sync_error"], res["async_error"] = res["error"], res["error"]
-	return clientRows(env, sec, "Node", "Sidecar", floor, res, "pipelined_calls_per_s", "Sidecar")
+	rows := clientRows(env, sec, "Node", "Sidecar", floor, res, "pipelined_calls_per_s", "Sidecar")
+	return append(rows, nodeOwnCostRows(env, res)...)
+}
+
+// nodeOwnCostRows say what the Node client adds to a round trip: its p50
+// minus raw JSON-RPC from Node to a sidecar of the same binary (measured
+// in alternating blocks by client.mjs), and minus the Go client's (row 2).
+func nodeOwnCostRows(env *Env, res scriptResult) []Row {
+	const sec = "4 node"
+	p50, rawP50 := res.num("seq_p50_us"), res.num("raw_seq_p50_us")
+	if p50 == 0 || rawP50 == 0 {
+		return nil
+	}
+	rows := []Row{{Section: sec, Measurement: "  Sidecar p50 − raw Node JSON-RPC p50 (same binary, alternating blocks)",
+		Value: fmtDur(usDur(p50 - rawP50)), Floor: "raw " + fmtDur(usDur(rawP50)), Ratio: ratio(p50, rawP50), Verdict: verdictInfo,
+		Raw: map[string]float64{"p50_us": p50, "raw_p50_us": rawP50}}}
+	if len(env.GoSeq) > 0 {
+		goP50 := float64(env.GoSeq.P50()) / float64(time.Microsecond)
+		rows = append(rows, Row{Section: sec, Measurement: "  Sidecar p50 − Go client p50 (row 2)", Value: fmtDur(usDur(p50 - goP50)),
+			Floor: "Go " + fmtDur(usDur(goP50)), Ratio: ratio(p50, goP50), Verdict: verdictInfo,
+			Raw: map[string]float64{"p50_us": p50, "go_p50_us": goP50}})
+	}
+	return rows
 }
 
 // fibReps reuses row 8's calibration, or calibrates if it did not run.
