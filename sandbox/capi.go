@@ -555,11 +555,11 @@ func forwardWASI(c *wasmtime.Caller, shim *wasmtime.Instance, name string, a []w
 		}
 		return 0, wrapTrap(trap)
 	case cerr != nil:
-		// Not a trap (nothing of WASI's but proc_exit, which is not
-		// forwarded, returns an error): its message as a trap.
+		// Not a trap (a bad pointer, say: proc_exit, whose error is an
+		// exit, is not forwarded): its message as a trap.
 		e := wrapError(cerr)
 		defer e.Close()
-		return 0, wasmtime.NewTrap(cleanMessage(e.Error()))
+		return 0, wasmtime.NewTrap(wasiErrorMessage(name, e.Error()))
 	}
 	return int32(result), nil
 }

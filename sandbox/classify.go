@@ -67,6 +67,9 @@ func (r *run) classify(err error) *Error {
 		}
 	}
 	msg := cleanMessage(err.Error())
+	if se := wasiPointerFault(msg); se != nil { // wasi_fuel.go
+		return se
+	}
 	if strings.HasSuffix(msg, invalidExitStatus) {
 		// proc_exit with a status WASI does not allow (126 and up, or
 		// negative): the guest's fault, reported like any other trap.

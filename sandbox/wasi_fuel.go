@@ -20,6 +20,8 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -423,4 +425,50 @@ func (r *run) randomGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val
 		dst = dst[copy(dst, word[:]):]
 	}
 	return errno(errnoSuccess)
+}
+
+// wasmtime's WASI reports a guest pointer it cannot use (outside the
+// guest's memory, misaligned, overflowing) as an error naming the region,
+// which would otherwise be classified as sandboxd's own (kind host).
+var (
+	wasiFaultRE = regexp.MustCompile(`Pointer (out of bounds|not aligned to \d+): Region \{ start: (\d+), len: (\d+) \}`)
+	wasiFuncRE  = regexp.MustCompile(`In func ` + WASIModule + `::(\w+)`)
+)
+
+// wasiErrorMessage is the message of a trap for the error wasmtime's
+// function name returned when forwarded, naming the function as wasmtime
+// does when the guest calls it directly (for wasiPointerFault).
+func wasiErrorMessage(name, err string) string {
+	msg := strings.TrimPrefix(cleanMessage(err), "error while executing: ")
+	if !strings.Contains(msg, "In func "+WASIModule+"::") {
+		msg = "In func " + WASIModule + "::" + name + ": " + msg
+	}
+	return msg
+}
+
+// wasiPointerFault is the guest's trap a WASI error message describes,
+// or nil when it describes none: the guest passed a WASI function a
+// pointer it cannot use, the guest's fault like an out-of-bounds load.
+func wasiPointerFault(msg string) *Error {
+	m := wasiFaultRE.FindStringSubmatch(msg)
+	overflow := strings.Contains(msg, "Pointer overflow")
+	if m == nil && !overflow {
+		return nil
+	}
+	fn := "a WASI function"
+	if f := wasiFuncRE.FindStringSubmatch(msg); f != nil {
+		fn = WASIModule + "::" + f[1]
+	}
+	if m == nil {
+		return &Error{Kind: KindTrap, TrapCode: "memory_out_of_bounds",
+			Message: "guest trapped: " + fn + ": a pointer plus its length overflows"}
+	}
+	start, _ := strconv.ParseUint(m[2], 10, 64)
+	n, _ := strconv.ParseUint(m[3], 10, 64)
+	code, what := "memory_out_of_bounds", "lie outside the guest's memory"
+	if strings.HasPrefix(m[1], "not aligned") {
+		code, what = "heap_misaligned", "are "+m[1]+" bytes, as WASI requires"
+	}
+	return &Error{Kind: KindTrap, TrapCode: code,
+		Message: fmt.Sprintf("guest trapped: %s: bytes [%d, %d) %s", fn, start, start+n, what)}
 }

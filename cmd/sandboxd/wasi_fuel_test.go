@@ -163,3 +163,30 @@ func TestWASIPollSubscriptionsAreBounded(t *testing.T) {
 			`(call $f (i32.const 0) (i32.const 262144) (i32.const 4096) (i32.const 524280))`)))
 	})
 }
+
+// TestWASIBadPointersAreTheGuestsTrap: a pointer wasmtime's WASI cannot
+// use (outside the guest's memory, misaligned) was reported as sandboxd's
+// own failure (kind host, exit 1) with wasmtime's multi-line error chain;
+// it is the guest's trap, naming the function and the bytes.
+func TestWASIBadPointersAreTheGuestsTrap(t *testing.T) {
+	for _, c := range []struct{ name, fn, sig, call, code, want string }{
+		{"an iovec array past the memory", "fd_write", sigFdWrite,
+			`(call $f (i32.const 1) (i32.const 65532) (i32.const 2) (i32.const 8))`,
+			"memory_out_of_bounds", "fd_write: bytes [65536, 65540) lie outside the guest's memory"},
+		{"a result past the memory", "fd_filestat_get", "(param i32 i32) (result i32)",
+			`(call $f (i32.const 1) (i32.const 65530))`,
+			"memory_out_of_bounds", "fd_filestat_get: bytes [65530, 65538) lie outside the guest's memory"},
+		{"a misaligned result", "fd_filestat_get", "(param i32 i32) (result i32)",
+			`(call $f (i32.const 1) (i32.const 1001))`,
+			"heap_misaligned", "fd_filestat_get: bytes [1001, 1009) are not aligned to 8 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			guest := writeGuest(t, "bad_pointer.wat", wasiLoop(c.fn, c.sig, 1, 1, "", c.call))
+			r := runWASICLI(t, "", guest, "--wasi", "--json")
+			wantCode(t, r, 8)
+			if !strings.Contains(r.stdout, `"trapCode":"`+c.code+`"`) || !strings.Contains(r.stdout, c.want) {
+				t.Errorf("want trap %s saying %q: %s", c.code, c.want, r.stdout)
+			}
+		})
+	}
+}
