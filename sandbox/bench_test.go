@@ -196,3 +196,31 @@ func BenchmarkCheckWASIGrantWAT(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRunHostImports is BenchmarkRunAdd for a module that imports
+// the three host functions (granted, not called): the cost of building a
+// run's imports.
+func BenchmarkRunHostImports(b *testing.B) {
+	eng, err := sandbox.NewEngine(sandbox.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { eng.Close() })
+	m, _, err := eng.Compile(context.Background(), sandbox.Source{WAT: `(module
+	  (import "host" "log" (func (param i32 i32)))
+	  (import "host" "random" (func (result i64)))
+	  (import "host" "now_ns" (func (result i64)))
+	  (memory 1)
+	  (func (export "add") (param i32 i32) (result i32) (i32.add (local.get 0) (local.get 1))))`})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := sandbox.Request{Module: m, Function: "add", Args: []sandbox.Value{sandbox.ValueI32(1), sandbox.ValueI32(2)},
+		Limits: limits.Defaults(), Capabilities: sandbox.Capabilities{Log: true, Random: true, Clock: true}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := eng.Run(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -163,6 +163,7 @@ type Engine struct {
 
 	instances instanceTable // long-lived instances (instance.go)
 	kernelMod kernelModule  // the Extism kernel, compiled on first use (extism.go)
+	hostTypes hostFuncTypes // the host functions' types (host.go)
 
 	wasiShimMod wasiShimModule // forwards the WASI calls a guest paid for (wasi_fuel.go)
 }

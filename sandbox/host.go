@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -93,9 +94,35 @@ var hostABI = []hostFunc{
 	{"now_ns", nil, []wasmtime.ValKind{wasmtime.KindI64}, func(c Capabilities) bool { return c.Clock }},
 }
 
-func (h hostFunc) signature() string {
-	return describeFuncType(kindNames(h.params), kindNames(h.results))
+// hostSignatures is the signature text of each host function, built
+// once (every run's import check compares with it).
+var hostSignatures = sync.OnceValue(func() map[string]string {
+	out := map[string]string{}
+	for _, h := range hostABI {
+		out[h.name] = describeFuncType(kindNames(h.params), kindNames(h.results))
+	}
+	return out
+})
+
+// hostFuncTypes is the wasmtime type of each host function, built once
+// per engine: wasmtime registers a type with the engine that first uses
+// it, and NewFunc refuses (aborts the process on) a type of another.
+type hostFuncTypes struct {
+	once  sync.Once
+	types map[string]*wasmtime.FuncType
 }
+
+func (t *hostFuncTypes) of(name string) *wasmtime.FuncType {
+	t.once.Do(func() {
+		t.types = map[string]*wasmtime.FuncType{}
+		for _, h := range hostABI {
+			t.types[h.name] = wasmtime.NewFuncType(valTypes(h.params), valTypes(h.results))
+		}
+	})
+	return t.types[name]
+}
+
+func (h hostFunc) signature() string { return hostSignatures()[h.name] }
 
 func kindNames(ks []wasmtime.ValKind) []string {
 	out := make([]string, len(ks))
@@ -179,7 +206,7 @@ func (r *run) hostImports() []wasmtime.AsExtern {
 			continue
 		}
 		h, _ := lookupHost(imp.Module, imp.Name)
-		ty := wasmtime.NewFuncType(valTypes(h.params), valTypes(h.results))
+		ty := r.module.engine.hostTypes.of(h.name)
 		var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
 		switch h.name {
 		case "log":
