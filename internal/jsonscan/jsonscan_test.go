@@ -2,6 +2,8 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -50,4 +52,51 @@ func FuzzScan(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzValid: Valid agrees with json.Valid on every input.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, ` {"a":[1,-2.5e+3,true,false,null,"x\u00e9\n"]} `, `"\ud800"`, "\"\x01\"",
+		`01`, `-`, `1.`, `1e`, `.5`, `{"a" 1}`, `{"a":1,}`, `[1,]`, `tru`, `nul`, `"\x"`, `"\u12g4"`, "\"\xff\"",
+		`{"a":{"b":[{"c":{}}]}}`, `[[[[[[]]]]]]`, `"abc`, `{"a":1}x`, "\t\n\r 1 \t", ``, ` `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := Valid(data), json.Valid(data); got != want {
+			t.Fatalf("Valid(%q) = %v, json.Valid says %v", data, got, want)
+		}
+	})
+}
+
+func TestValidDepth(t *testing.T) {
+	for _, n := range []int{maxDepth - 1, maxDepth, maxDepth + 1} {
+		deep := []byte(strings.Repeat("[", n) + strings.Repeat("]", n))
+		if got, want := Valid(deep), json.Valid(deep); got != want {
+			t.Errorf("depth %d: Valid %v, json.Valid %v", n, got, want)
+		}
+		obj := []byte(strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n))
+		if got, want := Valid(obj), json.Valid(obj); got != want {
+			t.Errorf("object depth %d: Valid %v, json.Valid %v", n, got, want)
+		}
+	}
+}
+
+// BenchmarkValid: a run of a 2.4 KB WAT text, by Valid and by json.Valid.
+func BenchmarkValid(b *testing.B) {
+	wat, err := os.ReadFile("../../testdata/wat/well_behaved.wat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	text, _ := json.Marshal(string(wat))
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"run","params":{"module":{"wat":` + string(text) + `},"function":"add","args":[1,2]}}`)
+	for name, valid := range map[string]func([]byte) bool{"jsonscan": Valid, "encoding-json": json.Valid} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(msg)))
+			for b.Loop() {
+				if !valid(msg) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
 }

@@ -409,11 +409,11 @@ func (c *Client) poke() {
 }
 
 // dispatch routes one message from the server. The frame is checked once
-// (json.Valid) and stepped over (jsonscan) to find what it is; a response's
+// (jsonscan.Valid) and stepped over (jsonscan) to find what it is; a response's
 // result is then decoded straight into its caller's value, so a response
 // costs one syntax pass over the frame and one decoding of its result.
 func (c *Client) dispatch(body []byte) {
-	if !json.Valid(body) {
+	if !jsonscan.Valid(body) {
 		return // not JSON: nothing can be attributed to a call
 	}
 	var idRaw, method, params, result, errRaw []byte
