@@ -51,6 +51,14 @@ type cacheEntry struct {
 	sources []*knownSource // oldest first, at most maxSourcesPerModule
 }
 
+func (ent *cacheEntry) sourceBytes() int64 {
+	var n int64
+	for _, s := range ent.sources {
+		n += int64(len(s.content))
+	}
+	return n
+}
+
 // knownSource is a copy of bytes that compiled to el's module. The copy is
 // what a hit is compared with, so a hash collision can only cost a miss,
 // never run another module, and a caller that reuses its buffer after
@@ -170,7 +178,9 @@ func (c *moduleCache) put(m *Module, h uint64, b moduleBytes) {
 	ent := el.Value.(*cacheEntry)
 	if size := int64(b.size()); size > 0 && int64(m.CompiledSize)+size <= c.maxBytes {
 		if _, known := c.findSourceLocked(h, b); !known {
-			if len(ent.sources) == maxSourcesPerModule {
+			// The entry alone must fit: older sources make room.
+			for len(ent.sources) == maxSourcesPerModule ||
+				len(ent.sources) > 0 && int64(m.CompiledSize)+ent.sourceBytes()+size > c.maxBytes {
 				c.dropSourceLocked(ent, ent.sources[0])
 			}
 			s := &knownSource{hash: h, content: b.clone(), el: el}

@@ -1,6 +1,9 @@
 package sandbox
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSourceHashCollision: sources whose hashes collide (forced here; the
 // seeded hash makes it rare, not impossible) are told apart by their
@@ -37,5 +40,26 @@ func TestSourceHashCollision(t *testing.T) {
 	c.put(&Module{ID: IDPrefix + "d", CompiledSize: 100}, 7, moduleBytes{text: "d"})
 	if len(c.sources[h]) != 0 || len(c.sources) != 1 || c.bytes != 101 {
 		t.Errorf("left behind: sources %v, bytes %d", c.sources, c.bytes)
+	}
+}
+
+// TestSourcesFitTheBound: the sources of one module never take the cache
+// past its byte bound, however many are added.
+func TestSourcesFitTheBound(t *testing.T) {
+	c := newModuleCache(8, 1000)
+	m := &Module{ID: IDPrefix + "m", CompiledSize: 600}
+	for i := range 10 {
+		text := string(rune('a'+i)) + strings.Repeat(" ", 150)
+		c.put(m, uint64(i), moduleBytes{text: text})
+		if c.bytes > c.maxBytes {
+			t.Fatalf("after source %d: %d bytes, the bound is %d", i, c.bytes, c.maxBytes)
+		}
+	}
+	ent := c.byID[m.ID].Value.(*cacheEntry)
+	if want := int64(600 + ent.sourceBytes()); c.bytes != want || len(ent.sources) != 2 {
+		t.Errorf("bytes %d (want %d), %d sources (want the latest 2)", c.bytes, want, len(ent.sources))
+	}
+	if got, ok := c.lookupSource(9, moduleBytes{text: "j" + strings.Repeat(" ", 150)}); !ok || got != m {
+		t.Error("the latest source is not known")
 	}
 }
