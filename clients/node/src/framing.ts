@@ -73,42 +73,49 @@ export class FrameReader extends AbstractMessageReader {
     });
   }
 
-  private joined(): Buffer {
-    if (this.chunks.length > 1) this.chunks = [Buffer.concat(this.chunks, this.size)];
-    return this.chunks[0] ?? Buffer.alloc(0);
-  }
-
-  private keep(rest: Buffer): void {
-    this.chunks = rest.length > 0 ? [rest] : [];
-    this.size = rest.length;
-  }
-
+  /**
+   * Reads every whole frame of the bytes so far. Frames are decoded from
+   * offsets into the chunk (no copy, no Buffer view per frame); only an
+   * unfinished frame's bytes are kept, and a body that arrives in many
+   * chunks is joined once, when the last one is in.
+   */
   private feed(chunk: Buffer, callback: DataCallback): void {
-    this.chunks.push(chunk);
-    this.size += chunk.length;
+    let buf = chunk;
+    if (this.chunks.length > 0) {
+      this.chunks.push(chunk);
+      this.size += chunk.length;
+      if (this.bodyLength >= 0 && this.size < this.bodyLength) return;
+      buf = Buffer.concat(this.chunks, this.size);
+    }
+    let pos = 0;
     for (;;) {
       if (this.bodyLength < 0) {
-        const buf = this.joined();
-        const end = buf.indexOf(HEADER_END);
+        const end = buf.indexOf(HEADER_END, pos);
         if (end < 0) {
-          if (buf.length > MAX_HEADER_BYTES) throw new Error(`message header longer than ${MAX_HEADER_BYTES} bytes`);
-          return;
+          if (buf.length - pos > MAX_HEADER_BYTES) throw new Error(`message header longer than ${MAX_HEADER_BYTES} bytes`);
+          break;
         }
-        this.bodyLength = soleContentLength(buf, end) ?? contentLength(buf.subarray(0, end).toString("ascii"));
-        this.keep(buf.subarray(end + HEADER_END.length));
+        this.bodyLength = soleContentLength(buf, pos, end) ?? contentLength(buf.toString("ascii", pos, end));
+        pos = end + HEADER_END.length;
       }
-      if (this.size < this.bodyLength) return;
-      const buf = this.joined();
-      const body = buf.subarray(0, this.bodyLength);
-      this.keep(buf.subarray(this.bodyLength));
+      if (buf.length - pos < this.bodyLength) break;
+      const text = buf.toString("utf8", pos, pos + this.bodyLength);
+      pos += this.bodyLength;
       this.bodyLength = -1;
       let message: Message;
       try {
-        message = JSON.parse(body.toString("utf8")) as Message;
+        message = JSON.parse(text) as Message;
       } catch (err) {
         throw new Error(`message body is not JSON: ${(err as Error).message}`);
       }
       callback(message);
+    }
+    if (pos < buf.length) {
+      this.chunks = [pos === 0 ? buf : buf.subarray(pos)];
+      this.size = buf.length - pos;
+    } else {
+      this.chunks = [];
+      this.size = 0;
     }
   }
 }
@@ -116,16 +123,16 @@ export class FrameReader extends AbstractMessageReader {
 const CONTENT_LENGTH = Buffer.from("Content-Length: ", "ascii");
 
 /**
- * The body length when the header block `buf[0:end]` is exactly
+ * The body length when the header block `buf[start:end]` is exactly
  * `Content-Length: <digits>`, the one header sandboxd writes, read from the
  * bytes without decoding the block; else `undefined` (the general parser
  * decides).
  */
-function soleContentLength(buf: Buffer, end: number): number | undefined {
-  const start = CONTENT_LENGTH.length;
-  if (end <= start || end > start + 15 || buf.compare(CONTENT_LENGTH, 0, start, 0, start) !== 0) return undefined;
+function soleContentLength(buf: Buffer, start: number, end: number): number | undefined {
+  const digits = start + CONTENT_LENGTH.length;
+  if (end <= digits || end > digits + 15 || buf.compare(CONTENT_LENGTH, 0, CONTENT_LENGTH.length, start, digits) !== 0) return undefined;
   let n = 0;
-  for (let i = start; i < end; i++) {
+  for (let i = digits; i < end; i++) {
     const d = buf[i]! - 0x30;
     if (d < 0 || d > 9) return undefined;
     n = n * 10 + d;

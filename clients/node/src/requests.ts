@@ -216,6 +216,7 @@ export function callParams(instance: string, fn: string, input: unknown, options
 
 /** The log lines of a request with their levels. */
 export function logEntries(state: RunState): LogEntry[] {
+  if (state.logs.length === 0) return [];
   const levels = state.levels;
   return state.logs.map((line, i) => ({ line, level: levels?.[i] }));
 }
@@ -251,8 +252,8 @@ export function toCallResult(raw: CallWireResult, state: RunState, stderrTail: s
   } catch (err) {
     throw violation((err as Error).message);
   }
-  let stdout: Uint8Array = new Uint8Array(0);
-  let stderr: Uint8Array = new Uint8Array(0);
+  let stdout: Uint8Array = EMPTY;
+  let stderr: Uint8Array = EMPTY;
   const wasi = raw.exitCode !== undefined;
   if (wasi) {
     if (!Number.isInteger(raw.exitCode)) throw violation(`exitCode is ${JSON.stringify(raw.exitCode)}`);
@@ -289,6 +290,7 @@ export function toCallResult(raw: CallWireResult, state: RunState, stderrTail: s
   };
 }
 
+/** The empty bytes of every result without output (shared: nothing can be written into zero bytes). */
 const EMPTY = new Uint8Array(0);
 
 /** An `instantiate` result, checked: the instance id and what instantiation cost. */
