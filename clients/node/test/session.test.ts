@@ -56,6 +56,25 @@ describe("FrameReader", () => {
     assert.equal(endedAfter, 2);
   });
 
+  it("reads many frames from one chunk and a large body from many", async () => {
+    const stdout = new PassThrough();
+    const reader = new FrameReader(stdout);
+    const got: unknown[] = [];
+    reader.listen((m) => got.push(m));
+    const small = [0, 1, 2].map((i) => ({ jsonrpc: "2.0", id: i, result: { n: "é".repeat(i) } }));
+    const big = { jsonrpc: "2.0", id: 3, result: { s: "x✓".repeat(50_000) } };
+    const bigFrame = frame(big);
+    // three whole frames and the start of the fourth's header in one chunk, then the big body in three pieces
+    stdout.write(Buffer.concat([...small.map(frame), bigFrame.subarray(0, 5)]));
+    stdout.write(bigFrame.subarray(5, 40_000));
+    stdout.write(bigFrame.subarray(40_000, 90_000));
+    assert.equal(reader.midMessage, true);
+    stdout.write(Buffer.concat([bigFrame.subarray(90_000), frame(small[0])]));
+    await flush();
+    assert.deepEqual(got, [...small, big, small[0]]);
+    assert.equal(reader.midMessage, false);
+  });
+
   for (const [name, bytes, pattern] of [
     ["no Content-Length", "X-Other: 1\r\n\r\n{}", /no Content-Length/],
     ["a bad Content-Length", "Content-Length: many\r\n\r\n{}", /Content-Length must be a number/],
