@@ -114,6 +114,17 @@ func TestInstanceCancelQueuedAndRunning(t *testing.T) {
 		t.Fatalf("the cancelled push ran, or the instance is gone: %s", m.raw)
 	}
 
+	// A call's own fuel: its budget is the call's, and running out closes
+	// the instance like any fence.
+	small := callParams(inst, "work", "1000000000")
+	small["limits"] = map[string]uint64{"fuel": 5000}
+	s.request(`"small"`, "call", small)
+	m, _ = s.response(`"small"`, time.Minute)
+	if d := errData(t, m); m.Error.Code != 2 || d["budget"] != float64(5000) || d["instanceClosed"] != true {
+		t.Fatalf("a call out of its own fuel: %s", m.raw)
+	}
+	inst = rawInstance(t, s, `"i2"`)
+
 	// The running call: cancelled, and the instance closed.
 	spin := callParams(inst, "spin")
 	spin["limits"] = map[string]uint64{"fuel": hugeFuel}
@@ -192,8 +203,19 @@ func TestInstancePluginBytesOnTheWire(t *testing.T) {
 		t.Fatalf("binary echo: %s", m.raw)
 	}
 	s.request(`"txt"`, "call", map[string]any{"instance": res.Instance, "function": "echo", "input": "héllo"})
-	if m, _ := s.response(`"txt"`, time.Minute); !strings.Contains(string(m.Result), `"output":{"text":"héllo"}`) {
+	if m, _ := s.response(`"txt"`, time.Minute); !strings.Contains(string(m.Result), `"output":{"text":"héllo"}`) ||
+		!strings.HasPrefix(string(m.Result), `{"values":[{"type":"i32","value":0}],`) {
 		t.Fatalf("text echo: %s", m.raw)
+	}
+	// Per-call limits: outputBytes cuts this call's output only.
+	s.request(`"cut"`, "call", map[string]any{"instance": res.Instance, "function": "greet", "input": "Ada",
+		"limits": map[string]uint64{"outputBytes": 5}})
+	if m, _ := s.response(`"cut"`, time.Minute); !strings.Contains(string(m.Result), `"output":{"text":"Hello"},"outputTruncated":true`) {
+		t.Fatalf("greet under outputBytes 5: %s", m.raw)
+	}
+	s.request(`"whole"`, "call", map[string]any{"instance": res.Instance, "function": "greet", "input": "Ada"})
+	if m, _ := s.response(`"whole"`, time.Minute); !strings.Contains(string(m.Result), `"output":{"text":"Hello, Ada"},"outputTruncated":false`) {
+		t.Fatalf("greet after a call with its own outputBytes: %s", m.raw)
 	}
 	s.request(`"logs"`, "call", map[string]any{"instance": res.Instance, "function": "logs"})
 	_, msgs := s.response(`"logs"`, time.Minute)
@@ -370,4 +392,105 @@ func TestInstanceShutdownAndEOF(t *testing.T) {
 			}
 		}
 	})
+}
+
+// wasiInstanceWAT writes to stdout through WASI and can exit.
+const wasiInstanceWAT = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "hi\n")
+  (func (export "say") (result i32)
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 3))
+    (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+  (func (export "quit") (call $proc_exit (i32.const 3))))`
+
+// TestInstanceWASIOutputAndExit: a WASI instance's writes are `output`
+// notifications of the call that made them and its result's stdout, call
+// after call; a proc_exit ends the call with its status and closes the
+// instance.
+func TestInstanceWASIOutputAndExit(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	s.request(`"i"`, "instantiate", map[string]any{"module": map[string]string{"wat": wasiInstanceWAT},
+		"capabilities": map[string]any{"wasi": true}, "limits": hangLimits(nil)})
+	m, _ := s.response(`"i"`, time.Minute)
+	var res protocol.InstantiateResult
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
+		t.Fatalf("instantiate: %s", m.raw)
+	}
+	for _, id := range []string{"say1", "say2"} {
+		s.request(`"`+id+`"`, "call", callParams(res.Instance, "say"))
+		m, msgs := s.response(`"`+id+`"`, time.Minute)
+		if m.Error != nil || !strings.Contains(string(m.Result), `"stdout":{"text":"hi\n"}`) || !strings.Contains(string(m.Result), `"exitCode":0`) {
+			t.Fatalf("%s: %s", id, m.raw)
+		}
+		var pieces []string
+		for _, n := range msgs {
+			var p protocol.OutputParams
+			if n.Method == "output" && json.Unmarshal(n.Params, &p) == nil && string(p.ID.Str) == id {
+				pieces = append(pieces, p.Stream+":"+string(p.Data))
+			}
+		}
+		if strings.Join(pieces, "") != "stdout:hi\n" {
+			t.Fatalf("%s: output notifications %q", id, pieces)
+		}
+	}
+	s.request(`"quit"`, "call", callParams(res.Instance, "quit"))
+	if m, _ := s.response(`"quit"`, time.Minute); m.Error != nil || !strings.Contains(string(m.Result), `"exitCode":3`) {
+		t.Fatalf("quit: %s", m.raw)
+	}
+	s.request(`"after"`, "call", callParams(res.Instance, "say"))
+	m, _ = s.response(`"after"`, time.Minute)
+	if m.Error == nil || m.Error.Code != protocol.CodeInstanceClosed || errData(t, m)["reason"] != `closed: the guest exited with status 3 in a call of "quit"` {
+		t.Fatalf("a call after proc_exit: %s", m.raw)
+	}
+}
+
+// TestInstantiateRefusals: instantiate fails with the run error kinds and
+// leaves no instance: refused imports of the ABI, a missing grant, a cap
+// below the plugin kernel's memory, a start function past its deadline.
+func TestInstantiateRefusals(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson", "--cache-dir", instanceCacheDir(t))
+	s.startReading()
+	plugin := func(imports string) map[string]string {
+		return map[string]string{"wat": "(module " + imports + ` (memory (export "memory") 1) (func (export "run") (result i32) (i32.const 0)))`}
+	}
+	cases := []struct {
+		name   string
+		params map[string]any
+		code   int64
+		data   string
+	}{
+		{"http_request", map[string]any{"module": plugin(`(import "extism:host/env" "http_request" (func (param i64 i64) (result i64)))`)},
+			5, `"module":"extism:host/env","name":"http_request"`},
+		{"user host function", map[string]any{"module": plugin(`(import "extism:host/user" "lookup" (func (param i64) (result i64)))`)},
+			5, `"module":"extism:host/user","name":"lookup"`},
+		{"log without the grant", map[string]any{"module": plugin(`(import "extism:host/env" "log_info" (func (param i64)))`)},
+			5, `"name":"log_info"`},
+		{"WASI without the grant", map[string]any{"module": map[string]string{"path": pluginPath(t, "go/plugin.wasm")},
+			"capabilities": map[string]any{"log": true}}, 5, `"module":"wasi_snapshot_preview1"`},
+		{"cap below the kernel", map[string]any{"module": plugin(`(import "extism:host/env" "alloc" (func (param i64) (result i64)))`),
+			"limits": map[string]uint64{"memoryBytes": 32 << 10}}, 4, `"resource":"memory"`},
+		{"start function past its deadline", map[string]any{"module": map[string]string{"path": fixture("start_spin.wat")},
+			"limits": map[string]uint64{"fuel": hugeFuel, "timeoutMs": 100}}, 3, `"kind":"timeout"`},
+	}
+	for i, c := range cases {
+		id := fmt.Sprintf(`"r%d"`, i)
+		if _, ok := c.params["limits"]; !ok {
+			c.params["limits"] = hangLimits(nil)
+		}
+		s.request(id, "instantiate", c.params)
+		m, _ := s.response(id, 5*time.Minute)
+		if m.Error == nil || m.Error.Code != c.code || !strings.Contains(string(m.Error.Data), c.data) {
+			t.Errorf("%s: %s; want code %d with %s", c.name, m.raw, c.code, c.data)
+		}
+	}
+	s.request(`"st"`, "stats", nil)
+	if m, _ := s.response(`"st"`, time.Minute); !strings.Contains(string(m.Result), `"instances":{"live":0,"max":64,"created":0,"evicted":0}`) {
+		t.Fatalf("stats after refused instantiates: %s", m.raw)
+	}
 }
