@@ -78,37 +78,45 @@ func validStringField(raw json.RawMessage, field string) (string, error) {
 func validString(lit []byte) string {
 	body := lit[1 : len(lit)-1]
 	i := bytes.IndexByte(body, '\\')
-	if i < 0 && utf8.Valid(body) {
+	valid := utf8.Valid(body) // then no chunk between escapes needs checking
+	if i < 0 && valid {
 		return string(body) // nothing to unescape or replace: the common case
 	}
 	if i < 0 {
 		i = len(body)
 	}
-	// Up to the first backslash, only invalid UTF-8 needs replacing.
-	out := make([]byte, 0, len(body))
-	out = appendReplacingInvalid(out, body[:i])
+	var out strings.Builder // its String does not copy
+	out.Grow(len(body))
+	appendRaw := func(chunk []byte) {
+		if valid {
+			out.Write(chunk)
+			return
+		}
+		appendReplacingInvalid(&out, chunk)
+	}
+	appendRaw(body[:i])
 	for i < len(body) {
 		if body[i] != '\\' {
 			j := bytes.IndexByte(body[i:], '\\')
 			if j < 0 {
 				j = len(body) - i
 			}
-			out = appendReplacingInvalid(out, body[i:i+j])
+			appendRaw(body[i : i+j])
 			i += j
 			continue
 		}
 		i++ // past the backslash
 		switch c := body[i]; c {
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
 			r := hex4(body[i+1 : i+5])
 			i += 5
@@ -117,44 +125,40 @@ func validString(lit []byte) string {
 				// following escape is read on its own (as encoding/json).
 				if i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
 					if dec := utf16.DecodeRune(r, hex4(body[i+2:i+6])); dec != utf8.RuneError {
-						out = utf8.AppendRune(out, dec)
+						out.WriteRune(dec)
 						i += 6
 						continue
 					}
 				}
 				r = utf8.RuneError
 			}
-			out = utf8.AppendRune(out, r)
+			out.WriteRune(r)
 			continue
 		default: // '"', '\\', '/'
-			out = append(out, c)
+			out.WriteByte(c)
 		}
 		i++
 	}
-	return string(out)
+	return out.String()
 }
 
-// appendReplacingInvalid appends b with each byte of invalid UTF-8
+// appendReplacingInvalid writes b with each byte of invalid UTF-8
 // replaced by U+FFFD.
-func appendReplacingInvalid(out, b []byte) []byte {
-	if utf8.Valid(b) {
-		return append(out, b...)
-	}
+func appendReplacingInvalid(out *strings.Builder, b []byte) {
 	for len(b) > 0 {
 		if b[0] < utf8.RuneSelf {
-			out = append(out, b[0])
+			out.WriteByte(b[0])
 			b = b[1:]
 			continue
 		}
 		r, size := utf8.DecodeRune(b)
 		if r == utf8.RuneError && size == 1 {
-			out = utf8.AppendRune(out, utf8.RuneError)
+			out.WriteRune(utf8.RuneError)
 		} else {
-			out = append(out, b[:size]...)
+			out.Write(b[:size])
 		}
 		b = b[size:]
 	}
-	return out
 }
 
 // hex4 reads four hex digits (valid JSON has them after \u).
