@@ -6,7 +6,9 @@ package sandbox
 // stderr streamed to the caller through capi.go, in-memory read-only files
 // and operator-allowed directories, and nothing else. Two functions are
 // ours: poll_oneoff, because wasmtime's sleeps without looking at the
-// run's deadline or cancellation, and random_get when the run is seeded.
+// run's deadline or cancellation and keeps every subscription until the
+// run ends, and random_get (wasi_fuel.go); the calls whose work the guest
+// pays for are forwarded to wasmtime's (wasi_fuel.go).
 
 import (
 	"context"
@@ -439,9 +441,9 @@ func inBounds(mem []byte, ptr, n uint64) bool { return ptr+n <= uint64(len(mem))
 // realtime or monotonic clock it sleeps here, until the earliest one is
 // due, the run's deadline passes or the run is cancelled, whichever comes
 // first; in the last two cases the guest is stopped as the epoch fence
-// would stop it. Subscriptions on file descriptors go to wasmtime's own
-// poll_oneoff: every descriptor a run can have (stdin bytes, the output
-// streams, files and directories) is always ready, so it never waits.
+// would stop it. Subscriptions on descriptors are answered at once
+// (pollDescriptors): every descriptor a run can have (stdin bytes, the
+// output streams, files) is always ready, so nothing waits.
 func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	in, out := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
 	n, neventsPtr := uint64(uint32(args[2].I32())), uint64(uint32(args[3].I32()))
@@ -460,27 +462,13 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 	// report every clock that is due.
 	now := time.Now()
 	due := func(mem []byte, i uint64) (userdata uint64, at time.Time, clock bool) {
-		s := mem[in+i*subscriptionSize:][:subscriptionSize]
-		id := binary.LittleEndian.Uint32(s[16:])
-		if s[8] != eventClock || (id != clockRealtime && id != clockMonotonic) {
-			return 0, time.Time{}, false
-		}
-		timeout := binary.LittleEndian.Uint64(s[24:])
-		switch flags := binary.LittleEndian.Uint16(s[40:]); {
-		case flags&subAbstime == 0:
-			at = addNanos(now, timeout)
-		case id == clockRealtime:
-			at = now.Add(time.Unix(0, int64(min(timeout, math.MaxInt64))).Sub(now))
-		default:
-			at = addNanos(r.wasi.monoBase, timeout)
-		}
-		return binary.LittleEndian.Uint64(s), at, true
+		return r.clockDue(mem[in+i*subscriptionSize:][:subscriptionSize], now)
 	}
 	var earliest time.Time
 	for i := uint64(0); i < n; i++ {
 		_, at, clock := due(mem, i)
 		if !clock {
-			return r.forward(c, shimPoll, args)
+			return r.pollDescriptors(c, in, out, n, neventsPtr, now)
 		}
 		if i == 0 || at.Before(earliest) {
 			earliest = at
@@ -512,6 +500,25 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 	}
 	binary.LittleEndian.PutUint32(mem[neventsPtr:], events)
 	return errno(errnoSuccess)
+}
+
+// clockDue reads subscription s: when it is a realtime or monotonic clock,
+// its userdata and when it is due, measured from now.
+func (r *run) clockDue(s []byte, now time.Time) (userdata uint64, at time.Time, clock bool) {
+	id := binary.LittleEndian.Uint32(s[16:])
+	if s[8] != eventClock || (id != clockRealtime && id != clockMonotonic) {
+		return 0, time.Time{}, false
+	}
+	timeout := binary.LittleEndian.Uint64(s[24:])
+	switch flags := binary.LittleEndian.Uint16(s[40:]); {
+	case flags&subAbstime == 0:
+		at = addNanos(now, timeout)
+	case id == clockRealtime:
+		at = now.Add(time.Unix(0, int64(min(timeout, math.MaxInt64))).Sub(now))
+	default:
+		at = addNanos(r.wasi.monoBase, timeout)
+	}
+	return binary.LittleEndian.Uint64(s), at, true
 }
 
 // addNanos is t + ns, saturating far in the future.

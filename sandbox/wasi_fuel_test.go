@@ -120,3 +120,50 @@ func TestWASIFuelRates(t *testing.T) {
 		})
 	}
 }
+
+// TestWASIPollDescriptors: poll_oneoff on descriptors is ours (wasmtime's
+// keeps every subscription until the run ends) and answers as wasmtime's
+// does. The guest exits with the errno, or 100 + 10 × nevents + the first
+// event's type (+ 5 when it says hangup).
+func TestWASIPollDescriptors(t *testing.T) {
+	const guest = `(module
+	  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+	  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+	  (memory (export "memory") 1)
+	  (func (export "_start") (local $r i32)
+	    (i64.store (i32.const 0) (i64.const 7))          ;; userdata
+	    (i32.store8 (i32.const 8) (i32.const TAG))
+	    (i32.store (i32.const 16) (i32.const FD))
+	    (i32.store8 (i32.const 56) (i32.const 0))        ;; second: a clock, 1 hour away
+	    (i32.store (i32.const 64) (i32.const 1))
+	    (i64.store (i32.const 72) (i64.const 3600000000000))
+	    (local.set $r (call $poll (i32.const 0) (i32.const 256) (i32.const N) (i32.const 512)))
+	    (if (local.get $r) (then (call $exit (local.get $r))))
+	    (call $exit (i32.add (i32.add (i32.const 100) (i32.mul (i32.load (i32.const 512)) (i32.const 10)))
+	      (i32.add (i32.load8_u (i32.const 266)) (i32.mul (i32.load16_u (i32.const 280)) (i32.const 5)))))))`
+	for _, c := range []struct {
+		name       string
+		tag, fd, n int
+		want       int
+	}{
+		{"stdin is readable", 1, 0, 1, 111},
+		{"stdout is writable", 2, 1, 1, 112},
+		{"stderr is writable, the clock not yet due", 2, 2, 2, 112},
+		{"stdout is not readable", 1, 1, 1, 8},
+		{"stdin is not writable", 2, 0, 1, 8},
+		{"a directory is neither", 1, 3, 1, 8},
+		{"no such descriptor", 1, 99, 1, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := strings.NewReplacer("TAG", fmt.Sprint(c.tag), "FD", fmt.Sprint(c.fd), "N", fmt.Sprint(c.n))
+			req := wasiRequest(compileWAT(t, r.Replace(guest)), &sandbox.WASI{Files: map[string][]byte{"/f": []byte("abc")}})
+			res, err := engine(t).Run(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != c.want {
+				t.Errorf("exit %d, want %d", res.ExitCode, c.want)
+			}
+		})
+	}
+}
