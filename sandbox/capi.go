@@ -304,6 +304,7 @@ import (
 	"errors"
 	"runtime"
 	"runtime/cgo"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -422,15 +423,17 @@ func callExport(store *wasmtime.Store, inst *wasmtime.Instance, name string, arg
 			C.wasmtime_error_delete(cerr)
 		}
 		t := wrapTrap(trap)
-		if t.Message() == goPanicked {
-			// A host function panicked; wasmtime-go kept the value in the
-			// store's data, where only its own entry points look.
-			panic("sandboxd: a host function panicked during a call of " + name)
+		if isHostPanic(t.Message()) {
+			repanic(store)
 		}
 		return nil, t, true
 	}
 	if cerr != nil {
-		return nil, wrapError(cerr), true
+		e := wrapError(cerr)
+		if isHostPanic(e.Error()) {
+			repanic(store)
+		}
+		return nil, e, true
 	}
 	values = make([]Value, nres)
 	for i := range values {
@@ -439,9 +442,27 @@ func callExport(store *wasmtime.Store, inst *wasmtime.Instance, name string, arg
 	return values, nil, true
 }
 
-// goPanicked is the trap message wasmtime-go's host-function trampoline
-// returns when the Go function panicked.
-const goPanicked = "go panicked"
+// repanic raises again the panic of a host function that wasmtime-go
+// caught during callExport, with its value, as wasmtime-go's own Call
+// would have. wasmtime-go keeps that value in the store's data and raises
+// it (forgetting it) after any call it makes itself, so it makes one: of
+// a host function that does nothing. Without this the value would stay
+// behind and surface at the store's next wasmtime-go call. It returns if
+// wasmtime-go holds no value (the words came from elsewhere).
+func repanic(store *wasmtime.Store) {
+	noop := wasmtime.NewFunc(store, wasmtime.NewFuncType(nil, nil),
+		func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) { return nil, nil })
+	_, _ = noop.Call(store)
+}
+
+// isHostPanic recognises the failure wasmtime-go's host-function
+// trampoline reports when the Go function panicked: "go panicked", as
+// the cause of a call's error.
+func isHostPanic(msg string) bool {
+	const goPanicked = "go panicked"
+	m := cleanMessage(msg)
+	return m == goPanicked || strings.HasSuffix(m, ": "+goPanicked)
+}
 
 // wasmKind is the wasmtime_valkind_t of t (val.h: WASMTIME_I32 = 0 …
 // WASMTIME_F64 = 3).

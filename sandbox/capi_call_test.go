@@ -134,3 +134,58 @@ func TestCallExportValues(t *testing.T) {
 		t.Errorf("trap: %v, want a trap with code unreachable", err)
 	}
 }
+
+// TestCallExportHostPanic: a host function's panic comes out of
+// callExport with its own value, as from wasmtime-go's Call, and leaves
+// nothing behind in the store.
+func TestCallExportHostPanic(t *testing.T) {
+	eng := wasmtime.NewEngineWithConfig(wasmtimeConfig())
+	wasm, err := wasmtime.Wat2Wasm(`(module (import "m" "boom" (func $boom))
+	  (func (export "run") call $boom)
+	  (func (export "ok") (result i32) i32.const 5))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := wasmtime.NewModule(eng, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := wasmtime.NewStore(eng)
+	defer store.Close()
+	if err := store.SetFuel(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	store.SetEpochDeadline(1 << 40)
+	boom := wasmtime.NewFunc(store, wasmtime.NewFuncType(nil, nil), func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+		panic("the host's own words")
+	})
+	inst, err := wasmtime.NewInstance(store, mod, []wasmtime.AsExtern{boom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "the host's own words" {
+				t.Errorf("recovered %v, want the host function's panic value", p)
+			}
+		}()
+		callExport(store, inst, "run", nil, 0)
+		t.Error("callExport returned")
+	}()
+	// Nothing left behind: wasmtime-go's next call on the store is clean.
+	if out, err := inst.GetFunc(store, "ok").Call(store); err != nil || out != int32(5) {
+		t.Errorf("next call: %v, %v", out, err)
+	}
+
+	// A host function that only says the words is an error, not a panic.
+	liar := wasmtime.NewFunc(store, wasmtime.NewFuncType(nil, nil), func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+		return nil, wasmtime.NewTrap("go panicked")
+	})
+	inst2, err := wasmtime.NewInstance(store, mod, []wasmtime.AsExtern{liar})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err, ok := callExport(store, inst2, "run", nil, 0); !ok || err == nil {
+		t.Errorf("a trap saying \"go panicked\": ok %v, err %v", ok, err)
+	}
+}
