@@ -12,7 +12,7 @@
 //   node peers.mjs '{"wasm": "well_behaved.wasm", "extismWasm": "extism_guest.wasm", "watPlugin": "plugin.wasm",
 //                    "goPlugin": ".../testdata/plugins/go/plugin.wasm", "pluginTimeoutMs": 1000, "fibN": 50, "fibReps": 1000, "durationMs": 1500}'
 import { readFileSync } from "node:fs";
-import { throughput } from "./lib.mjs";
+import { percentiles, sequential, throughput } from "./lib.mjs";
 
 const cfg = JSON.parse(process.argv[2]);
 const out = {};
@@ -93,10 +93,12 @@ async function extismPlugins() {
         const got = (await plugin.call("greet", "Ada"))?.text();
         if (got !== guest.want) throw new Error(`greet("Ada") returned ${JSON.stringify(got)}`);
         let calls = 0;
-        out[`${key}_calls_per_s`] = await throughput(async () => {
+        const greet = async () => {
           await plugin.call("greet", "Ada");
           if (++calls % 1024 === 0) await plugin.reset(); // see extism() above
-        }, 1, cfg.durationMs);
+        };
+        out[`${key}_p50_us`] = percentiles(await sequential(greet, cfg.warm ?? 200, cfg.n ?? 2000)).p50_us;
+        out[`${key}_calls_per_s`] = await throughput(greet, 1, cfg.durationMs);
       } catch (err) {
         out[`${key}_error`] = String(err?.message ?? err).split("\n")[0];
       } finally {
