@@ -345,6 +345,23 @@ describe("cancelling, releasing, the instance limit, the sidecar's death", () =>
     }
   });
 
+  it("an instance without a call for --instance-idle is evicted, and its next call says so", async () => {
+    const own = await spawnSidecar({ args: ["--instance-idle", "200ms"] });
+    try {
+      assert.equal(own.info.instanceIdleMs, 200);
+      assert.equal(typeof own.info.maxInstances, "number");
+      const p = await own.plugin({ wat: STATEFUL, limits: callLimits });
+      await waitFor(async () => ((await own.stats()).instances?.evicted ?? 0) >= 1, "the idle instance's eviction", 20_000);
+      const err = await rejection(p.call("calls"));
+      assert.ok(err instanceof InstanceClosed, String(err));
+      assert.match(err.reason ?? "", /evicted/);
+      assert.equal(p.closed, true);
+      await p.release();
+    } finally {
+      await own.close();
+    }
+  });
+
   it("instances die with the sidecar", async () => {
     const own = await spawnSidecar();
     const p = await own.plugin({ wat: STATEFUL, limits: callLimits });
