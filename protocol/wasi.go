@@ -55,21 +55,62 @@ func WASIFunctions() []string {
 }
 
 // Bytes is a byte string on the wire. It is written as {"text": s} when
-// the bytes are valid UTF-8 and as {"base64": s} otherwise (standard
-// alphabet, padded); it is read from either, or from a plain JSON string
-// (its UTF-8 bytes).
+// the bytes are valid UTF-8 and that costs no more than base64, and as
+// {"base64": s} otherwise (standard alphabet, padded); it is read from
+// either, or from a plain JSON string (its UTF-8 bytes).
 type Bytes []byte
 
-// MarshalJSON writes {"text"} or {"base64"}.
+// MarshalJSON writes {"text"} when the bytes are valid UTF-8 and their
+// JSON string is no longer than their base64, else {"base64"}: a guest's
+// NULs and control bytes (6 bytes each as \u0000) would otherwise make
+// an output of outputBytes cost 6 × outputBytes on the wire and in the
+// sidecar's memory. Either way the bytes cost at most 4/3 of their
+// length, plus the wrapper.
 func (b Bytes) MarshalJSON() ([]byte, error) {
-	if utf8.Valid(b) {
+	b64 := base64.StdEncoding.EncodedLen(len(b))
+	if jsonTextCost(b, b64) <= b64 {
 		return json.Marshal(struct {
 			Text string `json:"text"`
 		}{string(b)})
 	}
-	return json.Marshal(struct {
-		Base64 string `json:"base64"`
-	}{base64.StdEncoding.EncodeToString(b)})
+	out := make([]byte, 0, len(`{"base64":""}`)+b64)
+	out = append(out, `{"base64":"`...)
+	out = base64.StdEncoding.AppendEncode(out, b)
+	return append(out, `"}`...), nil
+}
+
+// jsonTextCost is the length of b as the contents of a JSON string as
+// encoding/json writes it (HTML characters and U+2028/9 escaped), or more
+// than limit if b is not valid UTF-8 or costs more than limit; it stops
+// counting past limit.
+func jsonTextCost(b []byte, limit int) int {
+	n := 0
+	for i := 0; i < len(b) && n <= limit; {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6 // \u00XX
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return limit + 1
+		}
+		if r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
 }
 
 // UnmarshalJSON reads a string, {"text"} or {"base64"}.

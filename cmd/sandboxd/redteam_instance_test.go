@@ -1,0 +1,79 @@
+package main
+
+// Regression tests for the red-team pass on long-lived instances and the
+// Extism ABI over the wire (issue 13): each is the attack through the real
+// binary, and each failed on the code before its fix.
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// u64Input is a plugin input holding n as a little-endian u64.
+func u64Input(n uint64) map[string]string {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], n)
+	return map[string]string{"base64": base64.StdEncoding.EncodeToString(b[:])}
+}
+
+// rawPlugin instantiates a WAT plugin on a raw sidecar and returns its id.
+func rawPlugin(t *testing.T, s *rawSidecar, id, wat string, extra map[string]any) string {
+	t.Helper()
+	p := map[string]any{"module": map[string]string{"wat": wat}}
+	for k, v := range extra {
+		p[k] = v
+	}
+	s.request(id, "instantiate", p)
+	m, _ := s.response(id, time.Minute)
+	var res struct{ Instance string }
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil || res.Instance == "" {
+		t.Fatalf("instantiate: %.500s", m.raw)
+	}
+	return res.Instance
+}
+
+// zeroOutputPlugin's "out" sets as its output a fresh kernel block of as
+// many bytes as its input (a u64) says: zero bytes, that is NULs.
+const zeroOutputPlugin = `(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "output_set" (func $out (param i64 i64)))
+  (import "extism:host/env" "input_load_u64" (func $in (param i64) (result i64)))
+  (func (export "out") (result i32)
+    (local $n i64)
+    (local.set $n (call $in (i64.const 0)))
+    (call $out (call $alloc (local.get $n)) (local.get $n))
+    (i32.const 0)))`
+
+// TestPluginOutputCostsAtMostItsBase64 (red team, instances): a plugin's
+// output of NULs is valid UTF-8, and was sent as {"text"} with every NUL
+// escaped to 6 bytes; outputBytes bounds the bytes, not the wire, so the
+// documented maximum (64 MiB) made one response 402 MB and the sidecar's
+// peak RSS 2.5 GB. Fence: bytes go as base64 whenever their JSON text
+// would be longer, so an output costs at most 4/3 of outputBytes.
+func TestPluginOutputCostsAtMostItsBase64(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := rawPlugin(t, s, `"i"`, zeroOutputPlugin, nil)
+	const n = 300_000
+	s.request(`"out"`, "call", map[string]any{"instance": inst, "function": "out", "input": u64Input(n)})
+	m, _ := s.response(`"out"`, time.Minute)
+	var res struct {
+		Output struct{ Text, Base64 *string }
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
+		t.Fatalf("call: %.300s", m.raw)
+	}
+	if limit := n*4/3 + 1024; len(m.raw) > limit {
+		t.Fatalf("an output of %d NULs took %d bytes on the wire (limit %d)", n, len(m.raw), limit)
+	}
+	if res.Output.Base64 == nil {
+		t.Fatalf("output not base64: %.100s", m.raw)
+	}
+	if b, err := base64.StdEncoding.DecodeString(*res.Output.Base64); err != nil || len(b) != n || b[n/2] != 0 {
+		t.Fatalf("output decodes to %d bytes (%v), want %d NULs", len(b), err, n)
+	}
+}
