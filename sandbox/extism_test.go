@@ -89,12 +89,12 @@ func TestWATPluginVarsPersistPerInstance(t *testing.T) {
 }
 
 func TestWATPluginVarBytesBound(t *testing.T) {
-	// The key "n" and an 8-byte value need 9 bytes.
-	in := pluginInstance(t, engine(t), watPlugin, func(r *sandbox.InstanceRequest) { r.VarBytes = 8 })
+	// The key "n" and an 8-byte value need 9 bytes, and 128 for the entry.
+	in := pluginInstance(t, engine(t), watPlugin, func(r *sandbox.InstanceRequest) { r.VarBytes = 136 })
 	_, err := in.Call(context.Background(), sandbox.CallRequest{Function: "count"})
 	se := wantKind(t, err, sandbox.KindMemoryLimitExceeded)
-	if se.Resource != sandbox.ResourceVars || se.Limit != 8 || se.Requested != 9 {
-		t.Fatalf("error %+v, want resource vars, limit 8, requested 9", se)
+	if se.Resource != sandbox.ResourceVars || se.Limit != 136 || se.Requested != 137 {
+		t.Fatalf("error %+v, want resource vars, limit 136, requested 137", se)
 	}
 	_, err = in.Call(context.Background(), sandbox.CallRequest{Function: "count"})
 	wantClosed(t, err, "memory_limit_exceeded")

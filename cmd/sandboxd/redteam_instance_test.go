@@ -77,3 +77,47 @@ func TestPluginOutputCostsAtMostItsBase64(t *testing.T) {
 		t.Fatalf("output decodes to %d bytes (%v), want %d NULs", len(b), err, n)
 	}
 }
+
+// varFillPlugin's "fill" sets as many vars as its input (a u64) says, each
+// a distinct 8-byte key with a 1-byte value.
+const varFillPlugin = `(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+  (import "extism:host/env" "store_u64" (func $store_u64 (param i64 i64)))
+  (import "extism:host/env" "var_set" (func $var_set (param i64 i64)))
+  (import "extism:host/env" "input_load_u64" (func $in (param i64) (result i64)))
+  (global $next (mut i64) (i64.const 0))
+  (func (export "fill") (result i32)
+    (local $i i64) (local $n i64) (local $k i64) (local $v i64)
+    (local.set $n (call $in (i64.const 0)))
+    (block $done (loop $l
+      (br_if $done (i64.ge_u (local.get $i) (local.get $n)))
+      (local.set $k (call $alloc (i64.const 8)))
+      (call $store_u64 (local.get $k) (global.get $next))
+      (global.set $next (i64.add (global.get $next) (i64.const 1)))
+      (local.set $v (call $alloc (i64.const 1)))
+      (call $store_u8 (local.get $v) (i32.const 7))
+      (call $var_set (local.get $k) (local.get $v))
+      (local.set $i (i64.add (local.get $i) (i64.const 1)))
+      (br $l)))
+    (i32.const 0)))`
+
+// TestVarsCountTheirEntries (red team, instances): varBytes counted only
+// the bytes of keys and values, while each var costs the host's map about
+// 90 bytes more: 116,000 vars of 9 bytes fit the default 1 MiB and held
+// about 100 MiB of the sidecar (8 MiB of varBytes: 840 MB; 64 MiB, the
+// maximum: several GB per instance, 64 instances live). Fence: each var
+// also counts 128 bytes, so 10,000 vars of 9 bytes (1.37 MB) no longer
+// fit in 1 MiB.
+func TestVarsCountTheirEntries(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := rawPlugin(t, s, `"i"`, varFillPlugin, map[string]any{"limits": hangLimits(map[string]uint64{"varBytes": 1 << 20})})
+	s.request(`"fill"`, "call", map[string]any{"instance": inst, "function": "fill", "input": u64Input(10_000)})
+	m, _ := s.response(`"fill"`, time.Minute)
+	d := errData(t, m)
+	if d["kind"] != "memory_limit_exceeded" || d["resource"] != "vars" || d["limit"] != float64(1<<20) {
+		t.Fatalf("10,000 vars under varBytes 1 MiB: %.400s", m.raw)
+	}
+}
