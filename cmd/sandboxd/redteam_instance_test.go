@@ -8,8 +8,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // u64Input is a plugin input holding n as a little-endian u64.
@@ -119,5 +122,37 @@ func TestVarsCountTheirEntries(t *testing.T) {
 	d := errData(t, m)
 	if d["kind"] != "memory_limit_exceeded" || d["resource"] != "vars" || d["limit"] != float64(1<<20) {
 		t.Fatalf("10,000 vars under varBytes 1 MiB: %.400s", m.raw)
+	}
+}
+
+// TestConfigKeysAreBounded (red team, instances): config had no bound but
+// the message size, and an instance keeps it for life: a 60 MB message of
+// 4 M empty keys took 84 s to decode and held 1.4 GB per instance (two
+// such instances 2.3 GB; 64 may be live). Fence: at most 4,096 keys,
+// refused before anything is decoded, for instantiate and plugin runs.
+func TestConfigKeysAreBounded(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	many := map[string]string{}
+	for i := range 4097 {
+		many[fmt.Sprint("k", i)] = ""
+	}
+	enough := map[string]string{}
+	for i := range 4096 {
+		enough[fmt.Sprint("k", i)] = "v"
+	}
+	mod := map[string]string{"wat": zeroOutputPlugin}
+	s.request(`"many"`, "instantiate", map[string]any{"module": mod, "config": many})
+	s.request(`"run"`, "run", map[string]any{"module": mod, "function": "out", "config": many})
+	s.request(`"enough"`, "instantiate", map[string]any{"module": mod, "config": enough})
+	for _, id := range []string{`"many"`, `"run"`} {
+		m, _ := s.response(id, time.Minute)
+		if m.Error == nil || m.Error.Code != protocol.CodeInvalidParams || m.Error.Message != "config: has more than 4096 keys" {
+			t.Fatalf("%s with 4,097 config keys: %.300s", id, m.raw)
+		}
+	}
+	if m, _ := s.response(`"enough"`, time.Minute); m.Error != nil {
+		t.Fatalf("instantiate with 4,096 config keys: %.300s", m.raw)
 	}
 }
