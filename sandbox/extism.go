@@ -453,8 +453,10 @@ func (p *pluginState) take(c *wasmtime.Caller, fn, what string, h uint64) ([]byt
 }
 
 // give allocates a kernel block holding b, paying for the copy, and returns
-// its handle, or 0 if the kernel memory cannot grow (the refusal is
-// recorded).
+// its handle. If the kernel cannot hold b within the memory cap the guest
+// stops with memory_limit_exceeded: the handle 0 would tell it that the
+// var or config key is absent, and a plugin would go on with wrong state
+// (a counter restarting from zero).
 func (p *pluginState) give(c *wasmtime.Caller, b []byte) (int64, *wasmtime.Trap) {
 	if len(b) == 0 {
 		return 0, nil
@@ -467,9 +469,12 @@ func (p *pluginState) give(c *wasmtime.Caller, b []byte) (int64, *wasmtime.Trap)
 		return 0, trap
 	}
 	h := out.(int64)
-	if h != 0 {
-		copy(p.mem.UnsafeData(c)[h:], b)
+	if h == 0 {
+		l := p.in.limits.MemoryBytes
+		return 0, p.stop(&Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l, Requested: max(p.denied, p.kernelBytes+uint64(len(b))),
+			Message: fmt.Sprintf("the plugin kernel cannot hold a value of %d bytes within the memory cap of %d bytes", len(b), l)})
 	}
+	copy(p.mem.UnsafeData(c)[h:], b)
 	return h, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +155,41 @@ func TestConfigKeysAreBounded(t *testing.T) {
 	}
 	if m, _ := s.response(`"enough"`, time.Minute); m.Error != nil {
 		t.Fatalf("instantiate with 4,096 config keys: %.300s", m.raw)
+	}
+}
+
+// configGetPlugin's "get" reads the config key "big" and returns 7 if
+// config_get answered 0 (no such key), else 0.
+const configGetPlugin = `(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+  (import "extism:host/env" "config_get" (func $cfg (param i64) (result i64)))
+  (func (export "get") (result i32)
+    (local $k i64)
+    (local.set $k (call $alloc (i64.const 3)))
+    (call $store_u8 (local.get $k) (i32.const 98))
+    (call $store_u8 (i64.add (local.get $k) (i64.const 1)) (i32.const 105))
+    (call $store_u8 (i64.add (local.get $k) (i64.const 2)) (i32.const 103))
+    (if (result i32) (i64.eqz (call $cfg (local.get $k)))
+      (then (i32.const 7))
+      (else (i32.const 0)))))`
+
+// TestHostValuesThatDoNotFitAreNotAbsent (red team, instances): when the
+// kernel could not hold a config or var value within the memory cap,
+// config_get and var_get answered 0, which the ABI defines as "no such
+// key": the plugin went on as if the key were unset (a counter restarts
+// at zero and overwrites its var) and the call succeeded. Fence: the
+// call stops with memory_limit_exceeded (and closes the instance).
+func TestHostValuesThatDoNotFitAreNotAbsent(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	big := strings.Repeat("x", 2<<20)
+	inst := rawPlugin(t, s, `"i"`, configGetPlugin, map[string]any{"config": map[string]string{"big": big},
+		"limits": hangLimits(map[string]uint64{"memoryBytes": 1 << 20})})
+	s.request(`"get"`, "call", map[string]any{"instance": inst, "function": "get"})
+	m, _ := s.response(`"get"`, time.Minute)
+	if d := errData(t, m); d["kind"] != "memory_limit_exceeded" || d["instanceClosed"] != true {
+		t.Fatalf("config_get of a 2 MiB value under a 1 MiB cap: %.400s", m.raw)
 	}
 }
