@@ -155,6 +155,10 @@ type Instance struct {
 	r      *run         // store, fence, wasm instance: touched only by the turn's holder
 	boot   Result       // what instantiation (start function, _initialize) consumed
 	plugin *pluginState // nil unless the module is an Extism plugin
+	// oneShot: made by CallOnce for one call, like a run. It takes no slot
+	// of MaxInstances, is not counted in InstanceStats and cannot be
+	// looked up.
+	oneShot bool
 
 	// Looked up once at instantiation (export lookups cost, per call).
 	denied []*wasmtime.Global // the rewriter's refusal records
@@ -251,13 +255,30 @@ func (t *instanceTable) reserve() (string, error) {
 		return "", &Error{Kind: KindHost, err: ErrTooManyInstances,
 			Message: fmt.Sprintf("too many instances: %d are live (the maximum is %d); release one", len(t.live), t.max)}
 	}
+	id := t.nextIDLocked()
+	t.live[id] = nil // the slot; filled by add
+	return id, nil
+}
+
+// name returns a fresh id without claiming a slot, for a one-shot
+// instance (CallOnce): it is bounded by its caller's concurrency, like a
+// run, so a plugin run is not refused because instantiate's slots are
+// taken, and does not take one from an instantiate.
+func (t *instanceTable) name() (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return "", newError(KindHost, "the engine is closed")
+	}
+	return t.nextIDLocked(), nil
+}
+
+func (t *instanceTable) nextIDLocked() string {
 	if t.prefix == "" {
 		t.prefix = randomIDPart()
 	}
 	t.next++
-	id := "inst-" + t.prefix + "-" + strconv.FormatUint(t.next, 10)
-	t.live[id] = nil // the slot; filled by add
-	return id, nil
+	return "inst-" + t.prefix + "-" + strconv.FormatUint(t.next, 10)
 }
 
 // randomIDPart is 48 random bits in hex: two engines (two sidecar
@@ -324,6 +345,10 @@ func (t *instanceTable) closeAll() {
 // function and _initialize, fenced by req.Limits like a call. A failure
 // here leaves no instance behind.
 func (e *Engine) Instantiate(ctx context.Context, req InstanceRequest) (*Instance, error) {
+	return e.instantiate(ctx, req, false)
+}
+
+func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot bool) (*Instance, error) {
 	if err := e.checkModule(req.Module); err != nil {
 		return nil, err
 	}
@@ -365,18 +390,26 @@ func (e *Engine) Instantiate(ctx context.Context, req InstanceRequest) (*Instanc
 		}
 		return nil, err
 	}
-	id, err := e.instances.reserve()
+	var id string
+	var err error
+	if oneShot {
+		id, err = e.instances.name()
+	} else {
+		id, err = e.instances.reserve()
+	}
 	if err != nil {
 		return nil, err
 	}
-	in := &Instance{id: id, e: e, module: m, limits: req.Limits}
+	in := &Instance{id: id, e: e, module: m, limits: req.Limits, oneShot: oneShot}
 	if err := in.start(ctx, req, plugin); err != nil {
-		e.instances.remove(id, "", false)
+		in.forget("", false)
 		return nil, err
 	}
 	in.lastCall = time.Now()
 	in.idle = time.AfterFunc(e.instances.idle, in.evict)
-	e.instances.add(in)
+	if !oneShot {
+		e.instances.add(in)
+	}
 	return in, nil
 }
 
@@ -501,7 +534,7 @@ func (in *Instance) callLimits(cl CallLimits) limits.Limits {
 // plugin function (or any export) without a long-lived instance, the
 // one-shot path for a run with input.
 func (e *Engine) CallOnce(ctx context.Context, req InstanceRequest, call CallRequest) (*CallResult, error) {
-	in, err := e.Instantiate(ctx, req)
+	in, err := e.instantiate(ctx, req, true)
 	if err != nil {
 		return nil, err
 	}
@@ -688,7 +721,15 @@ func (in *Instance) evict() {
 	in.shutLocked(fmt.Sprintf("evicted after %v without a call", idleFor))
 	reason := in.closed.Reason
 	in.mu.Unlock()
-	in.e.instances.remove(in.id, reason, true)
+	in.forget(reason, true)
+}
+
+// forget takes the instance out of the engine's table (a one-shot
+// instance was never in it).
+func (in *Instance) forget(reason string, evicted bool) {
+	if !in.oneShot {
+		in.e.instances.remove(in.id, reason, evicted)
+	}
 }
 
 // shut closes the instance for reason. The running call, if any, is
@@ -702,7 +743,7 @@ func (in *Instance) shut(reason string, evicted bool) {
 	}
 	in.mu.Unlock()
 	if !done {
-		in.e.instances.remove(in.id, reason, evicted)
+		in.forget(reason, evicted)
 	}
 }
 

@@ -193,3 +193,27 @@ func TestHostValuesThatDoNotFitAreNotAbsent(t *testing.T) {
 		t.Fatalf("config_get of a 2 MiB value under a 1 MiB cap: %.400s", m.raw)
 	}
 }
+
+// TestPluginRunsTakeNoInstanceSlot (red team, instances): a plugin `run`
+// (instantiate, call, release in one request) reserved one of
+// --max-instances: with the maximum live it was refused -32002 "too many
+// instances … release one", a message for instantiate, and plugin runs in
+// flight made a concurrent instantiate fail while fewer than the maximum
+// were live; each run also counted in stats' instances.created. A plugin
+// run is bounded by --max-concurrency like any run.
+func TestPluginRunsTakeNoInstanceSlot(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson", "--max-instances", "1")
+	s.startReading()
+	rawPlugin(t, s, `"i"`, zeroOutputPlugin, nil)
+	s.request(`"run"`, "run", map[string]any{"module": map[string]string{"wat": zeroOutputPlugin}, "function": "out", "input": u64Input(3)})
+	if m, _ := s.response(`"run"`, time.Minute); m.Error != nil {
+		t.Fatalf("a plugin run with --max-instances live: %.300s", m.raw)
+	}
+	s.request(`"st"`, "stats", nil)
+	m, _ := s.response(`"st"`, time.Minute)
+	var st struct{ Instances protocol.InstancesInfo }
+	if json.Unmarshal(m.Result, &st) != nil || st.Instances != (protocol.InstancesInfo{Live: 1, Max: 1, Created: 1}) {
+		t.Fatalf("stats after one instantiate and one plugin run: %s", m.raw)
+	}
+}
