@@ -11,7 +11,7 @@ import { InstanceClosed, SandboxError, SidecarError } from "./errors.js";
 import { CallRequest, ReleaseRequest } from "./protocol.js";
 import { callParams, toCallResult } from "./requests.js";
 import type { RunState } from "./session.js";
-import type { BytesInput, CallOptions, CallResult, ExportInfo, InstantiationUsage } from "./types.js";
+import type { BytesInput, CallOptions, CallResult, CallWireResult, ExportInfo, InstantiationUsage } from "./types.js";
 
 /**
  * `Symbol.asyncDispose`, or the symbol Node's own disposables use where the
@@ -98,14 +98,16 @@ export class Plugin {
   async call(fn: string, input?: BytesInput, options: CallOptions = {}): Promise<CallResult> {
     const params = callParams(this.id, fn, input, options);
     const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput };
-    let raw;
+    let raw: CallWireResult;
     try {
-      raw = await this.channel.send<Parameters<typeof toCallResult>[0]>(CallRequest, params, state, options.signal);
+      raw = await this.channel.send<CallWireResult>(CallRequest, params, state, options.signal);
     } catch (err) {
       if (err instanceof InstanceClosed) this.closedBy ??= err.reason ?? "closed";
       else if (err instanceof SandboxError && err.instanceClosed) this.closedBy ??= `closed after ${err.kind} in a call of ${JSON.stringify(fn)}`;
       throw err;
     }
+    // what onLog or onOutput threw, once every notification was delivered
+    if (state.callbackError) throw state.callbackError.error;
     return toCallResult(raw, state, this.channel.stderrTail());
   }
 

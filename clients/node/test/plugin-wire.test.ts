@@ -172,6 +172,24 @@ describe("call on the wire", () => {
       assert.deepEqual(r.logEntries, [{ line: "plain", level: undefined }, { line: "warned", level: "warn" }]);
     }));
 
+  it("what onLog throws rejects a call that succeeded, after every line", () =>
+    withFake(async (sb) => {
+      const p = await sb.plugin({ wat: "(module)" });
+      const seen: string[] = [];
+      const boom = new Error("observer failed");
+      const err = await rejection(
+        p.call("logs", "", {
+          onLog: (line) => {
+            seen.push(line);
+            throw boom;
+          },
+        }),
+      );
+      assert.equal(err, boom);
+      assert.deepEqual(seen, ["plain", "warned"]);
+      assert.equal(p.closed, false);
+    }));
+
   it("a malformed output is a protocol violation", () =>
     withFake(async (sb) => {
       const p = await sb.plugin({ wat: "(module)" });
