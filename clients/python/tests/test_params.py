@@ -8,7 +8,7 @@ import unittest
 from unittest import mock
 
 import sandboxd
-from sandboxd import _process
+from sandboxd import _params, _process
 from sandboxd._params import limits_object, module_source, run_params, timeout_ms
 
 
@@ -113,6 +113,25 @@ class RunParamsTest(unittest.TestCase):
             sandboxd.RunOptions.build({"wat": ""}, {})  # type: ignore[arg-type]
         with self.assertRaisesRegex(TypeError, "capabilities= needs a sandboxd.Capabilities"):
             run_params(sandboxd.RunOptions(wat="", capabilities={"log": True}))  # type: ignore[arg-type]
+
+    def test_plain_runs_agree_with_run_params(self):
+        # The hot-loop path (module source, function, args only) builds the
+        # same params as the general one, and refuses the same mistakes.
+        mod = sandboxd.Module(id="sha256:" + "ab" * 32)
+        for keywords in (dict(module=mod, function="add", args=[1, 2]), dict(wat="(module)"),
+                         dict(wasm=b"\0asm", function=None, args=(sandboxd.I64(2 ** 60),)),
+                         dict(path="g.wasm", args=[float("nan"), -0.0]), dict(module="sha256:x", function="f")):
+            with self.subTest(keywords=keywords):
+                self.assertEqual(_params.plain_run_params(keywords),
+                                 _params.run_params(sandboxd.RunOptions.build(None, keywords)))
+        self.assertIsNone(_params.plain_run_params(dict(module=mod, fuel=5)))
+        self.assertIsNone(_params.plain_run_params(dict(module=mod, on_log=print)))
+        for keywords, message in ((dict(wat="(module)", wasm=b""), "exactly one module source"),
+                                  (dict(module=mod, function=3), "function must be a str"),
+                                  (dict(module=mod, args=[True]), "bool is not a wasm value")):
+            with self.subTest(keywords=keywords):
+                with self.assertRaisesRegex(sandboxd.InvalidParams, message):
+                    _params.plain_run_params(keywords)
 
     def test_on_log_needs_log(self):
         with self.assertRaisesRegex(ValueError, "log=True"):

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from ._params import compile_params, instantiate_params, run_params
+from ._params import compile_params, instantiate_params, plain_run_params, run_params
 from ._plugin import Plugin, plugin_options
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
@@ -523,10 +523,14 @@ class Sidecar:
         a :class:`RunHandle`: ``result(timeout=None)`` waits for it,
         ``cancel()`` stops it (``$/cancelRequest``; the result then raises
         Cancelled)."""
-        opts = RunOptions.build(options, keywords)
-        params = run_params(opts)
+        params = plain_run_params(keywords) if options is None else None
+        on_log = on_output = None
+        if params is None:
+            opts = RunOptions.build(options, keywords)
+            params = run_params(opts)
+            on_log, on_output = opts.on_log, opts.on_output
         conn = self._connection()
-        call, out = conn.start("run", params, opts.on_log, parse_run_result, opts.on_output)
+        call, out = conn.start("run", params, on_log, parse_run_result, on_output)
         return RunHandle(conn, call, out)
 
     def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,

@@ -42,6 +42,7 @@ def encode_message(message: Any) -> bytes:
 # One encoder for every message: json.dumps with options builds a new one
 # per call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_DECODER = json.JSONDecoder()
 
 
 def _parse_header_block(block: bytes) -> int:
@@ -65,7 +66,16 @@ def _parse_header_block(block: bytes) -> int:
 
 def _decode(body: bytes) -> dict:
     try:
-        message = json.loads(body.decode("utf-8"))
+        # raw_decode: json.loads would match whitespace around the value
+        # twice with a regex; the sidecar writes none, and trailing bytes
+        # other than whitespace are still an error.
+        text = body.decode("utf-8")
+        try:
+            message, end = _DECODER.raw_decode(text)
+        except ValueError:
+            message, end = json.loads(text), len(text)  # leading whitespace, or the error itself
+        if end != len(text) and text[end:].strip(" \t\r\n"):
+            raise ValueError("extra data after the JSON value at %d" % end)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FramingError("message body is not UTF-8 JSON: %s" % exc) from None
     if not isinstance(message, dict):

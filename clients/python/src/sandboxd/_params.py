@@ -297,6 +297,25 @@ def run_params(options: RunOptions) -> Dict[str, Any]:
     return params
 
 
+_PLAIN_RUN_KEYWORDS = frozenset({"wat", "wasm", "path", "module", "function", "args"})
+
+
+def plain_run_params(keywords: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """:func:`run_params` for a run given only a module source, ``function``
+    and ``args`` -- the repeated call of a hot loop -- without building a
+    RunOptions; None for any other keywords (then use run_params)."""
+    if not keywords.keys() <= _PLAIN_RUN_KEYWORDS:
+        return None
+    function = keywords.get("function")
+    if function is None:
+        function = "run"
+    elif not isinstance(function, str):
+        raise InvalidParams("function must be a str, got %r" % (function,))
+    return {"module": module_source(keywords.get("wat"), keywords.get("wasm"), keywords.get("path"),
+                                    keywords.get("module")),
+            "function": function, "args": _values.encode_args(keywords.get("args", ()))}
+
+
 #: The keywords of ``plugin()`` that belong to a run or a call, not to an
 #: instance, and what to use instead.
 _NOT_FOR_INSTANTIATE = {

@@ -43,10 +43,28 @@ def _need(result: Any, key: str, types: Tuple[type, ...]) -> Any:
     return v
 
 
+def _micros(result: Dict[str, Any], key: str, required: bool) -> float:
+    v = result.get(key)
+    if type(v) is int or type(v) is float:  # the common case, without _need's checks
+        return v / 1e6
+    if v is None and not required:
+        return 0.0
+    return _need(result, key, (int, float)) / 1e6
+
+
+def _count(result: Dict[str, Any], key: str) -> int:
+    v = result.get(key)
+    return v if type(v) is int else _need(result, key, (int,))
+
+
 def _run_fields(result: Any, call: "Call") -> Dict[str, Any]:
     """The fields a ``run`` and a ``call`` result share, as RunResult's
     keyword arguments."""
-    raw_values = _need(result, "values", (list,))
+    if not isinstance(result, dict):
+        raise ValueError("expected an object, got %r" % (result,))
+    raw_values = result.get("values")
+    if type(raw_values) is not list:
+        raw_values = _need(result, "values", (list,))
     values = [_values.decode_value(v) for v in raw_values]
     exit_code = result.get("exitCode")
     wasi = exit_code is not None
@@ -55,11 +73,11 @@ def _run_fields(result: Any, call: "Call") -> Dict[str, Any]:
     return dict(
         values=values,
         raw_values=raw_values,
-        fuel_consumed=_need(result, "fuelConsumed", (int,)),
-        peak_memory_bytes=_need(result, "peakMemoryBytes", (int,)),
+        fuel_consumed=_count(result, "fuelConsumed"),
+        peak_memory_bytes=_count(result, "peakMemoryBytes"),
         logs=call.logs,
-        elapsed=_need(result, "elapsedMicros", (int, float)) / 1e6,
-        queued=result.get("queuedMicros", 0) / 1e6,
+        elapsed=_micros(result, "elapsedMicros", True),
+        queued=_micros(result, "queuedMicros", False),
         log_lines=result.get("logLines", len(call.logs)),
         log_truncated=bool(result.get("logTruncated", False)),
         exit_code=exit_code,
@@ -231,10 +249,9 @@ class Session:
         """Register a request; returns it and its frame, to be written next.
         ``on_late(result)`` is called if a result arrives after the call was
         abandoned (see :meth:`abandon`)."""
-        with self._lock:
-            if self._closed is not None:
-                raise self._closed()
-            id = next(self._ids)
+        if self._closed is not None:
+            raise self._closed()
+        id = next(self._ids)  # atomic: count() is a C iterator, and the GIL is held
         message: Dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
         if params is not None:
             message["params"] = params
