@@ -84,7 +84,47 @@ func pythonSection(env *Env) []Row {
 	if err != nil {
 		return []Row{naRow(sec, "Python client", err.Error())}
 	}
-	return clientRows(env, sec, "Python", "sync Sidecar", floor, res, "async_calls_per_s", "AsyncSidecar")
+	rows := clientRows(env, sec, "Python", "sync Sidecar", floor, res, "async_calls_per_s", "AsyncSidecar")
+	return append(rows, pythonOwnRows(env, sec, floor, res)...)
+}
+
+// pythonOwnRows are the AsyncSidecar's sequential round trip against the
+// Python pipe floor, and what each client adds to a round trip: its p50
+// minus the same run written and read by hand from Python (py/client.py's
+// raw_sequential over a blocking pipe, async_raw_sequential over asyncio's
+// pipe transports) and minus the Go client's (row 2), each against the same
+// kind of sidecar in the same run.
+func pythonOwnRows(env *Env, sec string, floor, res scriptResult) []Row {
+	var rows []Row
+	f50 := floor.num("p50_us")
+	if e := res.errFor("aseq"); e != "" {
+		rows = append(rows, naRow(sec, "Python AsyncSidecar sequential", e))
+	} else {
+		p50 := res.num("aseq_p50_us")
+		r := ratio(p50, f50)
+		rows = append(rows, Row{Section: sec, Measurement: fmt.Sprintf("AsyncSidecar run add {id} sequential, p50 (p99 %s)", fmtDur(usDur(res.num("aseq_p99_us")))),
+			Value: fmtDur(usDur(p50)), Floor: "Python pipe " + fmtDur(usDur(f50)), Ratio: r, Target: "≤ 2×", Verdict: judge(r <= 2),
+			Raw: map[string]float64{"p50_us": p50, "p99_us": res.num("aseq_p99_us"), "floor_p50_us": f50}})
+	}
+	goSeq := 0.0
+	if len(env.GoSeq) > 0 {
+		goSeq = us(env.GoSeq.P50())
+	}
+	for _, c := range []struct{ key, raw, name, rawName string }{
+		{"seq", "raw", "sync Sidecar", "blocking"}, {"aseq", "araw", "AsyncSidecar", "asyncio"}} {
+		p50, raw := res.num(c.key+"_p50_us"), res.num(c.raw+"_p50_us")
+		if p50 == 0 || raw == 0 {
+			continue
+		}
+		row := Row{Section: sec, Measurement: fmt.Sprintf("%s − raw %s JSON-RPC to the sidecar, p50", c.name, c.rawName),
+			Value: fmtDur(usDur(p50 - raw)), Floor: "raw " + fmtDur(usDur(raw)), Verdict: verdictInfo,
+			Raw: map[string]float64{"client_p50_us": p50, "raw_p50_us": raw, "go_client_p50_us": goSeq}}
+		if goSeq > 0 {
+			row.Floor += fmt.Sprintf(", − Go client: %s", fmtDur(usDur(p50-goSeq)))
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // clientRows are the two rows of a foreign client: sequential latency
