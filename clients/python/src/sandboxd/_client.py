@@ -516,13 +516,27 @@ class Sidecar:
         To be able to cancel the run from another thread, use
         :meth:`submit`.
         """
-        return self.submit(options, **keywords).result()
+        conn, call, out = self._send_run(options, keywords)
+        if not out.done:  # as RunHandle.result(), without making one
+            try:
+                conn.await_outcome(out)
+            except KeyboardInterrupt:
+                if not out.done:
+                    conn.cancel(call)
+                raise
+        if out.exc is not None:
+            raise out.exc
+        result: RunResult = out.result
+        return result
 
     def submit(self, options: Optional[RunOptions] = None, /, **keywords: Any) -> "RunHandle":
         """Send a run (same arguments as :meth:`run`) and return at once with
         a :class:`RunHandle`: ``result(timeout=None)`` waits for it,
         ``cancel()`` stops it (``$/cancelRequest``; the result then raises
         Cancelled)."""
+        return RunHandle(*self._send_run(options, keywords))
+
+    def _send_run(self, options: Optional[RunOptions], keywords: Dict[str, Any]) -> Tuple[_Connection, Call, _Outcome]:
         params = plain_run_params(keywords) if options is None else None
         on_log = on_output = None
         if params is None:
@@ -531,7 +545,7 @@ class Sidecar:
             on_log, on_output = opts.on_log, opts.on_output
         conn = self._connection()
         call, out = conn.start("run", params, on_log, parse_run_result, on_output)
-        return RunHandle(conn, call, out)
+        return conn, call, out
 
     def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
                 module: Any = None, limits: Optional[Limits] = None) -> Module:
