@@ -28,6 +28,7 @@ import (
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
+	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -175,7 +176,7 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 		if other, dup := guests["/"]; dup {
 			return nil, &GrantError{grantPrefix + ".files", "files live in a read-only tree preopened at \"/\", which " + other + " also claims"}
 		}
-		if err := w.layOutFiles(g.Files, guests); err != nil {
+		if err := w.layOutFiles(g.Files, guests, req.Limits); err != nil {
 			w.close()
 			return nil, err
 		}
@@ -233,7 +234,7 @@ func (e *Engine) allowedDir(host string) (string, error) {
 }
 
 // layOutFiles writes the in-memory files into a private directory tree.
-func (w *wasiRun) layOutFiles(files map[string][]byte, guests map[string]string) error {
+func (w *wasiRun) layOutFiles(files map[string][]byte, guests map[string]string, l limits.Limits) error {
 	paths := make([]string, 0, len(files))
 	for p := range files {
 		paths = append(paths, p)
@@ -261,13 +262,19 @@ func (w *wasiRun) layOutFiles(files map[string][]byte, guests map[string]string)
 		return &Error{Kind: KindHost, Message: "creating the files tree: " + err.Error(), err: err}
 	}
 	w.root = root
+	deadline := time.Now().Add(l.Timeout)
 	for _, p := range paths {
 		// Each file costs a few system calls before the run's fences
 		// exist: 60,000 empty files (a 1 MB message) took tens of
 		// seconds, so the lay-out stops when the run is cancelled (a
-		// cancel, the end of input).
+		// cancel, the end of input) or has taken the run's whole
+		// timeout (then the guest gets its own after it: a run takes
+		// at most twice timeoutMs).
 		if w.ctx.Err() != nil {
 			return cancelledError()
+		}
+		if time.Now().After(deadline) {
+			return timeoutError(l)
 		}
 		host := filepath.Join(root, filepath.FromSlash(p[1:]))
 		if err := os.MkdirAll(filepath.Dir(host), 0o700); err != nil {

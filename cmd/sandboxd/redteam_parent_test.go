@@ -269,6 +269,27 @@ func TestUnreadStderrDoesNotStallTheSidecar(t *testing.T) {
 	}
 }
 
+// TestWASIFilesLayoutHonoursTheTimeout: the lay-out of a files grant did
+// not count against timeoutMs: 60,000 empty files under timeoutMs 100 were
+// all written (about 15 s), then the guest ran and exited 3. The lay-out
+// now stops at timeoutMs with timeout, so a run takes at most twice it.
+func TestWASIFilesLayoutHonoursTheTimeout(t *testing.T) {
+	s := startRaw(t, binPath, "--framing=ndjson")
+	files := map[string]string{}
+	for i := range 60_000 {
+		files[fmt.Sprintf("/f%d", i)] = ""
+	}
+	s.request(`1`, "run", map[string]any{
+		"module": map[string]any{"wat": `(module (import "wasi_snapshot_preview1" "proc_exit" (func $e (param i32)))
+		  (memory (export "memory") 1) (func (export "_start") (call $e (i32.const 3))))`},
+		"limits":       map[string]any{"timeoutMs": 100},
+		"capabilities": map[string]any{"wasi": map[string]any{"files": files}},
+	})
+	if r, _ := s.response("1", 120*time.Second); r.kind() != "timeout" {
+		t.Errorf("want the run answered timeout, got %s", trunc(r.raw))
+	}
+}
+
 // TestWASIFilesLayoutIsCancellable: capabilities.wasi.files is written to
 // disk, one file at a time, before the run's store exists, and the loop
 // did not look at the run's context: 60,000 empty files (a 1 MB message)
