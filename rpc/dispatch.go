@@ -197,14 +197,12 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 	if !rd.in.idle() || s.out.pendingBytes() > s.opts.OutputHighWater || !s.nothingInFlight() {
 		return false, true
 	}
-	s.countRequest()
 	// Admitted before anything behind it can be read: a $/cancelRequest
 	// or a shutdown that follows finds it.
-	j := s.admitJob(req)
+	j, turnErr := s.admitInline(req)
 	if j == nil {
-		return true, true // refused, and answered
+		return true, true // refused (or failed), and answered
 	}
-	turnErr := s.takeTurn(j) // a call's place in its instance's line, likewise
 	const (
 		reading = iota // this goroutine will read again
 		inline         // running the request; the role is still ours
@@ -217,14 +215,44 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 			s.tasks.Go(rd.run)
 		}
 	})
-	if s.prepareInline(j, turnErr) && s.startInline(j) {
-		s.execute(j)
-	}
+	s.runAdmitted(j, turnErr)
 	if !role.CompareAndSwap(inline, reading) {
 		return true, false
 	}
 	grace.Stop()
 	return true, true
+}
+
+// admitInline admits a request the reader runs, as dispatch would, and
+// takes a call's place in its instance's line. A panic is answered as
+// dispatch answers it.
+func (s *Server) admitInline(req request) (j *job, turnErr error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic while handling a request", "method", req.method, "panic", p, "stack", string(debug.Stack()))
+			if j != nil {
+				s.respond(j, nil, protocolError(CodeInternalError, "internal error: %v", p))
+			} else {
+				s.reply(req.id, nil, protocolError(CodeInternalError, "internal error: %v", p))
+			}
+			j = nil
+		}
+	}()
+	s.countRequest()
+	if j = s.admitJob(req); j == nil {
+		return nil, nil
+	}
+	return j, s.takeTurn(j)
+}
+
+// runAdmitted prepares and runs an admitted job on the calling goroutine
+// (or queues it, when a worker must take it after all); whatever happens,
+// the job is answered.
+func (s *Server) runAdmitted(j *job, turnErr error) {
+	defer s.recoverJob(j)
+	if s.prepareInline(j, turnErr) && s.startInline(j) {
+		s.execute(j)
+	}
 }
 
 // dispatchLoop handles what the reader queued, in order, until reading

@@ -1380,3 +1380,25 @@ func TestServerInlineHammer(t *testing.T) {
 	}
 	h.quiet(100 * time.Millisecond)
 }
+
+// TestServerInlineRunHandsReadingOn: a run read with nothing else in
+// flight runs on the reading goroutine; while it blocks, what the parent
+// sends next (stats, another run, the cancel) is still read and answered,
+// because the reader role passes to another goroutine.
+func TestServerInlineRunHandsReadingOn(t *testing.T) {
+	h := startServer(t, newFakeEngine(), rpc.Options{MaxConcurrency: 2})
+	h.request(`1`, rpc.MethodRun, map[string]any{"module": map[string]any{"id": "sha256:fake"}, "function": "block"})
+	h.waitStarted()
+	h.request(`2`, rpc.MethodStats, nil)
+	if m, _ := h.response(`2`); m.Error != nil {
+		t.Fatalf("stats while an inline run blocks: %+v", m.Error)
+	}
+	h.request(`3`, rpc.MethodRun, map[string]any{"module": map[string]any{"id": "sha256:fake"}, "function": "run"})
+	if m, _ := h.response(`3`); m.Error != nil {
+		t.Fatalf("a run while an inline run blocks: %+v", m.Error)
+	}
+	h.notify(rpc.MethodCancel, map[string]any{"id": 1})
+	m, _ := h.response(`1`)
+	wantError(t, m, protocol.CodeCancelled, "cancelled")
+	h.quiet(50 * time.Millisecond)
+}
