@@ -494,3 +494,41 @@ func TestInstantiateRefusals(t *testing.T) {
 		t.Fatalf("stats after refused instantiates: %s", m.raw)
 	}
 }
+
+// TestInstanceVarBytes: limits.varBytes reaches the plugin's vars: a
+// var_set past it is memory_limit_exceeded (resource vars) and closes the
+// instance; within it the var persists.
+func TestInstanceVarBytes(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	for _, tc := range []struct {
+		varBytes uint64
+		ok       bool
+	}{{8, false}, {9, true}} { // the count var: a 1-byte key and an 8-byte value
+		id := fmt.Sprintf(`"i%d"`, tc.varBytes)
+		s.request(id, "instantiate", map[string]any{"module": map[string]string{"path": pluginPath(t, "wat/plugin.wat")},
+			"capabilities": map[string]any{"log": true}, "limits": hangLimits(map[string]uint64{"varBytes": tc.varBytes})})
+		m, _ := s.response(id, time.Minute)
+		var res protocol.InstantiateResult
+		if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
+			t.Fatalf("instantiate: %s", m.raw)
+		}
+		for k := range 2 {
+			cid := fmt.Sprintf(`"c%d-%d"`, tc.varBytes, k)
+			s.request(cid, "call", map[string]any{"instance": res.Instance, "function": "count"})
+			m, _ := s.response(cid, time.Minute)
+			want := fmt.Sprintf(`"output":{"text":"\u%04x\u0000\u0000\u0000\u0000\u0000\u0000\u0000"}`, k+1)
+			switch {
+			case tc.ok && !strings.Contains(string(m.Result), want):
+				t.Fatalf("count %d under varBytes %d: %s, want %s", k, tc.varBytes, m.raw, want)
+			case !tc.ok && k == 0:
+				if d := errData(t, m); m.Error.Code != 4 || d["resource"] != "vars" || d["instanceClosed"] != true {
+					t.Fatalf("count under varBytes %d: %s", tc.varBytes, m.raw)
+				}
+			case !tc.ok && (m.Error == nil || m.Error.Code != protocol.CodeInstanceClosed):
+				t.Fatalf("a call after var_set past varBytes: %s", m.raw)
+			}
+		}
+	}
+}
