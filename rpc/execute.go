@@ -23,11 +23,14 @@ import (
 // the messages behind it.
 const inlineDecodeBytes = 64 << 10
 
-// cacheChecker is implemented by engines that can tell, without reading,
-// converting or compiling anything, whether Compile would find src in
-// the cache.
-type cacheChecker interface {
-	IsCached(src protocol.Source) bool
+// cachedCompiler is implemented by engines that can hand out a module
+// they have compiled without reading a file, converting or compiling
+// anything: Compile served from the cache, in one step. (Asking whether a
+// module is cached and then calling Compile is not that: another compile
+// can evict it in between, and Compile would then compile on the caller,
+// the dispatcher or the reader.)
+type cachedCompiler interface {
+	CompileCached(src protocol.Source) (Module, bool)
 }
 
 // prepare decodes and compiles one admitted job; a compile is answered
@@ -59,7 +62,7 @@ func (s *Server) prepare(j *job) {
 		s.respond(j, nil, ErrorObject(err))
 		return
 	}
-	if s.compileJob(j, spec) {
+	if s.compileJob(j, spec, nil) {
 		s.enqueueRun(j)
 	}
 }
@@ -82,32 +85,33 @@ func (s *Server) prepareRun(j *job) (ready bool) {
 		s.respond(j, nil, ErrorObject(err))
 		return false
 	}
-	if !s.isCached(spec.source) {
+	mod, ok := s.cachedModule(spec.source)
+	if !ok {
 		s.tasks.Go(func() {
 			defer s.recoverJob(j)
-			if s.compileJob(j, spec) {
+			if s.compileJob(j, spec, nil) {
 				s.enqueueRun(j)
 			}
 		})
 		return false
 	}
-	return s.compileJob(j, spec)
+	return s.compileJob(j, spec, mod)
 }
 
-// isCached reports whether Compile of src would return at once: a module
-// id (which is never compiled: it is in the cache or an error), or bytes
-// the engine says it has compiled.
-func (s *Server) isCached(src protocol.Source) bool {
-	if src.ID != "" {
-		return true
+// cachedModule returns src's module if the engine has it compiled, having
+// read, converted and compiled nothing; false when only Compile can tell.
+func (s *Server) cachedModule(src protocol.Source) (Module, bool) {
+	c, ok := s.eng.(cachedCompiler)
+	if !ok {
+		return nil, false
 	}
-	c, ok := s.eng.(cacheChecker)
-	return ok && c.IsCached(src)
+	return c.CompileCached(src)
 }
 
-// compileJob obtains the job's module, answering the job if that fails.
-func (s *Server) compileJob(j *job, spec *runSpec) bool {
-	if err := s.compileRun(j, spec); err != nil {
+// compileJob obtains the job's module (mod, when the cache gave it
+// already), answering the job if that fails.
+func (s *Server) compileJob(j *job, spec *runSpec, mod Module) bool {
+	if err := s.compileRun(j, spec, mod); err != nil {
 		var pe *ParamError
 		if !errors.As(err, &pe) {
 			s.count(string(protocol.KindOf(err)))
@@ -118,20 +122,26 @@ func (s *Server) compileJob(j *job, spec *runSpec) bool {
 	return true
 }
 
-// compileRun obtains the module of a run and decodes its args for the
-// export's parameter types.
-func (s *Server) compileRun(j *job, spec *runSpec) error {
+// compileRun obtains the module of a run (unless the cache gave it: mod)
+// and decodes its args for the export's parameter types.
+func (s *Server) compileRun(j *job, spec *runSpec, mod Module) error {
 	if j.ctx.Err() != nil {
 		return cancelledError()
 	}
 	if g, ok := s.eng.(grantChecker); ok {
-		if err := g.CheckGrant(spec.source, spec.caps); err != nil {
+		src := spec.source
+		if mod != nil { // by its id: nothing to read or convert again
+			src = protocol.Source{ID: mod.Info().ID}
+		}
+		if err := g.CheckGrant(src, spec.caps); err != nil {
 			return err // a WASI module without the grant: refused before compiling
 		}
 	}
-	mod, _, err := s.eng.Compile(j.ctx, spec.source)
-	if err != nil {
-		return err
+	var err error
+	if mod == nil {
+		if mod, _, err = s.eng.Compile(j.ctx, spec.source); err != nil {
+			return err
+		}
 	}
 	j.spec, j.mod = spec, mod
 	wasiDefaults(spec, mod.Info())

@@ -77,10 +77,16 @@ func (e *fakeEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Modu
 	return mod, protocol.CompileInfo{Cached: src.ID != "", Elapsed: 5 * time.Microsecond}, nil
 }
 
-// IsCached: every module is, except the slow compile's, so runs take the
-// server's inline paths (prepared, and run when nothing else waits, where
-// they were read).
-func (e *fakeEngine) IsCached(src protocol.Source) bool { return src.WAT != "compile:gate" }
+// CompileCached: every module is in the cache, except the slow compile's
+// and the unknown id, so runs take the server's inline paths (prepared,
+// and run when nothing else waits, where they were read).
+func (e *fakeEngine) CompileCached(src protocol.Source) (rpc.Module, bool) {
+	if src.WAT == "compile:gate" || src.ID == "sha256:unknown" {
+		return nil, false
+	}
+	m, _, err := e.Compile(context.Background(), src)
+	return m, err == nil
+}
 
 func (e *fakeEngine) CacheStats() protocol.CacheStats {
 	return protocol.CacheStats{Entries: 3, Bytes: 1234, Hits: 9, Misses: 3}

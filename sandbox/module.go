@@ -194,6 +194,27 @@ func (e *Engine) Cached(src Source) (*Module, bool) {
 	return e.cache.peekSource(e.cache.sourceHash(mod), mod)
 }
 
+// Lookup is Compile served from the in-memory cache alone: the module src
+// names when the engine has it (a hit, counted, and the module becomes the
+// most recently used), found in one step, so that no eviction can come
+// between finding and taking it. It reads no file (a path is never found
+// here), converts, hashes with sha256 and compiles nothing, and never
+// counts a miss: false means only Compile can tell. It is for callers that
+// must not block, such as the sidecar's dispatcher.
+func (e *Engine) Lookup(src Source) (*Module, bool) {
+	if countSources(src) != 1 || src.Path != "" {
+		return nil, false
+	}
+	if src.ID != "" {
+		return e.cache.get(src.ID)
+	}
+	mod := moduleBytes{text: src.WAT, bin: src.Wasm}
+	if mod.size() > e.cfg.MaxModuleBytes {
+		return nil, false
+	}
+	return e.cache.lookupSource(e.cache.sourceHash(mod), mod)
+}
+
 // compileNew compiles bytes the engine has not seen, in a compile child,
 // under one of the engine's compile slots.
 func (e *Engine) compileNew(ctx context.Context, mod moduleBytes, path string, lim compileLimits) (*Module, error) {

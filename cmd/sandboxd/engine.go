@@ -34,9 +34,13 @@ func (e sidecarEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Mo
 	if err != nil {
 		return nil, protocol.CompileInfo{}, err
 	}
-	// The module's lists are the protocol's types, shared read-only.
-	m := &compiledModule{mod: mod, info: protocol.ModuleInfo{ID: mod.ID, Imports: mod.Imports, Exports: mod.Exports}}
-	return m, protocol.CompileInfo{Cached: info.Cached, Elapsed: info.Elapsed}, nil
+	return wrapModule(mod), protocol.CompileInfo{Cached: info.Cached, Elapsed: info.Elapsed}, nil
+}
+
+// wrapModule is mod as the server sees it. The module's lists are the
+// protocol's types, shared read-only.
+func wrapModule(mod *sandbox.Module) *compiledModule {
+	return &compiledModule{mod: mod, info: protocol.ModuleInfo{ID: mod.ID, Imports: mod.Imports, Exports: mod.Exports}}
 }
 
 func (e sidecarEngine) Run(ctx context.Context, mod rpc.Module, run protocol.Run) (*protocol.RunOutcome, error) {
@@ -77,11 +81,16 @@ func (e sidecarEngine) CheckGrant(src protocol.Source, caps protocol.Capabilitie
 	return e.eng.CheckWASIGrant(s, sandboxCaps(caps))
 }
 
-// IsCached reports whether Compile would find src in the cache, without
-// converting or compiling it (rpc prepares such runs where it read them).
-func (e sidecarEngine) IsCached(src protocol.Source) bool {
-	_, ok := e.eng.Cached(sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID})
-	return ok
+// CompileCached is Compile when the module is in the cache, and false
+// without reading, converting or compiling anything otherwise (rpc
+// prepares such runs where it read them, so a path, whose file must be
+// read, is never found here).
+func (e sidecarEngine) CompileCached(src protocol.Source) (rpc.Module, bool) {
+	mod, ok := e.eng.Lookup(sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID})
+	if !ok {
+		return nil, false
+	}
+	return wrapModule(mod), true
 }
 
 func sandboxCaps(c protocol.Capabilities) sandbox.Capabilities {
