@@ -10,6 +10,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -90,5 +91,36 @@ func TestRedteamPathModuleFollowsItsFile(t *testing.T) {
 	}
 	if ids[0] == ids[1] {
 		t.Errorf("the file changed but Compile returned the module of its old content (%s)", ids[0])
+	}
+}
+
+// TestRedteamSourcesStayWithinCacheBytes: one module sent in several big
+// formattings (whitespace only: each compiles to the same wasm) keeps its
+// latest few texts, and they count against CacheBytes like anything else:
+// the cache never holds more than CacheBytes, even when that module is
+// the only one left.
+func TestRedteamSourcesStayWithinCacheBytes(t *testing.T) {
+	t.Parallel()
+	const cacheBytes = 256 << 10
+	e := newEngine(t, sandbox.Config{CacheBytes: cacheBytes})
+	ctx := context.Background()
+	var m *sandbox.Module
+	for i := range 4 {
+		// 150 KiB of text each: one fits the bound, two do not.
+		text := `(module (func (export "f") (result i32)` + strings.Repeat(" ", 150<<10+i) + ` i32.const 7))`
+		got, _, err := e.Compile(ctx, sandbox.Source{WAT: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m != nil && got != m {
+			t.Fatal("formattings of one module compiled to different modules")
+		}
+		m = got
+		if st := e.CacheStats(); st.Bytes > cacheBytes {
+			t.Fatalf("after %d formattings the cache holds %d bytes, over CacheBytes %d (%d entries)", i+1, st.Bytes, cacheBytes, st.Entries)
+		}
+		if c, ok := e.Cached(sandbox.Source{WAT: text}); !ok || c != m {
+			t.Errorf("formatting %d: the latest text is not known", i)
+		}
 	}
 }
