@@ -75,14 +75,20 @@ func (in *inbox) finish(end readEnd) {
 }
 
 // pop returns the next request, or (false, why reading ended) when the
-// inbox is empty and reading has ended.
+// inbox is empty and reading has ended or the inbox was stopped.
 func (in *inbox) pop() (request, readEnd, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	for len(in.items) == 0 && in.end == nil {
+	for len(in.items) == 0 && in.end == nil && !in.stopped {
 		in.cond.Wait()
 	}
 	if len(in.items) == 0 {
+		// A reader that finds the inbox stopped ends without finish: it
+		// may have been running a request inline (not reading) when
+		// Serve stopped the inbox, and then nothing else would wake us.
+		if in.end == nil {
+			return request{}, readEnd{}, false
+		}
 		return request{}, *in.end, false
 	}
 	r := in.items[0]

@@ -132,3 +132,51 @@ func TestRedteamCachedRunNeverCompilesOnTheDispatcher(t *testing.T) {
 		})
 	}
 }
+
+// TestRedteamServeEndsWhenCancelledBetweenReads: Serve's context ends
+// (SIGTERM) while the reader is not inside a read, e.g. while it runs a
+// short run inline. The reader then stopped at its next turn without
+// saying that reading had ended, the dispatcher waited for the inbox
+// forever, and Serve for the dispatcher: the sidecar never exited (2 of
+// 10 SIGTERMs sent during a stream of sequential runs, with the real
+// binary). Each trial cancels at a random moment of such a stream.
+func TestRedteamServeEndsWhenCancelledBetweenReads(t *testing.T) {
+	for trial := range 60 {
+		eng := newFakeEngine()
+		srv, err := rpc.NewServer(eng, rpc.Options{MaxConcurrency: 2, Framing: rpc.FramingNDJSON})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		served := make(chan error, 1)
+		go func() {
+			served <- srv.Serve(ctx, inR, outW)
+			outW.Close()
+		}()
+		// A parent that sends one run at a time and reads its answer.
+		go func() {
+			defer inW.Close()
+			buf := make([]byte, 64<<10)
+			for i := 0; ; i++ {
+				req := `{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"run","params":{"module":{"wat":"(module)"},"function":"run"}}` + "\n"
+				if _, err := io.WriteString(inW, req); err != nil {
+					return
+				}
+				if _, err := outR.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		time.Sleep(time.Duration(trial%7+1) * time.Millisecond)
+		cancel()
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("trial %d: Serve did not return within 10 s of its context ending", trial)
+		}
+		inR.Close()
+		outR.Close()
+	}
+}

@@ -10,13 +10,16 @@ package main
 // that stops reading stops the sidecar's reading instead of growing it.
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -337,4 +340,61 @@ func TestRedteamInlineBackPressure(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestRedteamSIGTERMDuringSequentialRuns: SIGTERM while a parent sends one
+// run at a time. When it came while the reader ran a short run inline
+// (not inside a read), the reader stopped without saying reading had
+// ended and the sidecar waited for its dispatcher forever (2 of 10
+// trials). It must exit every time.
+func TestRedteamSIGTERMDuringSequentialRuns(t *testing.T) {
+	add := `(module (func (export "add") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))`
+	for trial := range 10 {
+		cmd := exec.Command(binPath, "serve", "--framing=ndjson")
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var runs atomic.Int64
+		go func() {
+			r := bufio.NewReader(stdout)
+			for i := 0; ; i++ {
+				b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i, "method": "run",
+					"params": watRunFn(add, "add", []any{1, 2})})
+				if _, err := stdin.Write(append(b, '\n')); err != nil {
+					return
+				}
+				if _, err := r.ReadBytes('\n'); err != nil {
+					return
+				}
+				runs.Add(1)
+			}
+		}()
+		for runs.Load() < 50 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Duration(trial*13%50) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if _, took, killed := waitTimeout(cmd, 10*time.Second); killed {
+			t.Fatalf("trial %d: the sidecar did not exit within 10 s of SIGTERM (after %d runs); killed\n%s", trial, runs.Load(), stderr.String())
+		} else if took > 5*time.Second {
+			t.Logf("trial %d: exit took %v", trial, took)
+		}
+		stdin.Close()
+	}
+}
+
+func watRunFn(text, fn string, args []any) map[string]any {
+	return map[string]any{"module": map[string]string{"wat": text}, "function": fn, "args": args}
 }
