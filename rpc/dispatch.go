@@ -216,13 +216,18 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 	)
 	var role atomic.Int32
 	role.Store(inline)
+	handedOn := make(chan struct{}) // closed once the next reader is a task
 	grace := time.AfterFunc(inlineGrace, func() {
 		if role.CompareAndSwap(inline, handed) {
 			s.tasks.Go(rd.run)
+			close(handedOn)
 		}
 	})
 	s.runAdmitted(j, turnErr)
 	if !role.CompareAndSwap(inline, reading) {
+		// This goroutine is a task until the next one is: Serve's wait
+		// for its tasks cannot end in between and miss it.
+		<-handedOn
 		return true, false
 	}
 	grace.Stop()
