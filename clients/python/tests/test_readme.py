@@ -96,6 +96,9 @@ class ReadmeSnippetTest(IntegrationTest):
     def test_wasi_python_snippet_runs_as_printed(self):
         self.check_snippet("wasi-python")
 
+    def test_plugin_python_snippet_runs_as_printed(self):
+        self.check_snippet("plugin-python")
+
     def check_snippet(self, name):
         snippet = readme_block("snippet: " + name)
         expected = readme_block("output: " + name)
