@@ -120,7 +120,7 @@ func TestCLIWASI(t *testing.T) {
 			res.Stdout["text"] != "in" || res.Stderr["text"] != "2 bytes\n" || r.stderr != "" {
 			t.Errorf("%s", r)
 		}
-		r = runWASICLI(t, "", c, "--wasi", "--json", "--timeout-ms", "200", "--", "tick", "100", "100000")
+		r = runWASICLI(t, "", c, "--wasi", "--json", "--timeout-ms", "2000", "--", "tick", "100", "100000")
 		wantCode(t, r, 3)
 		if !strings.Contains(r.stdout, `"kind":"timeout"`) || !strings.Contains(r.stdout, `"stdout":{"text":"tick 1\n"}`) {
 			t.Errorf("%s", r)

@@ -187,7 +187,7 @@ func TestSidecarWASI(t *testing.T) {
 		}
 	})
 	t.Run("sleep past the deadline: timeout with the output so far", func(t *testing.T) {
-		m, _ := run(`"sleep"`, map[string]any{}, map[string]uint64{"timeoutMs": 200}, "tick", "1000", "100000")
+		m, _ := run(`"sleep"`, map[string]any{}, map[string]uint64{"timeoutMs": 2000}, "tick", "1000", "100000")
 		if m.kind() != "timeout" {
 			t.Fatalf("%s", m.raw)
 		}
