@@ -167,3 +167,44 @@ func TestWASIPollDescriptors(t *testing.T) {
 		})
 	}
 }
+
+// TestWASIPollFileHangup: a subscription to read a regular file says
+// hangup at or past its end, as wasmtime's poll_oneoff does, and the poll
+// leaves the file's position where it was. The guest opens /f ("abc"),
+// polls at position 0, seeks to the end (SEEK_SKIP bytes: 0 or 3) and
+// polls again; it exits 100 + 10 × the first flags + the second flags,
+// or 50 + the position if the poll moved it.
+func TestWASIPollFileHangup(t *testing.T) {
+	const guest = `(module
+	  (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+	  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+	  (import "wasi_snapshot_preview1" "fd_seek" (func $seek (param i32 i64 i32 i32) (result i32)))
+	  (import "wasi_snapshot_preview1" "fd_tell" (func $tell (param i32 i32) (result i32)))
+	  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+	  (memory (export "memory") 1)
+	  (data (i32.const 600) "f")
+	  (func $flags (result i32)
+	    (if (call $poll (i32.const 0) (i32.const 256) (i32.const 1) (i32.const 512)) (then (call $exit (i32.const 1))))
+	    (i32.load16_u (i32.const 280)))
+	  (func (export "_start") (local $fd i32) (local $a i32) (local $b i32)
+	    (if (call $open (i32.const 3) (i32.const 0) (i32.const 600) (i32.const 1) (i32.const 0)
+	          (i64.const 38) (i64.const 38) (i32.const 0) (i32.const 620)) (then (call $exit (i32.const 2))))
+	    (local.set $fd (i32.load (i32.const 620)))
+	    (i32.store8 (i32.const 8) (i32.const 1))
+	    (i32.store (i32.const 16) (local.get $fd))
+	    (local.set $a (call $flags))
+	    (drop (call $seek (local.get $fd) (i64.const 3) (i32.const 0) (i32.const 640)))
+	    (local.set $b (call $flags))
+	    (drop (call $tell (local.get $fd) (i32.const 640)))
+	    (if (i64.ne (i64.load (i32.const 640)) (i64.const 3))
+	      (then (call $exit (i32.add (i32.const 50) (i32.wrap_i64 (i64.load (i32.const 640)))))))
+	    (call $exit (i32.add (i32.const 100) (i32.add (i32.mul (local.get $a) (i32.const 10)) (local.get $b))))))`
+	req := wasiRequest(compileWAT(t, guest), &sandbox.WASI{Files: map[string][]byte{"/f": []byte("abc")}})
+	res, err := engine(t).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 101 {
+		t.Errorf("exit %d, want 101: no hangup at 0, hangup at the end, the position kept", res.ExitCode)
+	}
+}
