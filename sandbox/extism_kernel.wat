@@ -53,8 +53,12 @@
         (local.set $b (i64.const 64))
         (block $none
           (loop $walk
-            (br_if $none (i64.ge_u (local.get $b) (local.get $pos)))
+            ;; The plugin can write headers (store_u64): a header not wholly
+            ;; inside the block area, or a capacity reaching past it, ends
+            ;; the search (the walk read past the memory before).
+            (br_if $none (i64.gt_u (i64.add (local.get $b) (i64.const 16)) (local.get $pos)))
             (local.set $cap (i64.load (i32.wrap_i64 (local.get $b))))
+            (br_if $none (i64.gt_u (local.get $cap) (i64.sub (local.get $pos) (i64.add (local.get $b) (i64.const 16)))))
             (if (i32.and
                   (i32.eq (i32.load offset=12 (i32.wrap_i64 (local.get $b))) (i32.const 2))
                   (i64.ge_u (local.get $cap) (local.get $size)))
@@ -109,10 +113,14 @@
   (func (export "length_unsafe") (param $h i64) (result i64)
     (call $length (local.get $h)))
 
-  ;; $inData: [p, p+n) lies in the data area (past the root).
+  ;; $inData: [p, p+n) lies in the data area (past the root). n is checked
+  ;; against the size first: memsize - n must not wrap (input_set of a
+  ;; length past the memory let input_load read out of bounds).
   (func $inData (param $p i64) (param $n i64) (result i32)
     (i32.and
-      (i64.ge_u (local.get $p) (i64.const 64))
+      (i32.and
+        (i64.ge_u (local.get $p) (i64.const 64))
+        (i64.le_u (local.get $n) (call $memsize)))
       (i64.le_u (local.get $p) (i64.sub (call $memsize) (local.get $n)))))
 
   (func (export "load_u8") (param $p i64) (result i32)

@@ -217,3 +217,50 @@ func TestPluginRunsTakeNoInstanceSlot(t *testing.T) {
 		t.Fatalf("stats after one instantiate and one plugin run: %s", m.raw)
 	}
 }
+
+// kernelAbusePlugin: "input" points the input at a length past the kernel
+// memory and reads 4 GB beyond it; "walk" forges a freed block's capacity
+// (store_u64 on its header) so that the next alloc's search lands on a
+// header at the very end of the memory.
+const kernelAbusePlugin = `(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "free" (func $free (param i64)))
+  (import "extism:host/env" "store_u64" (func $store_u64 (param i64 i64)))
+  (import "extism:host/env" "input_set" (func $input_set (param i64 i64)))
+  (import "extism:host/env" "input_load_u8" (func $input_load_u8 (param i64) (result i32)))
+  (import "extism:host/env" "input_load_u64" (func $input_load_u64 (param i64) (result i64)))
+  (func (export "input") (result i32)
+    (call $input_set (i64.const 80) (i64.const 0x7fffffffffffffff))
+    (drop (call $input_load_u8 (i64.const 0xFFFF0001)))
+    (drop (call $input_load_u64 (i64.const 0xFFFF0001)))
+    (i32.const 0))
+  (func (export "walk") (result i32)
+    (local $a i64)
+    (local.set $a (call $alloc (i64.const 8)))      ;; block at 64, up to 88
+    (drop (call $alloc (i64.const 65424)))          ;; up to 65528
+    (call $free (local.get $a))
+    (call $store_u64 (i64.const 64) (i64.const 65444)) ;; next header at 65524
+    (drop (call $alloc (i64.const 70000)))
+    (i32.const 0)))`
+
+// TestKernelNeverTrapsOnABadPointer (red team, instances): the kernel
+// promises that no ABI function traps on a bad pointer (docs/architecture,
+// threat model), but $inData computed memsize - n without checking n, so
+// input_set accepted any length and input_load_u8/u64 then read out of
+// bounds; and alloc's first-fit walk trusted capacities the plugin can
+// write, so a forged header sent it past the memory. Both were
+// memory_out_of_bounds traps (closing the instance) from inside the
+// kernel. Fence: $inData checks n against the size; the walk stops at a
+// header or capacity outside the block area.
+func TestKernelNeverTrapsOnABadPointer(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	for _, fn := range []string{"input", "walk"} {
+		id := `"` + fn + `"`
+		s.request(id, "run", map[string]any{"module": map[string]string{"wat": kernelAbusePlugin}, "function": fn})
+		if m, _ := s.response(id, time.Minute); m.Error != nil {
+			t.Errorf("%s: %.300s", fn, m.raw)
+		}
+	}
+}
