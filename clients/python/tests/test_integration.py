@@ -530,6 +530,24 @@ class LifecycleTest(IntegrationTest):
             with self.assertRaises(sandboxd.Timeout):
                 other.result(timeout=5)
 
+    def test_ctrl_c_cancels_the_run_it_interrupts(self):
+        # The caller is blocked reading the sidecar's output for its own
+        # answer: SIGINT interrupts that read, raises KeyboardInterrupt and
+        # cancels the run; the sidecar keeps serving.
+        sb = sandboxd.Sidecar(binary=self.BIN)
+        self.addCleanup(sb.close)
+        sb.run(wat=wat("well_behaved.wat"), function="add", args=[1, 2])
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        self.addCleanup(timer.cancel)
+        with self.assertRaises(KeyboardInterrupt):
+            sb.run(path=fixture("infinite_loop.wat"), fuel=10 ** 15, timeout=30)
+        deadline = time.monotonic() + 30  # only a hang bound
+        while sb.stats()["runs"]["cancelled"] != 1:
+            self.assertLess(time.monotonic(), deadline, "the interrupted run was not cancelled")
+            time.sleep(0.01)
+        self.assertEqual(sb.run(wat=wat("well_behaved.wat"), function="add", args=[2, 40]).values, [42])
+
     def test_quickstart_example(self):
         out = subprocess.run(
             [sys.executable, str(CLIENT / "examples" / "quickstart.py")], capture_output=True, text=True,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -39,6 +40,14 @@ _UNREAD_GRACE = 0.002
 
 #: The reader token's holder while the background thread reads.
 _BACKGROUND = "background"
+
+
+def _keep_signals_for_callers() -> None:
+    """Block SIGINT in a helper thread, so that the kernel delivers a Ctrl-C
+    to a thread that can act on it (the main thread, perhaps blocked in a
+    read for its own answer, which the signal interrupts)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 class _Outcome:
@@ -127,6 +136,7 @@ class _Connection:
     # -- reading
 
     def _drain_stderr(self) -> None:
+        _keep_signals_for_callers()
         stream = self.proc.stderr
         assert stream is not None
         try:
@@ -195,6 +205,7 @@ class _Connection:
         """The background reader: reads only when no caller can (see the
         class docstring); otherwise it checks every _UNREAD_GRACE while
         requests are pending, and sleeps while none are."""
+        _keep_signals_for_callers()
         unread_at = -1  # self._reads when an unread request was last seen
         with self._lock:
             while not self._ended.is_set():
