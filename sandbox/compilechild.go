@@ -498,6 +498,7 @@ func (e *Engine) startChild() (*childProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	e.childStarts.Add(1)
 	return c, nil
 }
 
@@ -508,9 +509,18 @@ func (e *Engine) startChild() (*childProc, error) {
 // (spareBeside); otherwise when this compile is over (the caller's
 // refillSpare), since its start-up (about 4 ms of CPU) would slow the
 // compile a caller waits for: measured on 2 cores, a first run 2-3 ms
-// slower after a restart. Engine.Close kills the spare.
+// slower after a restart. A OneShot engine, whose compile usually comes
+// before the spare it started when opened has been exec'd, waits for that
+// start rather than starting a second child, and keeps no spare after.
+// Engine.Close kills the spare.
 func (e *Engine) takeChild() (*childProc, error) {
 	e.spareMu.Lock()
+	if e.cfg.OneShot {
+		for e.spareStarting { // a fork and exec: bounded, not worth a ctx
+			e.spareStarted.Wait()
+		}
+		e.spareClosed = true // no refill
+	}
 	c := e.spare
 	e.spare = nil
 	e.spareMu.Unlock()
@@ -524,7 +534,8 @@ func (e *Engine) takeChild() (*childProc, error) {
 }
 
 // refillSpare starts a spare child unless one is there or being started,
-// or the engine is closing.
+// or the engine keeps no more spares (closing, or OneShot and its spare
+// taken).
 func (e *Engine) refillSpare() {
 	e.spareMu.Lock()
 	defer e.spareMu.Unlock()
@@ -539,6 +550,7 @@ func (e *Engine) refillSpare() {
 		e.spareMu.Lock()
 		defer e.spareMu.Unlock()
 		e.spareStarting = false
+		e.spareStarted.Broadcast()
 		switch {
 		case err != nil: // takeChild will start one and report the error
 		case e.spareClosed:
@@ -549,7 +561,8 @@ func (e *Engine) refillSpare() {
 	}()
 }
 
-// closeSpare stops keeping a spare and ends the one there is.
+// closeSpare stops keeping a spare, waits for one being started and ends
+// the one there is.
 func (e *Engine) closeSpare() {
 	e.spareMu.Lock()
 	e.spareClosed = true

@@ -66,6 +66,14 @@ type Config struct {
 	// InstanceIdle is how long an instance may go without a call before
 	// it is evicted. Default DefaultInstanceIdle.
 	InstanceIdle time.Duration
+	// OneShot marks an engine that compiles about one module in its life
+	// (the CLI's run and call). It starts a spare compile child when
+	// opened, as every engine does; its first compile waits for that
+	// child's start rather than starting another, and no spare follows:
+	// a long-lived engine (serve) keeps one spare ready for the next new
+	// module, which a one-shot engine would start only to kill at Close.
+	// A later compile starts its own child. Default false.
+	OneShot bool
 }
 
 // Documented defaults of Config.
@@ -152,9 +160,11 @@ type Engine struct {
 	spareMu       sync.Mutex
 	spare         *childProc // a compile child started ahead of need
 	spareStarting bool
+	spareStarted  sync.Cond // on spareMu: spareStarting became false
 	spareClosed   bool
 	spareBeside   bool // a spare may start while a compile runs (takeChild)
 	spareWG       sync.WaitGroup
+	childStarts   atomic.Int64   // compile children started (tests)
 	reapers       sync.WaitGroup // goroutines waiting for killed children
 
 	stopCompiles     context.CancelFunc
@@ -200,6 +210,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		stopCompiles: stop,
 		spareBeside:  runtime.NumCPU() > cfg.MaxCompiles+1,
 	}
+	e.spareStarted.L = &e.spareMu
 	e.refillSpare() // the first new module need not wait for a process start
 	e.instances = instanceTable{max: cfg.MaxInstances, idle: cfg.InstanceIdle, live: map[string]*Instance{}}
 	return e, nil

@@ -18,3 +18,6 @@ func ModuleInfo(m *Module) any { return m.info }
 
 // CompilesRunning is the number of compile slots taken.
 func CompilesRunning(e *Engine) int { return len(e.compileSlots) }
+
+// ChildStarts is the number of compile children e has started.
+func ChildStarts(e *Engine) int64 { return e.childStarts.Load() }

@@ -112,7 +112,7 @@ Flags:`)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	eng, err := sandbox.NewEngine(sandbox.Config{})
+	eng, err := sandbox.NewEngine(sandbox.Config{OneShot: true})
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -74,7 +74,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	eng, err := sandbox.NewEngine(sandbox.Config{})
+	eng, err := sandbox.NewEngine(sandbox.Config{OneShot: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd run: %v\n", err)
 		return exitUsage

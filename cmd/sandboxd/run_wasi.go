@@ -140,7 +140,7 @@ Flags:`)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	eng, err := sandbox.NewEngine(sandbox.Config{WASIDirs: allowed})
+	eng, err := sandbox.NewEngine(sandbox.Config{WASIDirs: allowed, OneShot: true})
 	if err != nil {
 		return fail("%v", err)
 	}
