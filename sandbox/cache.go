@@ -221,7 +221,7 @@ func (c *moduleCache) dropSourceLocked(ent *cacheEntry, s *knownSource) {
 // CacheStats is a snapshot of the compile cache.
 type CacheStats struct {
 	Entries int    `json:"entries"`
-	Bytes   int64  `json:"bytes"` // summed CompiledSize of the modules kept
+	Bytes   int64  `json:"bytes"` // summed CompiledSize of the modules kept, plus their known sources
 	Hits    uint64 `json:"hits"`
 	Misses  uint64 `json:"misses"`
 }

@@ -33,7 +33,8 @@ type Config struct {
 	CacheEntries int
 	// CacheBytes bounds the cache by the summed compiled size of its
 	// modules (Module.CompiledSize, the length of wasmtime's serialized
-	// form). Default 512 MiB.
+	// form) plus the texts and binaries each is known by (cache.go).
+	// Default 512 MiB.
 	CacheBytes int64
 	// CacheDir, if set, keeps every compiled module in that directory too,
 	// so a restarted process loads modules it compiled before instead of
