@@ -139,9 +139,10 @@ func BenchmarkCallWarm(b *testing.B) {
 	}
 }
 
-// BenchmarkCompileCacheHitWAT is Compile of a WAT text already compiled:
-// the text's alias leads to the module without parsing it.
-func BenchmarkCompileCacheHitWAT(b *testing.B) {
+// benchCompiledWAT is benchModule's engine after a compile of
+// well_behaved.wat's text too, and that text as a Source.
+func benchCompiledWAT(b *testing.B) (*sandbox.Engine, sandbox.Source) {
+	b.Helper()
 	eng, _, _ := benchModule(b)
 	text, err := os.ReadFile(filepath.Join("..", "testdata", "wat", "well_behaved.wat"))
 	if err != nil {
@@ -151,8 +152,15 @@ func BenchmarkCompileCacheHitWAT(b *testing.B) {
 	if _, _, err := eng.Compile(context.Background(), src); err != nil {
 		b.Fatal(err)
 	}
+	return eng, src
+}
+
+// BenchmarkCompileCacheHitWAT is Compile of a WAT text already compiled:
+// the text's alias leads to the module without parsing it.
+func BenchmarkCompileCacheHitWAT(b *testing.B) {
+	eng, src := benchCompiledWAT(b)
 	b.ReportAllocs()
-	b.SetBytes(int64(len(text)))
+	b.SetBytes(int64(len(src.WAT)))
 	for b.Loop() {
 		if _, info, err := eng.Compile(context.Background(), src); err != nil || !info.Cached {
 			b.Fatal(err, info.Cached)
@@ -166,15 +174,7 @@ func BenchmarkCompileCacheHitWAT(b *testing.B) {
 // it to read the imports); "cached" first finds the module by the text's
 // bytes (Engine.Cached) and checks it by id, as the sidecar does.
 func BenchmarkCheckWASIGrantWAT(b *testing.B) {
-	eng, _, _ := benchModule(b)
-	text, err := os.ReadFile(filepath.Join("..", "testdata", "wat", "well_behaved.wat"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	src := sandbox.Source{WAT: string(text)}
-	if _, _, err := eng.Compile(context.Background(), src); err != nil {
-		b.Fatal(err)
-	}
+	eng, src := benchCompiledWAT(b)
 	b.Run("raw", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
