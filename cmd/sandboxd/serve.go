@@ -38,7 +38,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	highWater := fs.Int64("output-high-water", rpc.DefaultOutputHighWater, "bytes of output waiting for the parent before the sidecar stops reading requests and starting runs")
 	maxQueueBytes := fs.Int64("max-queue-bytes", rpc.DefaultMaxQueueBytes, "summed message bytes of the waiting requests before requests get busy (at least --max-message-bytes)")
 	cacheEntries := fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory (0: none, the cache is off)")
-	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "summed compiled size of the modules kept in memory")
+	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "bytes the module cache may hold in memory: compiled sizes plus the texts and binaries it knows each module by")
 	cacheDir := fs.String("cache-dir", "", "directory that keeps compiled modules across restarts (off when empty; must be writable only by the operator)")
 	maxCompiles := fs.Int("max-compiles", sandbox.DefaultMaxCompiles(), "compiles running at once, each a child process on one core")
 	maxModule := fs.Int("max-module-bytes", sandbox.DefaultMaxModuleBytes, "largest accepted module")
