@@ -264,3 +264,63 @@ func TestKernelNeverTrapsOnABadPointer(t *testing.T) {
 		}
 	}
 }
+
+// nestedCallPlugin's "loop" calls var_get with a fresh key as many times
+// as its input (a u64) says, until its fuel runs out: each var_get takes
+// the key out of the kernel and frees it, a kernel call nested in the
+// host function.
+const nestedCallPlugin = `(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "store_u64" (func $store_u64 (param i64 i64)))
+  (import "extism:host/env" "var_get" (func $var_get (param i64) (result i64)))
+  (import "extism:host/env" "input_load_u64" (func $in (param i64) (result i64)))
+  (func (export "loop") (result i32)
+    (local $i i64) (local $n i64) (local $k i64)
+    (local.set $n (call $in (i64.const 0)))
+    (block $done (loop $l
+      (br_if $done (i64.ge_u (local.get $i) (local.get $n)))
+      (local.set $k (call $alloc (i64.const 8)))
+      (call $store_u64 (local.get $k) (local.get $i))
+      (drop (call $var_get (local.get $k)))
+      (local.set $i (i64.add (local.get $i) (i64.const 1)))
+      (br $l)))
+    (i32.const 0)))`
+
+// TestNestedKernelCallsLeaveNoMemory (red team, instances): the host
+// functions called the kernel (free in var_get/config_get/var_set/log_*,
+// alloc in var_get/config_get) through wasmtime-go's Func.Call, which
+// fetches the function's type on every call; that left native memory
+// behind which no store's end returned: 30 one-shot plugin runs of this
+// loop under the default limits took the sidecar from 20 to 247 MiB RSS,
+// still rising, and a long-lived instance grew the same way. Fence: the
+// kernel is called in one cgo call in the caller's context (capi.go).
+// Measured after: 25 MiB throughout.
+func TestNestedKernelCallsLeaveNoMemory(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	run := func(i int) {
+		id := fmt.Sprintf(`"r%d"`, i)
+		s.request(id, "run", map[string]any{"module": map[string]string{"wat": nestedCallPlugin}, "function": "loop",
+			"input": u64Input(1 << 40), "limits": map[string]uint64{"fuel": 100_000_000, "timeoutMs": 60_000}})
+		if m, _ := s.response(id, 2*time.Minute); m.kind() != "fuel_exhausted" {
+			t.Fatalf("run %d: %.300s", i, m.raw)
+		}
+	}
+	run(0)
+	before, err := vmRSS(s.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 15; i++ {
+		run(i)
+	}
+	after, err := vmRSS(s.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sidecar RSS after the first run %s, after 15 more %s", mib(before), mib(after))
+	if after > before+48<<20 {
+		t.Fatalf("15 plugin runs of nested kernel calls grew the sidecar from %s to %s", mib(before), mib(after))
+	}
+}
