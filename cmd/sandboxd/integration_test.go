@@ -459,9 +459,11 @@ func TestSidecarTimeoutWhileParentNotReading(t *testing.T) {
 	floods := []string{`"f1"`, `"f2"`, `"f3"`}
 	for _, id := range floods {
 		s.request(id, "run", map[string]any{"module": mod, "function": "flood",
-			"limits": map[string]uint64{"fuel": hugeFuel, "timeoutMs": 400}, "capabilities": map[string]any{"log": true}})
+			"limits": map[string]uint64{"fuel": hugeFuel, "timeoutMs": 1500}, "capabilities": map[string]any{"log": true}})
 	}
-	time.Sleep(700 * time.Millisecond) // not reading: the pipe fills with log lines
+	// Not reading for longer than every deadline: the pipe fills with log
+	// lines, and a deadline that waited for the parent would end after it.
+	time.Sleep(3 * time.Second)
 	r, _ := s.response(`"spin"`, 30*time.Second)
 	if r.Error == nil || r.Error.Code != 3 || r.kind() != "timeout" || !strings.Contains(string(r.Error.Data), `"timeoutMs":100`) {
 		t.Errorf("spin: want timeout (code 3) with timeoutMs 100, got %s", r.raw)
@@ -478,8 +480,11 @@ func TestSidecarTimeoutWhileParentNotReading(t *testing.T) {
 	}
 	// On time: the output is in the order things happened. The four runs
 	// start together, so spin's response (its 100 ms deadline) must come
-	// before the floods' (400 ms) although nobody read the floods' logs
-	// queued before it; a deadline that waited for the parent would not.
+	// before the floods' (1.5 s) although nobody read the floods' logs
+	// queued before it; a deadline that waited for the parent (3 s) would
+	// not. (The floods' deadline was 400 ms with 700 ms of not reading: at
+	// load 20 on 2 cores a thread may wait 300 ms for a core, and the test
+	// failed without a bug.)
 	msgs := s.all()
 	pos := map[string]int{}
 	for i, m := range msgs {
