@@ -76,6 +76,8 @@ type Client struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd.Wait returned (Start only)
 	exitErr error         // cmd.Wait's result, readable after exited
+
+	modules moduleCache // the encodings of the modules sent last (modcache.go)
 }
 
 // call is one request waiting for its response.
@@ -275,7 +277,7 @@ type outMsg struct {
 // this for shutdown).
 func (c *Client) call(ctx context.Context, method string, params, result any, h RunHandlers, grace time.Duration) error {
 	id := c.nextID.Add(1)
-	body, err := json.Marshal(outMsg{JSONRPC: "2.0", ID: &id, Method: method, Params: params})
+	body, err := c.encodeRequest(id, method, params)
 	if err != nil {
 		return fmt.Errorf("sandboxd: encoding %s params: %w", method, err)
 	}
