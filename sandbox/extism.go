@@ -207,9 +207,6 @@ type pluginState struct {
 
 	kernel      *wasmtime.Instance
 	mem         *wasmtime.Memory
-	alloc       *wasmtime.Func
-	reset       *wasmtime.Func
-	inputSet    *wasmtime.Func
 	kernelBytes uint64 // the kernel memory's size
 
 	// per call
@@ -243,9 +240,6 @@ func (p *pluginState) instantiateKernel(store *wasmtime.Store) error {
 	}
 	p.kernel = k
 	p.mem = k.GetExport(store, "memory").Memory()
-	p.alloc = k.GetFunc(store, "alloc")
-	p.reset = k.GetFunc(store, "reset")
-	p.inputSet = k.GetFunc(store, "input_set")
 	p.kernelBytes = uint64(p.mem.DataSize(store))
 	return nil
 }
@@ -277,17 +271,30 @@ func (p *pluginState) grow(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.
 }
 
 // setInput empties the kernel and puts input in it, before a plugin call.
-func (p *pluginState) setInput(store wasmtime.Storelike, input []byte) error {
-	if _, err := p.reset.Call(store); err != nil {
+// The kernel is called through callExport (one cgo call each), not
+// wasmtime-go's Func.Call, whose per-call type fetch left native memory
+// behind with every call of a long-lived instance.
+func (p *pluginState) setInput(store *wasmtime.Store, input []byte) error {
+	kernel := func(name string, nres int, args ...Value) (int64, error) {
+		out, err, ok := callExport(store, p.kernel, name, args, nres)
+		if !ok {
+			return 0, newError(KindHost, "the plugin kernel has no function %s", name)
+		}
+		if err != nil || len(out) == 0 {
+			return 0, err
+		}
+		return out[0].I64(), nil
+	}
+	if _, err := kernel("reset", 0); err != nil {
 		return err
 	}
 	var h int64
 	if len(input) > 0 {
-		out, err := p.alloc.Call(store, int64(len(input)))
-		if err != nil {
+		var err error
+		if h, err = kernel("alloc", 1, ValueI64(int64(len(input)))); err != nil {
 			return err
 		}
-		if h = out.(int64); h == 0 {
+		if h == 0 {
 			if p.denied > 0 {
 				return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: p.in.limits.MemoryBytes, Requested: p.denied,
 					Message: fmt.Sprintf("the input of %d bytes does not fit in the plugin's memory cap of %d bytes", len(input), p.in.limits.MemoryBytes)}
@@ -296,7 +303,7 @@ func (p *pluginState) setInput(store wasmtime.Storelike, input []byte) error {
 		}
 		copy(p.mem.UnsafeData(store)[h:], input)
 	}
-	_, err := p.inputSet.Call(store, h, int64(len(input)))
+	_, err := kernel("input_set", 0, ValueI64(h), ValueI64(int64(len(input))))
 	return err
 }
 
