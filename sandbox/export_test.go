@@ -21,3 +21,7 @@ func CompilesRunning(e *Engine) int { return len(e.compileSlots) }
 
 // ChildStarts is the number of compile children e has started.
 func ChildStarts(e *Engine) int64 { return e.childStarts.Load() }
+
+// EvictNow runs the idle timer's function at once, as a timer that fired
+// just before a call would.
+func EvictNow(in *Instance) { in.evict() }

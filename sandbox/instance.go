@@ -713,7 +713,9 @@ func (in *Instance) Release() { in.shut("released", false) }
 
 func (in *Instance) evict() {
 	in.mu.Lock()
-	if in.busy || in.closed != nil { // a call began as the timer fired; it re-arms the timer when it ends
+	// A call began as the timer fired (it re-arms the timer when it ends),
+	// or began and ended before this goroutine ran (release re-armed it).
+	if in.busy || in.closed != nil || time.Since(in.lastCall) < in.e.instances.idle {
 		in.mu.Unlock()
 		return
 	}

@@ -311,6 +311,21 @@ func TestInstanceIdleEviction(t *testing.T) {
 	}
 }
 
+// An idle timer whose goroutine runs only after a call began and ended
+// (it fired as the call began) must not evict the instance just used.
+func TestInstanceLateIdleTimerKeepsAUsedInstance(t *testing.T) {
+	e := newEngine(t, sandbox.Config{InstanceIdle: time.Minute})
+	in := instantiate(t, e, statefulWAT, nil)
+	callI32(t, in, "bump", sandbox.ValueI32(1))
+	sandbox.EvictNow(in)
+	if _, err := in.Call(context.Background(), sandbox.CallRequest{Function: "peek"}); err != nil {
+		t.Fatalf("a late idle timer evicted an instance called just now: %v", err)
+	}
+	if st := e.InstanceStats(); st.Evicted != 0 || st.Live != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
 func TestInstanceMaximum(t *testing.T) {
 	e := newEngine(t, sandbox.Config{MaxInstances: 2})
 	a := instantiate(t, e, statefulWAT, nil)
