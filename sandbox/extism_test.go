@@ -212,6 +212,10 @@ func TestWATPluginInputBeyondTheCap(t *testing.T) {
 	in := pluginInstance(t, engine(t), watPlugin, func(r *sandbox.InstanceRequest) { r.Limits.MemoryBytes = 1 << 20 })
 	_, err := in.Call(context.Background(), sandbox.CallRequest{Function: "echo", Input: make([]byte, 2<<20)})
 	wantKind(t, err, sandbox.KindMemoryLimitExceeded)
+	// Refused before the kernel was touched: the instance stays usable.
+	if res := pluginCall(t, in, "echo", []byte("still here")); string(res.PluginOutput) != "still here" {
+		t.Fatalf("echo after a refused input = %q", res.PluginOutput)
+	}
 }
 
 func TestPluginImportsRefused(t *testing.T) {

@@ -813,6 +813,13 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 	if err := validCallLimits(req.Limits); err != nil {
 		return nil, err
 	}
+	// An input larger than the whole memory cap can never be held: refuse
+	// it before the kernel is touched, so the instance, whose state this
+	// call never reached, stays open.
+	if n := uint64(len(req.Input)); pluginFn && n > in.limits.MemoryBytes {
+		return nil, &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: in.limits.MemoryBytes, Requested: n,
+			Message: fmt.Sprintf("the input of %d bytes exceeds the plugin's memory cap of %d bytes", n, in.limits.MemoryBytes)}
+	}
 	l := in.callLimits(req.Limits)
 	var output []byte
 	var truncated bool
