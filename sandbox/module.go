@@ -18,25 +18,17 @@ import (
 )
 
 // Source names a module: exactly one of WAT, Wasm, Path and ID is set.
-type Source struct {
-	WAT  string // WebAssembly text
-	Wasm []byte // binary (text is also accepted here and converted)
-	Path string // a .wasm or .wat file on the sidecar's machine
-	ID   string // "sha256:<hex>" of a module compiled earlier
-
-	// CompileTimeout and CompileMemoryBytes fence the compile, if the
-	// module must be compiled; zero takes the engine's default
-	// (Config.CompileTimeout, Config.CompileMemoryBytes).
-	CompileTimeout     time.Duration
-	CompileMemoryBytes uint64
-}
+// It is the protocol's type, so the sidecar hands its requests' sources
+// over as they are. A zero CompileTimeout or CompileMemoryBytes takes
+// Config.CompileTimeout or Config.CompileMemoryBytes.
+type Source = protocol.Source
 
 // injectedPrefix starts the names of the exports the instrumentation adds;
 // they are hidden from callers.
 const injectedPrefix = "__sandboxd_"
 
 // IDPrefix starts every module id.
-const IDPrefix = "sha256:"
+const IDPrefix = protocol.IDPrefix
 
 // Import describes one import of a module (kind: func, memory, table,
 // global, tag; type e.g. "(i32, i32) -> ()"). It is the protocol's type,

@@ -29,8 +29,7 @@ type compiledModule struct {
 func (m *compiledModule) Info() *protocol.ModuleInfo { return &m.info }
 
 func (e sidecarEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Module, protocol.CompileInfo, error) {
-	mod, info, err := e.eng.Compile(ctx, sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID,
-		CompileTimeout: src.CompileTimeout, CompileMemoryBytes: src.CompileMemoryBytes})
+	mod, info, err := e.eng.Compile(ctx, src)
 	if err != nil {
 		return nil, protocol.CompileInfo{}, err
 	}
@@ -74,11 +73,10 @@ func (e sidecarEngine) Run(ctx context.Context, mod rpc.Module, run protocol.Run
 // CheckGrant refuses a WASI module run without the grant before it is
 // compiled (rpc calls it when the engine has it).
 func (e sidecarEngine) CheckGrant(src protocol.Source, caps protocol.Capabilities) error {
-	s := sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID}
-	if m, ok := e.eng.Cached(s); ok { // a module compiled before: no need to parse its text again
-		s = sandbox.Source{ID: m.ID}
+	if m, ok := e.eng.Cached(src); ok { // a module compiled before: no need to parse its text again
+		src = sandbox.Source{ID: m.ID}
 	}
-	return e.eng.CheckWASIGrant(s, sandboxCaps(caps))
+	return e.eng.CheckWASIGrant(src, sandboxCaps(caps))
 }
 
 // CompileCached is Compile when the module is in the cache, and false
@@ -86,7 +84,7 @@ func (e sidecarEngine) CheckGrant(src protocol.Source, caps protocol.Capabilitie
 // prepares such runs where it read them, so a path, whose file must be
 // read, is never found here).
 func (e sidecarEngine) CompileCached(src protocol.Source) (rpc.Module, bool) {
-	mod, ok := e.eng.Lookup(sandbox.Source{WAT: src.WAT, Wasm: src.Wasm, Path: src.Path, ID: src.ID})
+	mod, ok := e.eng.Lookup(src)
 	if !ok {
 		return nil, false
 	}
