@@ -99,6 +99,16 @@ class _PluginBase:
                                 "and stderr)")
         return call_params(self.id, function, input, args, limits, overrides)
 
+    def _live_conn(self) -> Any:
+        """The connection to send a call on, or the InstanceClosed a call
+        gets on an instance released here or whose sidecar is gone."""
+        if self._released:
+            raise self._closed_here()
+        conn = self._conn
+        if conn.dead:
+            raise self._gone(conn.session.closed_error())
+        return conn
+
     def _closed_here(self) -> InstanceClosed:
         return _closed(self.id, "released")
 
@@ -188,11 +198,7 @@ class Plugin(_PluginBase):
         params = self._params(function, input, args, limits,
                               {"fuel": fuel, "timeout": timeout, "log_bytes": log_bytes, "output_bytes": output_bytes},
                               on_log, on_output)
-        if self._released:
-            raise self._closed_here()
-        conn = self._conn
-        if conn.dead:
-            raise self._gone(conn.session.closed_error())
+        conn = self._live_conn()
         call, out = conn.start("call", params, on_log, call_result_parser(self.id, self.module_id), on_output)
         return RunHandle(conn, call, out)
 
@@ -247,11 +253,7 @@ class AsyncPlugin(_PluginBase):
         params = self._params(function, input, args, limits,
                               {"fuel": fuel, "timeout": timeout, "log_bytes": log_bytes, "output_bytes": output_bytes},
                               on_log, on_output)
-        if self._released:
-            raise self._closed_here()
-        conn = self._conn
-        if conn.dead:
-            raise self._gone(conn.session.closed_error())
+        conn = self._live_conn()
         result: CallResult = await conn.call("call", params, on_log, call_result_parser(self.id, self.module_id),
                                              on_output=on_output)
         return result
