@@ -274,16 +274,22 @@ func wasmtimeConfig() *wasmtime.Config {
 	return c
 }
 
-// quietRustBacktraces stops wasmtime from capturing a Rust backtrace for
-// every error it creates: capturing is slow (it would tax every trap) and
-// the text must never reach a user anyway. RUST_LIB_BACKTRACE takes
-// precedence over RUST_BACKTRACE for library errors; an operator who set
-// it explicitly keeps their choice. cleanMessage strips any that remain.
-func quietRustBacktraces() {
+// quietRustBacktraces keeps Rust backtraces away from users. wasmtime
+// captures one for every error it creates when RUST_LIB_BACKTRACE (or,
+// failing it, RUST_BACKTRACE) asks: slow (it would tax every trap), and
+// the text must never reach a user; cleanMessage strips any that remain.
+// An operator who set RUST_LIB_BACKTRACE explicitly keeps that choice. A
+// panic inside wasmtime (a bug: it aborts the process) prints its message
+// to stderr, and with RUST_BACKTRACE set also the host's stack; stderr is
+// the parent's, so that is always off. Rust reads both once, at first
+// use, so this runs once, before the first engine is made (never while
+// another thread may be reading the environment).
+var quietRustBacktraces = sync.OnceFunc(func() {
 	if _, set := os.LookupEnv("RUST_LIB_BACKTRACE"); !set {
 		os.Setenv("RUST_LIB_BACKTRACE", "0")
 	}
-}
+	os.Setenv("RUST_BACKTRACE", "0")
+})
 
 // epochTicker increments the engine's epoch every period while at least one
 // run is in flight. It is one timer, armed by the first run in flight and

@@ -116,10 +116,23 @@ func (t *hostFuncTypes) of(name string) *wasmtime.FuncType {
 	t.once.Do(func() {
 		t.types = map[string]*wasmtime.FuncType{}
 		for _, h := range hostABI {
-			t.types[h.name] = wasmtime.NewFuncType(valTypes(h.params), valTypes(h.results))
+			t.types[h.name] = sharedFuncType(valTypes(h.params), valTypes(h.results))
 		}
 	})
 	return t.types[name]
+}
+
+// sharedFuncType makes a function type that any number of runs may use at
+// once. wasmtime's C API builds a type's parameter and result lists the
+// first time they are asked for (NewFunc and Linker.FuncNew ask), in a cell
+// that aborts the process ("reentrant init") when two threads fill it at the
+// same moment. Asking once here, before the type is shared, fills both;
+// later asks only read.
+func sharedFuncType(params, results []*wasmtime.ValType) *wasmtime.FuncType {
+	ft := wasmtime.NewFuncType(params, results)
+	ft.Params()
+	ft.Results()
+	return ft
 }
 
 func (h hostFunc) signature() string { return hostSignatures()[h.name] }

@@ -379,7 +379,8 @@ func watSignature(sig string) (params, results string) {
 	return list(in, "param"), list(out, "result")
 }
 
-// wasiFuncType is the wasmtime type of a preview1 function.
+// wasiFuncType is the wasmtime type of a preview1 function, safe to share
+// among runs.
 func wasiFuncType(name string) (*wasmtime.FuncType, error) {
 	sig, ok := wasiFuncs[name]
 	if !ok {
@@ -397,7 +398,7 @@ func wasiFuncType(name string) (*wasmtime.FuncType, error) {
 		}
 		return vt
 	}
-	return wasmtime.NewFuncType(types(in), types(out)), nil
+	return sharedFuncType(types(in), types(out)), nil
 }
 
 // randomGet is preview1's random_get, ours for every run: wasmtime's
