@@ -149,21 +149,21 @@ type Field struct {
 // limits is written down once.
 var Fields = []Field{
 	{"fuel", func(l Limits) uint64 { return l.Fuel }, func(l *Limits, v uint64) { l.Fuel = v }},
-	{"timeoutMs", func(l Limits) uint64 { return uint64(l.Timeout / time.Millisecond) }, func(l *Limits, v uint64) { l.Timeout = millis(v) }},
+	{"timeoutMs", func(l Limits) uint64 { return uint64(l.Timeout / time.Millisecond) }, func(l *Limits, v uint64) { l.Timeout = Millis(v) }},
 	{"memoryBytes", func(l Limits) uint64 { return l.MemoryBytes }, func(l *Limits, v uint64) { l.MemoryBytes = v }},
 	{"tableElements", func(l Limits) uint64 { return l.TableElements }, func(l *Limits, v uint64) { l.TableElements = v }},
 	{"instances", func(l Limits) uint64 { return l.Instances }, func(l *Limits, v uint64) { l.Instances = v }},
 	{"memories", func(l Limits) uint64 { return l.Memories }, func(l *Limits, v uint64) { l.Memories = v }},
 	{"logBytes", func(l Limits) uint64 { return l.LogBytes }, func(l *Limits, v uint64) { l.LogBytes = v }},
 	{"outputBytes", func(l Limits) uint64 { return l.OutputBytes }, func(l *Limits, v uint64) { l.OutputBytes = v }},
-	{"compileTimeoutMs", func(l Limits) uint64 { return uint64(l.CompileTimeout / time.Millisecond) }, func(l *Limits, v uint64) { l.CompileTimeout = millis(v) }},
+	{"compileTimeoutMs", func(l Limits) uint64 { return uint64(l.CompileTimeout / time.Millisecond) }, func(l *Limits, v uint64) { l.CompileTimeout = Millis(v) }},
 	{"compileMemoryBytes", func(l Limits) uint64 { return l.CompileMemoryBytes }, func(l *Limits, v uint64) { l.CompileMemoryBytes = v }},
 }
 
-// millis converts a count of milliseconds to a Duration, saturating
+// Millis converts a count of milliseconds to a Duration, saturating
 // instead of wrapping, so that an absurd value stays absurd (and fails
 // Validate) instead of becoming a small one.
-func millis(v uint64) time.Duration {
+func Millis(v uint64) time.Duration {
 	const most = uint64(math.MaxInt64 / int64(time.Millisecond))
 	if v > most {
 		v = most

@@ -16,21 +16,34 @@ import (
 // guest's output while it runs.
 const NotifyOutput = "output"
 
-// WASI is the plain-data wasi grant of a run (sandbox.WASI).
+// WASI grants WASI preview1 to a run (sandbox.WASI is this type). Every
+// field is optional; the zero value is a program with no arguments, an
+// empty environment, empty stdin and no files. Check says what is wrong
+// with one, as far as no file system is needed to tell.
 type WASI struct {
+	// Argv0 is argv[0]. Default: the module's id ("sha256:…").
 	Argv0 string
-	Args  []string
-	Env   map[string]string
+	// Args are the arguments after argv[0].
+	Args []string
+	// Env is the whole environment: nothing is inherited from the host.
+	Env map[string]string
+	// Stdin is what the guest reads on fd 0, then end of file.
 	Stdin []byte
+	// Files are read-only files at absolute guest paths, held in a private
+	// directory tree preopened read-only at "/" for the run. No other file
+	// exists in that tree.
 	Files map[string][]byte
-	Dirs  []Dir
+	// Dirs are real directories preopened at guest paths. Each must be at
+	// or under one of the directories the operator allowed
+	// (sandbox.Config.WASIDirs).
+	Dirs []Dir
 }
 
 // Dir is a host directory preopened for a WASI guest.
 type Dir struct {
-	Host     string
-	Guest    string
-	Writable bool
+	Host     string // on the sidecar's machine; at or under an allowed directory
+	Guest    string // the path the guest opens it by, e.g. "/data"
+	Writable bool   // false: the guest may read and list, not change anything
 }
 
 // Output is what a WASI guest wrote.

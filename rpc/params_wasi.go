@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	"github.com/sandboxd/sandboxd/protocol"
@@ -116,6 +117,13 @@ func decodeWASI(raw json.RawMessage) (*protocol.WASI, error) {
 			}
 			w.Dirs = append(w.Dirs, dir)
 		}
+	}
+	// What would fail inside wasmtime's configuration (a NUL, a path no
+	// file system holds) is the parent's mistake: refused here, naming the
+	// field, before the run is queued or its module compiled.
+	var ge *protocol.GrantError
+	if err := w.Check(); errors.As(err, &ge) {
+		return nil, &ParamError{Field: ge.Field, Problem: ge.Problem}
 	}
 	return w, nil
 }

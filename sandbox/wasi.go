@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime/cgo"
 	"sort"
@@ -29,36 +28,15 @@ import (
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
-// WASI grants WASI preview1 to a run. Every field is optional; the zero
-// value is a program with no arguments, an empty environment, empty stdin
-// and no files.
-type WASI struct {
-	// Argv0 is argv[0]. Default: the module's id ("sha256:…").
-	Argv0 string
-	// Args are the arguments after argv[0].
-	Args []string
-	// Env is the whole environment: nothing is inherited from the host.
-	Env map[string]string
-	// Stdin is what the guest reads on fd 0, then end of file.
-	Stdin []byte
-	// Files are read-only files at absolute guest paths, held in a private
-	// directory tree preopened read-only at "/" for the run. No other file
-	// exists in that tree.
-	Files map[string][]byte
-	// Dirs are real directories preopened at guest paths. Each must be at
-	// or under one of Config.WASIDirs.
-	Dirs []Dir
-}
+// WASI grants WASI preview1 to a run: the protocol's grant, as it is.
+type WASI = protocol.WASI
 
 // Dir is a host directory preopened for a WASI guest.
-type Dir struct {
-	Host     string // on this machine; at or under one of Config.WASIDirs
-	Guest    string // the path the guest opens it by, e.g. "/data"
-	Writable bool   // false: the guest may read and list, not change anything
-}
+type Dir = protocol.Dir
 
 // Output is what a WASI guest wrote to stdout and stderr, each at most
 // limits.OutputBytes (Truncated says whether anything was dropped).
@@ -74,17 +52,10 @@ const (
 	StreamStderr = "stderr"
 )
 
-// GrantError is a WASI grant the engine refuses before any store exists: a
-// malformed argument, environment entry or path, or a directory outside the
-// operator's allowed ones. Field names the offending field with its wire
-// path (e.g. "capabilities.wasi.dirs[0].host"). The sidecar answers it as
-// invalid params (-32602).
-type GrantError struct {
-	Field   string
-	Problem string
-}
-
-func (e *GrantError) Error() string { return e.Field + ": " + e.Problem }
+// GrantError is a WASI grant the engine refuses before any store exists
+// (protocol.WASI.Check's problems, and a directory that is not an allowed,
+// existing one). The sidecar answers it as invalid params (-32602).
+type GrantError = protocol.GrantError
 
 // wasiRun is the WASI state of one run.
 type wasiRun struct {
@@ -110,12 +81,13 @@ type wasiRun struct {
 	shim           *wasmtime.Instance // forwards to wasmtime's functions; made on first use
 }
 
-const grantPrefix = "capabilities.wasi"
-
 // prepareWASI validates the grant and lays out its files. No store exists
 // yet. The caller closes the result.
 func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error) {
 	g := req.Capabilities.WASI
+	if err := g.Check(); err != nil {
+		return nil, err
+	}
 	w := &wasiRun{ctx: ctx, grant: g, seeded: req.Capabilities.Random, engine: e}
 	w.out = newOutputSink(req.Limits.OutputBytes, req.Output)
 	argv0 := g.Argv0
@@ -123,14 +95,7 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 		argv0 = req.Module.ID
 	}
 	w.argv = append([]string{argv0}, g.Args...)
-	for i, a := range w.argv {
-		field := fmt.Sprintf("%s.args[%d]", grantPrefix, i-1)
-		if i == 0 {
-			field = grantPrefix + ".argv0"
-		}
-		if err := cString(field, a); err != nil {
-			return nil, err
-		}
+	for _, a := range w.argv {
 		w.argvBytes += uint64(len(a)) + 1
 	}
 	keys := make([]string, 0, len(g.Env))
@@ -139,44 +104,19 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		field := grantPrefix + ".env." + k
-		if k == "" || strings.Contains(k, "=") {
-			return nil, &GrantError{grantPrefix + ".env", fmt.Sprintf("name %q must be non-empty and contain no '='", k)}
-		}
-		if err := cString(field, k); err != nil {
-			return nil, err
-		}
-		if err := cString(field, g.Env[k]); err != nil {
-			return nil, err
-		}
 		w.envK, w.envV = append(w.envK, k), append(w.envV, g.Env[k])
 		w.envBytes += uint64(len(k)+len(g.Env[k])) + 2
 	}
-	guests := map[string]string{} // guest preopen path → the field that claims it
 	for i, d := range g.Dirs {
-		field := fmt.Sprintf("%s.dirs[%d]", grantPrefix, i)
-		if err := cString(field+".guest", d.Guest); err != nil {
-			return nil, err
-		}
-		if d.Guest == "" {
-			return nil, &GrantError{field + ".guest", "must not be empty"}
-		}
-		if other, dup := guests[d.Guest]; dup {
-			return nil, &GrantError{field + ".guest", fmt.Sprintf("%q is already preopened by %s", d.Guest, other)}
-		}
-		guests[d.Guest] = field
 		host, err := e.allowedDir(d.Host)
 		if err != nil {
-			return nil, &GrantError{field + ".host", err.Error()}
+			return nil, &GrantError{Field: fmt.Sprintf("%s.dirs[%d].host", protocol.WASIField, i), Problem: err.Error()}
 		}
 		w.dirs = append(w.dirs, Dir{Host: host, Guest: d.Guest, Writable: d.Writable})
 		w.longestPreopen = max(w.longestPreopen, uint64(len(d.Guest)))
 	}
 	if len(g.Files) > 0 {
-		if other, dup := guests["/"]; dup {
-			return nil, &GrantError{grantPrefix + ".files", "files live in a read-only tree preopened at \"/\", which " + other + " also claims"}
-		}
-		if err := w.layOutFiles(g.Files, guests, req.Limits); err != nil {
+		if err := w.layOutFiles(g.Files, req.Limits); err != nil {
 			w.close()
 			return nil, err
 		}
@@ -184,26 +124,10 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 	return w, nil
 }
 
-// cString refuses what cannot cross the C API: a NUL or invalid UTF-8.
-func cString(field, s string) error {
-	if strings.IndexByte(s, 0) >= 0 {
-		return &GrantError{field, "must not contain a NUL byte"}
-	}
-	if !utf8.ValidString(s) {
-		return &GrantError{field, "must be valid UTF-8"}
-	}
-	return nil
-}
-
 // allowedDir resolves host (symlinks included) and returns it if it is a
-// directory at or under one of the operator's allowed directories.
+// directory at or under one of the operator's allowed directories, by a
+// path wasmtime can preopen (its C API takes UTF-8 paths only).
 func (e *Engine) allowedDir(host string) (string, error) {
-	if host == "" {
-		return "", errors.New("must not be empty")
-	}
-	if err := cString("", host); err != nil {
-		return "", errors.New(strings.TrimPrefix(err.Error(), ": "))
-	}
 	if len(e.cfg.WASIDirs) == 0 {
 		return "", fmt.Errorf("%s: no directory may be preopened (the operator allowed none: serve --allow-dir PATH)", host)
 	}
@@ -227,41 +151,41 @@ func (e *Engine) allowedDir(host string) (string, error) {
 			continue
 		}
 		if rel, err := filepath.Rel(a, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			if !utf8.ValidString(real) {
+				return "", fmt.Errorf("%s resolves to %q, which is not valid UTF-8: it cannot be preopened", host, real)
+			}
 			return real, nil
 		}
 	}
 	return "", fmt.Errorf("%s is not at or under a directory the operator allowed (serve --allow-dir)", host)
 }
 
-// layOutFiles writes the in-memory files into a private directory tree.
-func (w *wasiRun) layOutFiles(files map[string][]byte, guests map[string]string, l limits.Limits) error {
+// layOutFiles writes the in-memory files (Check has vetted their paths)
+// into a private directory tree.
+func (w *wasiRun) layOutFiles(files map[string][]byte, l limits.Limits) error {
 	paths := make([]string, 0, len(files))
 	for p := range files {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	for i, p := range paths {
-		field := fmt.Sprintf("%s.files[%s]", grantPrefix, strconv.Quote(p))
-		if err := cString(field, p); err != nil {
-			return err
-		}
-		if !strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "/" {
-			return &GrantError{field, "must be an absolute, clean file path like \"/data/in.json\""}
-		}
-		if i+1 < len(paths) && strings.HasPrefix(paths[i+1], p+"/") {
-			return &GrantError{field, fmt.Sprintf("is a file, so %q cannot be under it", paths[i+1])}
-		}
-		for g, other := range guests {
-			if g != "/" && (p == g || strings.HasPrefix(p, strings.TrimSuffix(g, "/")+"/")) {
-				return &GrantError{field, "lies under " + other + " (guest " + strconv.Quote(g) + "), which would hide it"}
-			}
-		}
-	}
 	root, err := os.MkdirTemp("", "sandboxd-wasi-files-")
 	if err != nil {
 		return &Error{Kind: KindHost, Message: "creating the files tree: " + err.Error(), err: err}
 	}
 	w.root = root
+	// A file's host path is the root's plus its guest path: within
+	// PATH_MAX (4,096 bytes with the NUL) for every path Check allows,
+	// unless the temporary directory's own path is very long.
+	longest := ""
+	for _, p := range paths {
+		if len(p) > len(longest) {
+			longest = p
+		}
+	}
+	if len(root)+len(longest) > 4095 {
+		return &GrantError{Field: protocol.WASIField + ".files[" + strconv.Quote(longest) + "]",
+			Problem: fmt.Sprintf("is too long to lay out under this sidecar's temporary directory (at most %d bytes here)", 4095-len(root))}
+	}
 	deadline := time.Now().Add(l.Timeout)
 	for _, p := range paths {
 		// Each file costs a few system calls before the run's fences

@@ -95,9 +95,9 @@ Flags:`)
 		return fail("--var-bytes: must be in [1, %d]", sandbox.MaxVarBytes)
 	}
 	l := def
-	l.Fuel, l.Timeout, l.MemoryBytes, l.LogBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20, *logBytes
+	l.Fuel, l.Timeout, l.MemoryBytes, l.LogBytes = *fuel, limits.Millis(*timeoutMs), mibBytes(*memoryMB), *logBytes
 	l.OutputBytes = *outputBytes
-	l.CompileTimeout, l.CompileMemoryBytes = time.Duration(*compileTimeoutMs)*time.Millisecond, *compileMemoryMB<<20
+	l.CompileTimeout, l.CompileMemoryBytes = limits.Millis(*compileTimeoutMs), mibBytes(*compileMemoryMB)
 	if err := l.Validate(limits.HardMaximums()); err != nil {
 		var fe *limits.FieldError
 		if errors.As(err, &fe) && fe.Field == "outputBytes" {

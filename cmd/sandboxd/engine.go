@@ -92,14 +92,8 @@ func (e sidecarEngine) CompileCached(src protocol.Source) (rpc.Module, bool) {
 }
 
 func sandboxCaps(c protocol.Capabilities) sandbox.Capabilities {
-	caps := sandbox.Capabilities{Log: c.Log, Random: c.Random, Seed: c.Seed, Clock: c.Clock}
-	if w := c.WASI; w != nil {
-		caps.WASI = &sandbox.WASI{Argv0: w.Argv0, Args: w.Args, Env: w.Env, Stdin: w.Stdin, Files: w.Files}
-		for _, d := range w.Dirs {
-			caps.WASI.Dirs = append(caps.WASI.Dirs, sandbox.Dir{Host: d.Host, Guest: d.Guest, Writable: d.Writable})
-		}
-	}
-	return caps
+	// The WASI grant is the protocol's type: the engine reads it, never writes it.
+	return sandbox.Capabilities{Log: c.Log, Random: c.Random, Seed: c.Seed, Clock: c.Clock, WASI: c.WASI}
 }
 
 func (e sidecarEngine) CacheStats() protocol.CacheStats {

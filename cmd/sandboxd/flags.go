@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"math"
 	"strings"
 	"unicode"
 
@@ -60,6 +61,15 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// mibBytes is a flag's count of MiB in bytes, saturating as limits.Millis does:
+// --memory-mb 17592186044417 was 1 MiB after the shift wrapped around.
+func mibBytes(n uint64) uint64 {
+	if n > math.MaxUint64>>20 {
+		return math.MaxUint64
+	}
+	return n << 20
 }
 
 // multiFlag collects a repeated flag.

@@ -55,9 +55,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	l := def
-	l.Fuel, l.Timeout, l.MemoryBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20
+	l.Fuel, l.Timeout, l.MemoryBytes = *fuel, limits.Millis(*timeoutMs), mibBytes(*memoryMB)
 	l.TableElements, l.Memories, l.LogBytes = *tableElems, *memories, *logBytes
-	l.CompileTimeout, l.CompileMemoryBytes = time.Duration(*compileTimeoutMs)*time.Millisecond, *compileMemoryMB<<20
+	l.CompileTimeout, l.CompileMemoryBytes = limits.Millis(*compileTimeoutMs), mibBytes(*compileMemoryMB)
 	if err := l.Validate(limits.HardMaximums()); err != nil {
 		fmt.Fprintf(stderr, "sandboxd run: %s\n", cliLimitError(err))
 		return exitUsage

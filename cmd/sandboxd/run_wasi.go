@@ -89,8 +89,8 @@ Flags:`)
 		return fail("give exactly one FILE (.wasm or .wat)")
 	}
 	l := def
-	l.Fuel, l.Timeout, l.MemoryBytes, l.OutputBytes = *fuel, time.Duration(*timeoutMs)*time.Millisecond, *memoryMB<<20, *outputBytes
-	l.CompileTimeout, l.CompileMemoryBytes = time.Duration(*compileTimeoutMs)*time.Millisecond, *compileMemoryMB<<20
+	l.Fuel, l.Timeout, l.MemoryBytes, l.OutputBytes = *fuel, limits.Millis(*timeoutMs), mibBytes(*memoryMB), *outputBytes
+	l.CompileTimeout, l.CompileMemoryBytes = limits.Millis(*compileTimeoutMs), mibBytes(*compileMemoryMB)
 	if err := l.Validate(limits.HardMaximums()); err != nil {
 		var fe *limits.FieldError
 		if errors.As(err, &fe) && fe.Field == "outputBytes" {
@@ -115,6 +115,7 @@ Flags:`)
 		grant.Dirs = append(grant.Dirs, dir)
 		allowed = append(allowed, dir.Host) // the CLI's user is the operator
 	}
+	fileFlags := map[string]string{} // guest path → its --file flag
 	for _, f := range files {
 		guest, host, ok := strings.Cut(f, "=")
 		if !ok || guest == "" || host == "" {
@@ -128,6 +129,16 @@ Flags:`)
 			grant.Files = map[string][]byte{}
 		}
 		grant.Files[guest] = b
+		fileFlags[guest] = f
+	}
+	// A grant the engine would refuse is a usage error, named by its flag,
+	// found before the module is compiled.
+	grantFailure := func(ge *sandbox.GrantError) int {
+		return fail("%s", escapeText(cliGrantField(ge, dirs, fileFlags)+": "+ge.Problem))
+	}
+	var ge *sandbox.GrantError
+	if errors.As(grant.Check(), &ge) {
+		return grantFailure(ge)
 	}
 	caps := sandbox.Capabilities{WASI: grant}
 	if *seed != "" {
@@ -173,9 +184,8 @@ Flags:`)
 	res, err := eng.Run(ctx, req)
 	streams.close() // all the guest's output is out before our own lines
 	if err != nil {
-		var ge *sandbox.GrantError
 		if errors.As(err, &ge) {
-			return fail("%s", escapeText(ge.Error()))
+			return grantFailure(ge)
 		}
 		return failure(err)
 	}
@@ -193,6 +203,39 @@ Flags:`)
 			l.OutputBytes, sandbox.OutputWireBudget(l.OutputBytes))
 	}
 	return res.ExitCode
+}
+
+// cliGrantField names the command-line input behind a grant's wire field:
+// "--dir \"/srv:/data\"" for capabilities.wasi.dirs[0].host.
+func cliGrantField(ge *sandbox.GrantError, dirs []string, fileFlags map[string]string) string {
+	field := strings.TrimPrefix(ge.Field, protocol.WASIField)
+	var i int
+	var p string
+	switch {
+	case strings.HasPrefix(field, ".dirs["):
+		if _, err := fmt.Sscanf(field, ".dirs[%d]", &i); err == nil && i < len(dirs) {
+			return fmt.Sprintf("--dir %q", dirs[i])
+		}
+		return "--dir"
+	case strings.HasPrefix(field, ".files["):
+		if _, err := fmt.Sscanf(field, ".files[%q]", &p); err == nil {
+			if f, ok := fileFlags[p]; ok {
+				return fmt.Sprintf("--file %q", f)
+			}
+		}
+		return "--file"
+	case field == ".files":
+		return "--file"
+	case strings.HasPrefix(field, ".env"):
+		return "--env"
+	case strings.HasPrefix(field, ".args["):
+		if _, err := fmt.Sscanf(field, ".args[%d]", &i); err == nil {
+			return fmt.Sprintf("argument %d after --", i+1)
+		}
+	case field == ".argv0":
+		return "FILE's base name (the guest's argv[0])"
+	}
+	return ge.Field
 }
 
 // parseDirFlag reads HOST[:GUEST][:rw] (or :ro).

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// badGrantDir is a directory the operator allows whose resolved path
+// wasmtime cannot preopen: a symlink to a name that is not UTF-8.
+func badGrantDir(t *testing.T) (allowed, link string) {
+	t.Helper()
+	allowed = t.TempDir()
+	if err := os.Mkdir(filepath.Join(allowed, "bad\xff"), 0o755); err != nil {
+		t.Skipf("this file system refuses a name that is not UTF-8: %v", err)
+	}
+	link = filepath.Join(allowed, "link")
+	if err := os.Symlink(filepath.Join(allowed, "bad\xff"), link); err != nil {
+		t.Fatal(err)
+	}
+	return allowed, link
+}
+
+// TestWASIGrantFaultsAreTheParents: a WASI grant that wasmtime's
+// configuration would choke on (a name no file system holds, a path too
+// long for a guest to open, a directory whose real path is not UTF-8) is
+// the parent's mistake: -32602 naming the exact field, for run,
+// instantiate and a plugin's run, never error 1 (host), which says the
+// sidecar failed. It is refused at decode: a grant refused with a module
+// id that was never compiled is still the grant's error.
+func TestWASIGrantFaultsAreTheParents(t *testing.T) {
+	t.Parallel()
+	allowed, link := badGrantDir(t)
+	s := startRaw(t, binPath, "--framing=ndjson", "--allow-dir", allowed)
+	s.startReading()
+	long := "/" + strings.Repeat("n", protocol.MaxWASINameBytes+1)
+	deep := strings.Repeat("/"+strings.Repeat("d", 200), 21) // 4,221 bytes
+	grants := []struct {
+		name  string
+		wasi  map[string]any
+		field string
+		fs    bool // needs the file system: checked when the run starts, not at decode
+	}{
+		{"a name past NAME_MAX", map[string]any{"files": map[string]any{long: "x"}}, `capabilities.wasi.files["` + long + `"]: has a name of 256 bytes`, false},
+		{"a path past 4096 bytes", map[string]any{"files": map[string]any{deep: "x"}}, `capabilities.wasi.files["` + deep + `"]: is 4221 bytes long`, false},
+		{"a dir whose real path is not UTF-8", map[string]any{"dirs": []any{map[string]any{"host": allowed, "guest": "/ok"}, map[string]any{"host": link, "guest": "/d"}}}, "capabilities.wasi.dirs[1].host: " + link + " resolves to", true},
+		{"a NUL in an argument", map[string]any{"args": []any{"ok", "a\x00b"}}, "capabilities.wasi.args[1]: must not contain a NUL byte", false},
+		{"a NUL in an env value", map[string]any{"env": map[string]any{"K": "a\x00"}}, "capabilities.wasi.env.K: must not contain a NUL byte", false},
+		{"an env name with =", map[string]any{"env": map[string]any{"A=B": "c"}}, `capabilities.wasi.env: name "A=B"`, false},
+		{"an empty guest path", map[string]any{"dirs": []any{map[string]any{"host": allowed, "guest": ""}}}, "capabilities.wasi.dirs[0].guest: must not be empty", false},
+	}
+	guest := wasiGuest("guest_c.wasm")
+	requests := []struct {
+		method string
+		params func(wasi map[string]any) map[string]any
+	}{
+		{"run", func(w map[string]any) map[string]any {
+			return map[string]any{"module": map[string]string{"path": guest}, "capabilities": map[string]any{"wasi": w, "log": true}}
+		}},
+		{"run of a never-compiled id", func(w map[string]any) map[string]any {
+			return map[string]any{"module": map[string]string{"id": protocol.IDPrefix + strings.Repeat("0", 64)}, "capabilities": map[string]any{"wasi": w, "log": true}}
+		}},
+		{"instantiate", func(w map[string]any) map[string]any {
+			return map[string]any{"module": map[string]string{"path": guest}, "capabilities": map[string]any{"wasi": w, "log": true}}
+		}},
+		{"run (a plugin)", func(w map[string]any) map[string]any {
+			return map[string]any{"module": map[string]string{"path": pluginPath(t, "go/plugin.wasm")}, "function": "greet", "input": "Ada",
+				"capabilities": map[string]any{"wasi": w, "log": true}}
+		}},
+	}
+	n := 0
+	for _, r := range requests {
+		for _, g := range grants {
+			if g.fs && strings.Contains(r.method, "never-compiled") {
+				continue
+			}
+			n++
+			id := fmt.Sprintf(`"g%d"`, n)
+			method, _, _ := strings.Cut(r.method, " ")
+			s.request(id, method, r.params(g.wasi))
+			m, _ := s.response(id, time.Minute)
+			if m.Error == nil || m.Error.Code != protocol.CodeInvalidParams || !strings.HasPrefix(m.Error.Message, g.field) {
+				t.Errorf("%s, %s: %s\nwant -32602 starting %q", r.method, g.name, m.raw, g.field)
+			}
+		}
+	}
+	// The sidecar keeps serving, and the good parts of those grants work.
+	s.request(`"ok"`, "run", map[string]any{"module": map[string]string{"path": guest},
+		"capabilities": map[string]any{"wasi": map[string]any{"args": []string{"cat", "/f/" + strings.Repeat("n", 255)},
+			"files": map[string]any{"/f/" + strings.Repeat("n", 255): "fits"}}}})
+	if m, _ := s.response(`"ok"`, time.Minute); m.Error != nil || !strings.Contains(string(m.Result), `"stdout":{"text":"fits"}`) {
+		t.Errorf("a file of a 255-byte name: %s", m.raw)
+	}
+}
+
+// TestCLIWASIFlagFaults: the same grants given as `sandboxd run --wasi`
+// flags, and limits too large to represent, are one-line usage errors
+// naming the flag (exit 1), not a host failure, and no flag wraps around
+// into a small limit (--memory-mb 17592186044417 ran with 1 MiB).
+func TestCLIWASIFlagFaults(t *testing.T) {
+	t.Parallel()
+	allowed, link := badGrantDir(t)
+	host := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(host, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	long := "/" + strings.Repeat("n", protocol.MaxWASINameBytes+1)
+	guest := wasiGuest("guest_c.wasm")
+	huge := fmt.Sprint(uint64(1)<<44 + 1) // MiB: 2^64 + 1 MiB bytes
+	for _, c := range []struct {
+		args []string
+		want string // the one stderr line starts with it
+	}{
+		{[]string{"run", guest, "--wasi", "--file", long + "=" + host, "--", "cat", long}, `sandboxd run: --file "` + long + "=" + host + `": has a name of 256 bytes`},
+		{[]string{"run", guest, "--wasi", "--dir", allowed + ":/ok", "--dir", link + ":/d", "--", "echo"}, `sandboxd run: --dir "` + link + `:/d": ` + link + " resolves to"},
+		{[]string{"run", guest, "--wasi", "--file", "rel=" + host, "--", "echo"}, `sandboxd run: --file "rel=` + host + `": must be an absolute`},
+		{[]string{"run", guest, "--wasi", "--", "echo", "ok", "\xff"}, "sandboxd run: argument 3 after --: must be valid UTF-8"},
+		{[]string{"run", guest, "--wasi", "--memory-mb", huge, "--", "echo"}, "sandboxd run: --memory-mb: must be <="},
+		{[]string{"run", guest, "--wasi", "--compile-memory-mb", huge, "--", "echo"}, "sandboxd run: --compile-memory-mb: must be <="},
+		{[]string{"run", guest, "--wasi", "--timeout-ms", "18446744073709551615", "--", "echo"}, "sandboxd run: --timeout-ms: must be <="},
+		{[]string{"run", guest, "--wasi", "--timeout-ms", "18446744073710", "--", "echo"}, "sandboxd run: --timeout-ms: must be <="}, // wrapped to 1,410 ms
+		{[]string{"run", fixture("well_behaved.wat"), "--invoke", "add", "--arg", "1", "--arg", "2", "--memory-mb", huge}, "sandboxd run: --memory-mb: must be <="},
+		{[]string{"call", pluginPath(t, "wat/plugin.wat"), "greet", "--input", "x", "--allow-log", "--memory-mb", huge}, "sandboxd call: --memory-mb: must be <="},
+	} {
+		r := runWASICLI(t, "", c.args[1:]...)
+		if c.args[0] == "call" {
+			out, errText, code := sandboxdCall(t, c.args[1:]...)
+			r = cliResult{stdout: string(out), stderr: errText, code: code}
+		}
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+			t.Errorf("sandboxd %q: %s\nwant exit 1 and one line starting %q", c.args, r, c.want)
+		}
+	}
+}
