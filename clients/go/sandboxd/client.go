@@ -78,6 +78,11 @@ type Client struct {
 	exitErr error         // cmd.Wait's result, readable after exited
 
 	modules moduleCache // the encodings of the modules sent last (modcache.go)
+
+	// Releases of instances whose instantiate answer came after its caller
+	// gave up (releaseLate). Close stops new ones (under mu) and waits.
+	lateReleases  sync.WaitGroup
+	lateReleaseOK bool // false once Close has begun; guarded by mu
 }
 
 // call is one request waiting for its response.
@@ -95,6 +100,13 @@ type call struct {
 	// response (the caller waits for done before it looks at dst).
 	dst any
 	err error
+
+	// late, if set, is given the result of a response that arrives after
+	// the caller gave up (instantiate: the instance it made is released);
+	// such a call stays pending, abandoned (guarded by Client.mu), until
+	// its answer comes or the stream ends.
+	late      func(result []byte)
+	abandoned bool
 }
 
 // Options for Start.
@@ -169,6 +181,8 @@ func New(ctx context.Context, r io.Reader, w io.WriteCloser, ndjson bool) *Clien
 		readTok: make(chan struct{}, 1),
 		fr:      newFrameReader(r, ndjson),
 		pending: map[uint64]*call{},
+
+		lateReleaseOK: true,
 	}
 	c.readTok <- struct{}{}
 	return c
@@ -282,6 +296,11 @@ func (c *Client) call(ctx context.Context, method string, params, result any, h 
 		return fmt.Errorf("sandboxd: encoding %s params: %w", method, err)
 	}
 	cl := &call{id: id, onLog: h.Log, onLevel: h.LevelLog, onOutput: h.Output, done: make(chan struct{}), dst: result}
+	if method == protocol.MethodInstantiate {
+		// An instance made for a caller who gave up must not be left
+		// behind until idle eviction, whenever its answer comes.
+		cl.late = c.releaseInstantiated
+	}
 	// Register before sending: the response may be read by another caller
 	// the moment the request is out.
 	c.mu.Lock()
@@ -370,11 +389,61 @@ func (c *Client) wait(ctx context.Context, cl *call, grace time.Duration) error 
 		}
 	case <-cl.expired:
 	}
-	if c.forget(cl) {
+	if c.abandon(cl) {
 		return ctx.Err()
 	}
 	<-cl.done // delivered meanwhile: take the answer after all
 	return nil
+}
+
+// abandon is forget for a caller that gave up waiting: a call with a late
+// handler stays pending, marked abandoned, so that its answer still
+// reaches the handler.
+func (c *Client) abandon(cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[cl.id] != cl {
+		return false
+	}
+	if cl.late != nil {
+		cl.abandoned = true
+	} else {
+		delete(c.pending, cl.id)
+	}
+	return true
+}
+
+// releaseInstantiated is the late handler of instantiate: it releases the
+// instance a successful answer names.
+func (c *Client) releaseInstantiated(result []byte) {
+	var r struct {
+		Instance string `json:"instance"`
+	}
+	if json.Unmarshal(result, &r) == nil && r.Instance != "" {
+		c.releaseLate(r.Instance)
+	}
+}
+
+// releaseLate sends `release` for instance from a goroutine of its own:
+// it is called by whoever is reading, which must not block writing (a
+// sidecar that waits for its output to be read may not be reading its
+// input). Nobody waits for the answer, which dispatch drops. Once Close
+// has begun nothing is sent: the sidecar's exit takes the instance.
+func (c *Client) releaseLate(instance string) {
+	c.mu.Lock()
+	if !c.lateReleaseOK || c.dead != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.lateReleases.Add(1)
+	c.mu.Unlock()
+	body, err := c.encodeRequest(c.nextID.Add(1), protocol.MethodRelease, protocol.ReleaseParams{Instance: instance})
+	go func() {
+		defer c.lateReleases.Done()
+		if err == nil {
+			_ = c.write(body) // a dead stream shows up on the read side
+		}
+	}()
 }
 
 // readFor reads and dispatches frames, holding the reader token, until cl
@@ -449,9 +518,17 @@ func (c *Client) dispatch(body []byte) {
 	c.mu.Lock()
 	cl := c.pending[id]
 	delete(c.pending, id)
+	abandoned := cl != nil && cl.abandoned
 	c.mu.Unlock()
 	if cl == nil {
 		return // a call that gave up after its grace
+	}
+	if abandoned { // its caller is gone: only the late handler cares
+		if (errRaw == nil || string(errRaw) == "null") && result != nil {
+			cl.late(result)
+		}
+		close(cl.done)
+		return
 	}
 	switch {
 	case errRaw != nil && string(errRaw) != "null":
@@ -494,6 +571,9 @@ func (c *Client) dispatchLog(params json.RawMessage) {
 	}
 	c.mu.Lock()
 	cl := c.pending[id]
+	if cl != nil && cl.abandoned {
+		cl = nil // its caller has returned: no handler runs after that
+	}
 	c.mu.Unlock()
 	if cl != nil && cl.onLevel != nil {
 		cl.onLevel(p.Seq, p.Level, p.Line) // as onLog below
@@ -521,6 +601,9 @@ func (c *Client) dispatchOutput(params json.RawMessage) {
 	}
 	c.mu.Lock()
 	cl := c.pending[id]
+	if cl != nil && cl.abandoned {
+		cl = nil
+	}
 	c.mu.Unlock()
 	if cl != nil && cl.onOutput != nil {
 		cl.onOutput(p.Seq, p.Stream, p.Data) // as dispatchLog: without c.mu
@@ -618,6 +701,10 @@ func (c *Client) Close() error {
 
 func (c *Client) close() error {
 	c.closing.Store(true)
+	c.mu.Lock()
+	c.lateReleaseOK = false
+	c.mu.Unlock()
+	defer c.lateReleases.Wait() // each is one write, which ends or fails once the pipe is closed
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// shutdown waits for in-flight runs, so their answers are read first.

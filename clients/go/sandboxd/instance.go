@@ -38,14 +38,17 @@ type Instance struct {
 	Result *InstantiateResult
 }
 
-// Instantiate calls `instantiate`. h receives the log and output
-// notifications of instantiation (the start function, _initialize).
+// Instantiate calls `instantiate`. If ctx ends first, the instantiate is
+// cancelled and, as for Call, its answer is awaited for up to 5 s more;
+// an instance whose answer comes after that, however late, is released
+// by the client as soon as the answer is read, since no caller holds it.
 func (c *Client) Instantiate(ctx context.Context, p InstantiateParams) (*Instance, error) {
 	return c.InstantiateWith(ctx, p, RunHandlers{})
 }
 
 // InstantiateWith is Instantiate with handlers for the notifications of
-// instantiation.
+// instantiation (the start function, _initialize); none runs after it
+// returned.
 func (c *Client) InstantiateWith(ctx context.Context, p InstantiateParams, h RunHandlers) (*Instance, error) {
 	if c.closing.Load() {
 		return nil, ErrClosed
