@@ -5,7 +5,6 @@ import (
 	"errors"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/framing"
@@ -128,10 +127,11 @@ func (in *inbox) stop() {
 // envelope's scan. One goroutine at a time is the reader; see runInline
 // for how the role passes from one to the next.
 type reader struct {
-	s   *Server
-	r   *framing.Reader
-	in  *inbox
-	eof chan<- struct{} // closed when reading has ended
+	s     *Server
+	r     *framing.Reader
+	in    *inbox
+	eof   chan<- struct{} // closed when reading has ended
+	watch *inlineWatch    // shared by the goroutines that are the reader in turn
 }
 
 // run is the life of a reader goroutine: it reads until reading ends (and
@@ -194,10 +194,10 @@ const inlineGrace = 100 * time.Microsecond
 // workers have nothing to run in parallel) and the output is below its
 // high water. The run is then decoded, prepared and run here,
 // and its response written from here, with no goroutine woken on the way.
-// While it runs nobody reads: if it takes longer than inlineGrace, a
-// timer hands the reader role to a new goroutine, and this one ends after
-// the response (keep false). handled is false when the request goes the
-// usual way (the inbox) after all.
+// While it runs nobody reads: if it takes longer than inlineGrace, the
+// reader's watch hands the reader role to a new goroutine, and this one
+// ends after the response (keep false). handled is false when the request
+// goes the usual way (the inbox) after all.
 func (rd *reader) runInline(req request) (handled, keep bool) {
 	s := rd.s
 	if !rd.in.idle() || s.out.pendingBytes() > s.opts.OutputHighWater || !s.nothingInFlight() {
@@ -209,29 +209,81 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 	if j == nil {
 		return true, true // refused (or failed), and answered
 	}
-	const (
-		reading = iota // this goroutine will read again
-		inline         // running the request; the role is still ours
-		handed         // the timer gave the role to another goroutine
-	)
-	var role atomic.Int32
-	role.Store(inline)
-	handedOn := make(chan struct{}) // closed once the next reader is a task
-	grace := time.AfterFunc(inlineGrace, func() {
-		if role.CompareAndSwap(inline, handed) {
-			s.tasks.Go(rd.run)
-			close(handedOn)
-		}
-	})
+	run := rd.watch.begin(rd)
 	s.runAdmitted(j, turnErr)
-	if !role.CompareAndSwap(inline, reading) {
-		// This goroutine is a task until the next one is: Serve's wait
-		// for its tasks cannot end in between and miss it.
-		<-handedOn
-		return true, false
+	return true, rd.watch.end(run)
+}
+
+// inlineWatch hands the reader role on when a request run inline outlasts
+// inlineGrace. One timer serves every inline run of the server: a run
+// arms it only if it is not armed already, and when it fires it re-arms
+// itself for the grace of the run then in progress, if any. A timer per
+// run (time.AfterFunc, then Stop) made the runtime wake an idle thread
+// for every request, to watch the new timer; with one timer that happens
+// at most once per inlineGrace while requests keep coming, and not at all
+// once they stop (an idle sidecar has no timer armed).
+type inlineWatch struct {
+	handOn func(rd *reader) // starts a goroutine that takes over rd's reading, as a task
+	now    func() time.Time // time.Now; a test's clock
+
+	mu     sync.Mutex
+	timer  *time.Timer
+	armed  bool      // the timer will fire
+	active bool      // an inline run is in progress, its reader role not handed on
+	gen    uint64    // counts inline runs
+	start  time.Time // when the active run began
+	rd     *reader   // the reader running it
+}
+
+// begin notes that rd runs a request inline from now on; end takes what
+// it returns.
+func (w *inlineWatch) begin(rd *reader) (gen uint64) {
+	now := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	w.active, w.start, w.rd = true, now, rd
+	if !w.armed {
+		w.armed = true
+		if w.timer == nil {
+			w.timer = time.AfterFunc(inlineGrace, w.fire)
+		} else {
+			w.timer.Reset(inlineGrace)
+		}
 	}
-	grace.Stop()
-	return true, true
+	return w.gen
+}
+
+// end reports whether the reader role is still the caller's (keep): false
+// when the watch handed it to another goroutine meanwhile.
+func (w *inlineWatch) end(gen uint64) (keep bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.active && w.gen == gen {
+		w.active = false
+		return true
+	}
+	return false
+}
+
+// fire is the timer's: it hands the reader role on if the active run has
+// had its grace, or waits for the rest of it.
+func (w *inlineWatch) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.active {
+		w.armed = false
+		return
+	}
+	if left := inlineGrace - w.now().Sub(w.start); left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	w.active, w.armed = false, false
+	// The next reader is a task before the running one can see it was
+	// handed on and end (end takes w.mu): Serve's wait for its tasks
+	// cannot end in between and miss it.
+	w.handOn(w.rd)
 }
 
 // admitInline admits a request the reader runs, as dispatch would, and

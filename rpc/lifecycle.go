@@ -108,7 +108,8 @@ func (s *Server) Serve(ctx context.Context, rd io.Reader, out io.Writer) error {
 	}
 	in := newInbox()
 	inputEnded := make(chan struct{}) // the reader has stopped: end of input, or a read error
-	reader := &reader{s: s, r: framing.NewReader(rd, s.opts.Framing, s.opts.MaxMessageBytes), in: in, eof: inputEnded}
+	reader := &reader{s: s, r: framing.NewReader(rd, s.opts.Framing, s.opts.MaxMessageBytes), in: in, eof: inputEnded,
+		watch: &inlineWatch{handOn: func(rd *reader) { s.tasks.Go(rd.run) }, now: time.Now}}
 	s.tasks.Go(reader.run)
 	var end readEnd
 	dispatched := make(chan struct{}) // the dispatcher has handled everything read, or exit

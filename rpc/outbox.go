@@ -26,15 +26,16 @@ type outbox struct {
 	w   *framing.Writer
 	f   framing.Framing
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   [][]byte
-	pending int64  // bytes queued or being written, framing included
-	total   uint64 // bytes written so far
-	writing bool   // someone (the writer goroutine or a direct sender) owns w
-	closed  bool
-	broken  error
-	done    chan struct{}
+	mu           sync.Mutex
+	cond         *sync.Cond
+	queue        [][]byte
+	pending      int64  // bytes queued or being written, framing included
+	total        uint64 // bytes written so far
+	writing      bool   // someone (the writer goroutine or a direct sender) owns w
+	belowWaiters int    // goroutines in waitBelow
+	closed       bool
+	broken       error
+	done         chan struct{}
 }
 
 // errAbandoned is the outbox's error once the drain deadline passed with
@@ -107,7 +108,13 @@ func (o *outbox) finish(bodies [][]byte, err error) {
 	if o.broken != nil {
 		o.queue, o.pending = nil, 0
 	}
-	o.cond.Broadcast()
+	// Wake only who may go on: the writer goroutine for what was queued
+	// meanwhile (or to end), waitBelow for the bytes just written. A
+	// direct sender's write on an idle outbox wakes nobody: a wake-up per
+	// response was a thread wake-up per response.
+	if len(o.queue) > 0 || o.closed || o.broken != nil || o.belowWaiters > 0 {
+		o.cond.Broadcast()
+	}
 }
 
 // run is the writer goroutine: it writes what is queued until the outbox
@@ -141,7 +148,9 @@ func (o *outbox) waitBelow(limit int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for o.pending > limit && !o.closed && o.broken == nil {
+		o.belowWaiters++
 		o.cond.Wait()
+		o.belowWaiters--
 	}
 }
 

@@ -243,7 +243,12 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 
 	s.mu.Lock()
 	s.replying--
-	s.work.Broadcast()
+	if s.runQueue.Len() > 0 {
+		// A worker waiting for a free slot may take the next run now.
+		// With nothing queued there is nobody to wake: waking the idle
+		// workers anyway cost each response a thread wake-up or two.
+		s.work.Broadcast()
+	}
 	ids := s.idleLocked()
 	s.mu.Unlock()
 	s.answer(ids)

@@ -1387,6 +1387,40 @@ func TestServerInlineHammer(t *testing.T) {
 	h.quiet(100 * time.Millisecond)
 }
 
+// TestServerInlineHandOffAfterQuickRuns: the reader's one watch timer is
+// armed by one inline run and serves the next ones (it re-arms itself for
+// the run in progress when it fires). A run that blocks right after quick
+// ones, whichever of them armed the timer, still hands reading on: stats
+// and its cancel are read and answered while it blocks.
+func TestServerInlineHandOffAfterQuickRuns(t *testing.T) {
+	h := startServer(t, newFakeEngine(), rpc.Options{MaxConcurrency: 2})
+	fake := map[string]any{"id": "sha256:fake"}
+	id := 0
+	next := func() string { id++; return strconv.Itoa(id) }
+	for round := range 20 {
+		for range round % 5 {
+			q := next()
+			h.request(q, rpc.MethodRun, map[string]any{"module": fake, "function": "run"})
+			if m, _ := h.response(q); m.Error != nil {
+				t.Fatalf("quick run %s: %+v", q, m.Error)
+			}
+		}
+		b := next()
+		h.request(b, rpc.MethodRun, map[string]any{"module": fake, "function": "block"})
+		h.waitStarted()
+		st := next()
+		h.request(st, rpc.MethodStats, nil)
+		if m, _ := h.response(st); m.Error != nil {
+			t.Fatalf("round %d: stats while an inline run blocks: %+v", round, m.Error)
+		}
+		n, _ := strconv.Atoi(b)
+		h.notify(rpc.MethodCancel, map[string]any{"id": n})
+		m, _ := h.response(b)
+		wantError(t, m, protocol.CodeCancelled, "cancelled")
+	}
+	h.quiet(50 * time.Millisecond)
+}
+
 // TestServerInlineRunHandsReadingOn: a run read with nothing else in
 // flight runs on the reading goroutine; while it blocks, what the parent
 // sends next (stats, another run, the cancel) is still read and answered,

@@ -294,10 +294,12 @@ var quietRustBacktraces = sync.OnceFunc(func() {
 // epochTicker increments the engine's epoch every period while at least one
 // run is in flight. It is one timer, armed by the first run in flight and
 // re-armed from its own callback only while runs remain: an idle engine
-// has no timer and makes no wake-ups, and a run shorter than one period
-// costs a timer arm and stop, not a goroutine wake-up. Each store's epoch
-// callback (capi.go) turns ticks into its own deadline and cancellation
-// checks.
+// has no timer and makes no wake-ups. The last run out leaves the timer
+// armed, and its next tick disarms it: stopping it at every release and
+// arming it again at the next run made the Go runtime wake an idle thread
+// to watch the new timer, once per run; now back-to-back short runs arm
+// it at most once per period. Each store's epoch callback (capi.go) turns
+// ticks into its own deadline and cancellation checks.
 type epochTicker struct {
 	engine *wasmtime.Engine
 	period time.Duration
@@ -331,10 +333,7 @@ func (t *epochTicker) acquire() {
 func (t *epochTicker) release() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.active--
-	if t.active == 0 && t.armed && t.timer.Stop() {
-		t.armed = false // stopped before firing; a running tick disarms itself
-	}
+	t.active-- // with none left, the next tick disarms the timer
 }
 
 // tick runs on the timer's goroutine.

@@ -571,8 +571,7 @@ func (in *Instance) Enqueue() *Turn {
 	case in.closed != nil:
 		t.err, t.used = in.closed, true
 	case !in.busy:
-		in.busy, t.granted = true, true
-		in.idle.Stop()
+		in.busy, t.granted = true, true // evict sees busy: the idle timer runs on
 	default:
 		t.ready = make(chan struct{})
 		in.waiting = append(in.waiting, t)
@@ -693,8 +692,7 @@ func (in *Instance) release() {
 		next.grant(true)
 		return
 	}
-	in.busy = false
-	in.idle.Reset(in.e.instances.idle)
+	in.busy = false // the idle timer, never stopped by a call, sees lastCall
 }
 
 func (in *Instance) closedErr() error {
@@ -711,11 +709,23 @@ func (in *Instance) closedErr() error {
 // Idempotent.
 func (in *Instance) Release() { in.shut("released", false) }
 
+// evict is the idle timer's. Calls neither stop nor re-arm the timer (a
+// timer armed anew at every call made the Go runtime wake an idle thread
+// per call to watch it); it fires at most once per idle period, and
+// re-arms itself for the rest of the period when a call ran meanwhile.
 func (in *Instance) evict() {
 	in.mu.Lock()
-	// A call began as the timer fired (it re-arms the timer when it ends),
-	// or began and ended before this goroutine ran (release re-armed it).
-	if in.busy || in.closed != nil || time.Since(in.lastCall) < in.e.instances.idle {
+	if in.closed != nil {
+		in.mu.Unlock()
+		return
+	}
+	if in.busy { // a call's end sets lastCall: look again one period later
+		in.idle.Reset(in.e.instances.idle)
+		in.mu.Unlock()
+		return
+	}
+	if left := in.e.instances.idle - time.Since(in.lastCall); left > 0 {
+		in.idle.Reset(left)
 		in.mu.Unlock()
 		return
 	}

@@ -326,6 +326,31 @@ func TestInstanceLateIdleTimerKeepsAUsedInstance(t *testing.T) {
 	}
 }
 
+// Calls neither stop nor re-arm the idle timer: it fires once per idle
+// period and re-arms itself for the rest of the period after the last
+// call. An instance called again and again for several periods stays
+// open; once the calls stop, it is evicted.
+func TestInstanceIdleTimerFollowsTheLastCall(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	e := newEngine(t, sandbox.Config{InstanceIdle: idle})
+	in := instantiate(t, e, statefulWAT, nil)
+	for start := time.Now(); time.Since(start) < 4*idle; { // back to back: far less than idle apart
+		callI32(t, in, "bump", sandbox.ValueI32(1))
+	}
+	if st := e.InstanceStats(); st.Evicted != 0 || st.Live != 1 {
+		t.Fatalf("an instance called all along was evicted: stats %+v", st)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for e.InstanceStats().Evicted == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the instance was never evicted after its calls stopped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err := in.Call(context.Background(), sandbox.CallRequest{Function: "peek"})
+	wantClosed(t, err, "evicted after")
+}
+
 func TestInstanceMaximum(t *testing.T) {
 	e := newEngine(t, sandbox.Config{MaxInstances: 2})
 	a := instantiate(t, e, statefulWAT, nil)
