@@ -144,7 +144,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	logger.Debug("serving", "framing", *framing, "maxConcurrency", *maxConc)
 	if f, ok := stdin.(*os.File); ok {
 		var restore func()
-		stdin, restore = pollable(f)
+		stdin, restore = parentInput(f)
 		defer restore()
 	}
 	if f, ok := stdout.(*os.File); ok {
