@@ -158,7 +158,7 @@ func (s *Server) prepareInline(j *job, turnErr error) bool {
 
 // prepareInstantiate decodes and compiles an instantiate; a worker runs it.
 func (s *Server) prepareInstantiate(j *job, raw json.RawMessage) {
-	spec, err := decodeInstantiate(raw, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeInstantiate(raw, s.opts.Defaults, s.opts.Maximums, varLimits{s.opts.DefaultVarBytes, s.opts.MaxVarBytes})
 	if err == nil && j.ctx.Err() != nil {
 		err = cancelledError()
 	}
@@ -366,7 +366,7 @@ func (s *Server) execPluginRun(j *job, queued time.Duration) (any, error) {
 	spec := j.spec
 	logs := logWire{left: spec.limits.LogBytes}
 	logf := func(level, line string) { s.notifyLog(j.id, &logs, level, line) }
-	req := protocol.InstanceRequest{Capabilities: spec.caps, Limits: spec.limits, Config: spec.config, Log: logf}
+	req := protocol.InstanceRequest{Capabilities: spec.caps, Limits: spec.limits, Config: spec.config, VarBytes: s.opts.DefaultVarBytes, Log: logf}
 	call := protocol.Call{Function: spec.function, Args: j.args, Input: spec.input, Log: logf}
 	if spec.caps.WASI != nil {
 		output := s.newOutputWire(j.id, spec.limits.OutputBytes)

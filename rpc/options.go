@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Options configure a Server. Zero fields take the documented defaults.
@@ -31,6 +32,12 @@ type Options struct {
 	// reading before the server stops reading requests and workers stop
 	// taking new runs (back-pressure). Default 64 MiB.
 	OutputHighWater int64
+	// DefaultVarBytes is the limits.varBytes of an instance that sets none
+	// (a plugin's vars: keys and values together, and a plugin `run`'s);
+	// MaxVarBytes the most an instantiate may ask for. Defaults
+	// protocol.DefaultVarBytes (1 MiB) and protocol.MaxVarBytes (64 MiB),
+	// which is also the most MaxVarBytes may be.
+	DefaultVarBytes, MaxVarBytes uint64
 	// DrainTimeout bounds how long the server waits, at the end, for the
 	// parent to read what it is owed; after it the output is abandoned
 	// (a write deadline, or closing the writer) so Serve returns. Default 1 s.
@@ -71,6 +78,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if o.MaxVarBytes == 0 {
+		o.MaxVarBytes = protocol.MaxVarBytes
+	}
+	if o.DefaultVarBytes == 0 {
+		o.DefaultVarBytes = min(protocol.DefaultVarBytes, o.MaxVarBytes)
+	}
 	if o.OutputHighWater == 0 {
 		o.OutputHighWater = DefaultOutputHighWater
 	}
@@ -92,6 +105,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("output high water: must be >= 0")
 	case o.DrainTimeout < 0:
 		return o, errors.New("drain timeout: must be >= 0")
+	case o.MaxVarBytes > protocol.MaxVarBytes:
+		return o, fmt.Errorf("max-varBytes: must be <= %d (the sidecar's maximum)", uint64(protocol.MaxVarBytes))
+	case o.DefaultVarBytes > o.MaxVarBytes:
+		return o, fmt.Errorf("default-varBytes: must be <= %d (the sidecar's maximum)", o.MaxVarBytes)
 	}
 	if err := o.Maximums.Validate(limits.HardMaximums()); err != nil {
 		return o, fmt.Errorf("max-%v", err)

@@ -14,7 +14,7 @@ type instantiateSpec struct {
 	source   protocol.Source
 	caps     protocol.Capabilities
 	limits   limits.Limits
-	varBytes uint64 // 0: the engine's default
+	varBytes uint64
 	config   map[string]string
 }
 
@@ -33,7 +33,11 @@ var callLimitFields = []string{"fuel", "timeoutMs", "logBytes", "outputBytes"}
 // varBytesField is the instance limit that is not a run limit.
 const varBytesField = "varBytes"
 
-func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits) (*instantiateSpec, error) {
+// varLimits are the default and the maximum of limits.varBytes
+// (Options.DefaultVarBytes, MaxVarBytes).
+type varLimits struct{ def, max uint64 }
+
+func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits, vars varLimits) (*instantiateSpec, error) {
 	obj, err := object(raw, "params", "module", "capabilities", "limits", "config")
 	if err != nil {
 		return nil, err
@@ -46,7 +50,7 @@ func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits) (*insta
 	if spec.source, err = decodeModule(m, "module"); err != nil {
 		return nil, err
 	}
-	if spec.limits, spec.varBytes, err = decodeInstanceLimits(obj["limits"], defaults, max); err != nil {
+	if spec.limits, spec.varBytes, err = decodeInstanceLimits(obj["limits"], defaults, max, vars); err != nil {
 		return nil, err
 	}
 	spec.source.CompileTimeout, spec.source.CompileMemoryBytes = spec.limits.CompileTimeout, spec.limits.CompileMemoryBytes
@@ -61,21 +65,21 @@ func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits) (*insta
 
 // decodeInstanceLimits reads instantiate's limits: the run limits and
 // varBytes.
-func decodeInstanceLimits(raw json.RawMessage, defaults, max limits.Limits) (limits.Limits, uint64, error) {
+func decodeInstanceLimits(raw json.RawMessage, defaults, max limits.Limits, vars varLimits) (limits.Limits, uint64, error) {
 	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
-		return defaults, 0, nil
+		return defaults, vars.def, nil
 	}
 	obj, err := anyObject(raw, "limits")
 	if err != nil {
 		return defaults, 0, err
 	}
-	var varBytes uint64
+	varBytes := vars.def
 	if v, ok := obj[varBytesField]; ok {
 		if varBytes, err = uintField(v, "limits."+varBytesField, false, true); err != nil {
 			return defaults, 0, err
 		}
-		if varBytes == 0 || varBytes > protocol.MaxVarBytes {
-			return defaults, 0, paramErr("limits."+varBytesField, "must be in [1, %d], got %d", protocol.MaxVarBytes, varBytes)
+		if varBytes == 0 || varBytes > vars.max {
+			return defaults, 0, paramErr("limits."+varBytesField, "must be in [1, %d], got %d", vars.max, varBytes)
 		}
 		delete(obj, varBytesField)
 		if raw, err = json.Marshal(obj); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // TestDecodeWASIGrantRefusedAtDecode: what wasmtime's WASI configuration
@@ -46,7 +47,10 @@ func TestDecodeWASIGrantRefusedAtDecode(t *testing.T) {
 				_, err := decodeRun(json.RawMessage(strings.Replace(p, "{", `{"input":"x",`, 1)), def, max)
 				return err
 			}},
-			{"instantiate", func(p string) error { _, err := decodeInstantiate(json.RawMessage(p), def, max); return err }},
+			{"instantiate", func(p string) error {
+				_, err := decodeInstantiate(json.RawMessage(p), def, max, varLimits{protocol.DefaultVarBytes, protocol.MaxVarBytes})
+				return err
+			}},
 		} {
 			params := `{` + watModule + `,` + caps + `}`
 			err := d.decode(params)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
@@ -54,6 +55,9 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	traceFile := fs.String("trace", "", "write a runtime/trace execution trace of the whole session to this file (go tool trace)")
 	defaults := limitFlags(fs, "default-", limits.Defaults(), "default")
 	maximums := limitFlags(fs, "max-", limits.DefaultMaximums(), "maximum")
+	// varBytes is an instance's limit, not a run's: its own pair of flags.
+	defaultVarBytes := fs.Uint64("default-var-bytes", protocol.DefaultVarBytes, "default varBytes (a plugin instance's vars, keys and values together)")
+	maxVarBytes := fs.Uint64("max-var-bytes", protocol.MaxVarBytes, fmt.Sprintf("maximum varBytes (at most %d)", uint64(protocol.MaxVarBytes)))
 	if rest, status, ok := parseCommandLine(fs, args, stdout, stderr); !ok {
 		return status // 0 for --help
 	} else if len(rest) > 0 {
@@ -107,6 +111,15 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sandboxd serve: --max-instances: must be >= 1")
 		return exitServeNoShutdown
 	}
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{{"max-varBytes", *maxVarBytes}, {"default-varBytes", *defaultVarBytes}} {
+		if f.v == 0 { // rpc.Options would take 0 as "the default"
+			fmt.Fprintf(stderr, "sandboxd serve: %s: must be > 0\n", f.name)
+			return exitServeNoShutdown
+		}
+	}
 	if *instanceIdle < time.Millisecond {
 		fmt.Fprintf(stderr, "sandboxd serve: --instance-idle: must be at least 1ms, got %v\n", *instanceIdle)
 		return exitServeNoShutdown
@@ -128,6 +141,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	srv, err := rpc.NewServer(sidecarEngine{eng: eng, idle: *instanceIdle}, rpc.Options{
 		Framing: rpc.Framing(*framing), MaxConcurrency: *maxConc, MaxQueue: *maxQueue, MaxMessageBytes: *maxMsg,
 		MaxQueueBytes: *maxQueueBytes, OutputHighWater: *highWater, Defaults: defaults(), Maximums: maximums(), Logger: logger,
+		DefaultVarBytes: *defaultVarBytes, MaxVarBytes: *maxVarBytes,
 		Version: version, EngineVersion: wasmtimeVersion(),
 	})
 	if err != nil {
