@@ -198,6 +198,16 @@ var (
 // in range (i32 accepts -2^31..2^32-1, i64 -2^63..2^64-1; the unsigned
 // upper halves wrap); floats are correctly rounded to their width.
 func decodeNumber(lit string, ty ValType) (Value, error) {
+	if ty == I32 || ty == I64 {
+		if n, ok := shortInteger(lit); ok { // what nearly every argument is
+			return integerValue(n, ty, lit)
+		}
+	}
+	return decodeAnyNumber(lit, ty)
+}
+
+// decodeAnyNumber is decodeNumber for every literal.
+func decodeAnyNumber(lit string, ty ValType) (Value, error) {
 	if !json.Valid([]byte(lit)) {
 		return Value{}, fmt.Errorf("expected %s, got %q", ty, lit)
 	}
@@ -239,6 +249,44 @@ func decodeNumber(lit string, ty ValType) (Value, error) {
 		return ValueI32(int32(uint32(n.Uint64()))), nil
 	}
 	return ValueI64(int64(n.Uint64())), nil
+}
+
+// shortInteger reads a JSON integer literal of at most 18 digits, no
+// fraction and no exponent ("-12", "0"; not "012", "1e3", "1.0"), which
+// int64 holds whatever the digits: the common argument, read without
+// big.Float. Anything else is left to the general path (false).
+func shortInteger(lit string) (int64, bool) {
+	digits := lit
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if lit[0] == '-' {
+		n = -n
+	}
+	return n, true
+}
+
+// integerValue is n as an i32 or i64 argument, if it is in the type's
+// range (signed or unsigned); lit names it in the error.
+func integerValue(n int64, ty ValType, lit string) (Value, error) {
+	if ty == I32 {
+		if n < math.MinInt32 || n > math.MaxUint32 {
+			return Value{}, fmt.Errorf("%s is out of range for %s", lit, ty)
+		}
+		return ValueI32(int32(uint32(n))), nil // a negative n wraps to the same bits
+	}
+	return ValueI64(n), nil // 18 digits are within i64 either way
 }
 
 // ExactInteger reads a JSON number literal that denotes an integer exactly

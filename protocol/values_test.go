@@ -480,3 +480,25 @@ func TestEncodeDecodeRoundTripSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestShortIntegerAgreesWithTheGeneralPath: the fast path for short
+// integer literals gives what the big.Float path gives (value or error,
+// for i32 and i64), and leaves alone what it cannot read.
+func TestShortIntegerAgreesWithTheGeneralPath(t *testing.T) {
+	lits := []string{"0", "-0", "1", "-1", "2", "42", "-42", "00", "01", "-01", "-", "", "1e3", "1.0", "1.5", "+1", " 1",
+		"2147483647", "2147483648", "-2147483648", "-2147483649", "4294967295", "4294967296", "-4294967296",
+		"999999999999999999", "-999999999999999999", "1000000000000000000", "9223372036854775807", "-9223372036854775808",
+		"18446744073709551615", "18446744073709551616", "12a", "1-2", "--1"}
+	for i := int64(1); i < 1e18; i = i*7 + 3 {
+		lits = append(lits, strconv.FormatInt(i, 10), strconv.FormatInt(-i, 10))
+	}
+	for _, lit := range lits {
+		for _, ty := range []ValType{I32, I64} {
+			got, gotErr := decodeNumber(lit, ty)
+			want, wantErr := decodeAnyNumber(lit, ty)
+			if (gotErr == nil) != (wantErr == nil) || got != want {
+				t.Errorf("%s %q: fast %v, %v; general %v, %v", ty, lit, got, gotErr, want, wantErr)
+			}
+		}
+	}
+}

@@ -108,3 +108,30 @@ func BenchmarkScreen(b *testing.B) {
 		})
 	}
 }
+
+// benchInstance is the instance a call decodes against: add(i32, i32).
+type benchInstance struct{ info *protocol.ModuleInfo }
+
+func (b benchInstance) ID() string                   { return "inst-bench-1" }
+func (b benchInstance) Module() *protocol.ModuleInfo { return b.info }
+func (b benchInstance) Limits() limits.Limits        { return limits.Defaults() }
+func (b benchInstance) Enqueue() Turn                { return nil }
+func (b benchInstance) Release()                     {}
+
+// BenchmarkDecodeCall splits and decodes the params of the harness's warm
+// call (row 13): add(1, 2) on an instance, as takeTurn and decodeCall do.
+func BenchmarkDecodeCall(b *testing.B) {
+	raw := json.RawMessage(`{"instance":"inst-7f3a9c-1","function":"add","args":[1,2]}`)
+	in := benchInstance{info: &protocol.ModuleInfo{ID: "sha256:x", Exports: []protocol.Export{
+		{Name: "add", Kind: "func", Params: []string{"i32", "i32"}, Results: []string{"i32"}}}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		obj, _, err := callParams(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := decodeCall(obj, in, limits.Defaults(), limits.DefaultMaximums()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

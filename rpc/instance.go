@@ -124,10 +124,11 @@ func (s *Server) takeTurn(j *job) error {
 	if !ok || j.method != protocol.MethodCall {
 		return nil
 	}
-	id, err := callInstance(j.params)
+	obj, id, err := callParams(j.params)
 	if err != nil {
 		return err
 	}
+	j.callParams, j.params = obj, nil // decoded once, here
 	in, err := ie.LookupInstance(id)
 	if err != nil {
 		return err
@@ -254,13 +255,13 @@ func (s *Server) prepareCallNow(j *job, lookupErr error) (ready bool) {
 // decodeCallJob decodes a call's params, or answers the call (a lookup
 // or params error) and returns nil.
 func (s *Server) decodeCallJob(j *job, lookupErr error) *callSpec {
-	raw := j.params
-	j.params = nil
+	obj := j.callParams
+	j.params, j.callParams = nil, nil
 	if lookupErr != nil {
 		s.respond(j, nil, ErrorObject(lookupErr))
 		return nil
 	}
-	spec, err := decodeCall(raw, j.inst, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeCall(obj, j.inst, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err)) // the turn is given back

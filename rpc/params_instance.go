@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -123,14 +124,16 @@ func decodeConfig(raw json.RawMessage) (map[string]string, error) {
 // callFields are the members of a call's params.
 var callFields = []string{"instance", "function", "input", "args", "limits"}
 
-// callInstance reads just the instance of a call's params (screened, so
-// valid JSON), where the call was read: the rest is decoded later.
-func callInstance(raw json.RawMessage) (string, error) {
+// callParams splits a call's params (screened, so valid JSON) into its
+// members and reads the instance, where the call was read; decodeCall
+// reads the rest from the members later.
+func callParams(raw json.RawMessage) (map[string]json.RawMessage, string, error) {
 	obj, err := validObject(raw, "params", callFields...)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	return instanceID(obj["instance"])
+	id, err := instanceID(obj["instance"])
+	return obj, id, err
 }
 
 func instanceID(raw json.RawMessage) (string, error) {
@@ -155,12 +158,10 @@ func decodeRelease(raw json.RawMessage) (string, error) {
 	return instanceID(obj["instance"])
 }
 
-// decodeCall reads the (screened) params of a call on in.
-func decodeCall(raw json.RawMessage, in Instance, defaults, max limits.Limits) (*callSpec, error) {
-	obj, err := validObject(raw, "params", callFields...)
-	if err != nil {
-		return nil, err
-	}
+// decodeCall reads the members of a call's (screened) params, as
+// callParams split them, for a call on in.
+func decodeCall(obj map[string]json.RawMessage, in Instance, defaults, max limits.Limits) (*callSpec, error) {
+	var err error
 	spec := &callSpec{}
 	v, ok := obj["function"]
 	if !ok {
@@ -202,7 +203,7 @@ func decodeCall(raw json.RawMessage, in Instance, defaults, max limits.Limits) (
 	return spec, nil
 }
 
-// decodeArgList checks and splits an args array.
+// decodeArgList checks and splits a (screened) args array.
 func decodeArgList(v json.RawMessage) ([]json.RawMessage, error) {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 || (v[0] != '[' && string(v) != "null") {
@@ -211,11 +212,10 @@ func decodeArgList(v json.RawMessage) ([]json.RawMessage, error) {
 	if n, ok := countElements(v, MaxArgs); !ok {
 		return nil, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
 	}
-	var out []json.RawMessage
-	if err := json.Unmarshal(v, &out); err != nil {
-		return nil, paramErr("args", "must be an array: %v", err)
+	if string(v) == "null" {
+		return nil, nil
 	}
-	return out, nil
+	return jsonscan.Elements(v), nil
 }
 
 func decodeInput(v json.RawMessage) ([]byte, error) {

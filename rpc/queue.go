@@ -40,10 +40,11 @@ type job struct {
 	// Set for the instance methods (instance.go): the call's instance and
 	// its turn in the instance's line (given back when the job is
 	// answered), and what a worker runs instead of a plain run.
-	inst   Instance
-	turn   Turn
-	inLine bool // counted in Server.inLine; guarded by Server.mu
-	exec   func(queued time.Duration) (any, error)
+	inst       Instance
+	turn       Turn
+	callParams map[string]json.RawMessage // a call's params, split where it was read
+	inLine     bool                       // counted in Server.inLine; guarded by Server.mu
+	exec       func(queued time.Duration) (any, error)
 
 	phase   phase         // guarded by Server.mu
 	elem    *list.Element // in the run queue while phaseQueued
