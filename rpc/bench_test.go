@@ -9,6 +9,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/sourcegraph/jsonrpc2"
+
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -131,6 +133,18 @@ func BenchmarkDecodeCall(b *testing.B) {
 			b.Fatal(err)
 		}
 		if _, err := decodeCall(obj, in, limits.Defaults(), limits.DefaultMaximums()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeCallResponse encodes the response of a warm add(1, 2).
+func BenchmarkEncodeCallResponse(b *testing.B) {
+	res := &protocol.CallResult{Values: protocol.EncodeValues([]protocol.Value{protocol.ValueI32(3)}), FuelConsumed: 4, ElapsedMicros: 1}
+	id := jsonrpc2.ID{Num: 12345}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := responseBody(id, res, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,62 @@
+package rpc
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// TestPlainResultEncoding: the reflection-free encoding of a plain run's
+// or call's result writes exactly what json.Marshal writes, and declines
+// (so json.Marshal encodes) every result it does not cover.
+func TestPlainResultEncoding(t *testing.T) {
+	values := protocol.EncodeValues([]protocol.Value{protocol.ValueI32(-5), protocol.ValueI32(math.MaxInt32),
+		protocol.ValueI64(math.MinInt64), protocol.ValueF32(1.5), protocol.ValueF32(float32(math.NaN())),
+		protocol.ValueF64(math.Inf(-1)), protocol.ValueF64(-2.5e-300), protocol.ValueF64(0)})
+	out := protocol.Bytes("hi")
+	yes, exit := true, 3
+	covered := []any{
+		&protocol.RunResult{Values: values, FuelConsumed: 12, PeakMemoryBytes: 65536, ElapsedMicros: 3, QueuedMicros: 0,
+			ModuleID: "sha256:00ff", LogLines: 2, LogTruncated: true},
+		&protocol.RunResult{Values: []protocol.WireValue{}, ModuleID: "sha256:"},
+		&protocol.RunResult{Values: nil, ElapsedMicros: -1},
+		&protocol.CallResult{Values: values[:1], FuelConsumed: math.MaxUint64, ElapsedMicros: math.MaxInt64, LogLines: 1},
+		&protocol.CallResult{Values: []protocol.WireValue{}},
+	}
+	for i, r := range covered {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendPlainResult(nil, r)
+		if !ok {
+			t.Errorf("result %d: declined, want it encoded: %s", i, want)
+			continue
+		}
+		if string(got) != string(want) {
+			t.Errorf("result %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	declined := []any{
+		&protocol.RunResult{Values: values, Output: &out},
+		&protocol.RunResult{Values: values, WASIResult: &protocol.WASIResult{ExitCode: 1}},
+		&protocol.RunResult{Values: values, ModuleID: "sha256:<script>"},
+		&protocol.RunResult{Values: []protocol.WireValue{{Type: "i32", Value: json.RawMessage(" 1")}}},
+		&protocol.RunResult{Values: []protocol.WireValue{{Type: "i32", Value: json.RawMessage(`"a\u00e9"`)}}},
+		&protocol.RunResult{Values: []protocol.WireValue{{Type: "i32", Value: json.RawMessage(`1e`)}}},
+		&protocol.CallResult{Values: values, Output: &out},
+		&protocol.CallResult{Values: values, OutputTruncated: &yes},
+		&protocol.CallResult{Values: values, ExitCode: &exit},
+		&protocol.CallResult{Values: values, Stdout: &out},
+		&protocol.CallResult{Values: values, Stderr: &out},
+		&protocol.CompileResult{ModuleID: "sha256:00"},
+		nil,
+	}
+	for i, r := range declined {
+		if got, ok := appendPlainResult(nil, r); ok {
+			t.Errorf("declined result %d: encoded as %s", i, got)
+		}
+	}
+}
