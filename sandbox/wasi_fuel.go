@@ -434,9 +434,13 @@ func (r *run) randomGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val
 // wasmtime's WASI reports a guest pointer it cannot use (outside the
 // guest's memory, misaligned, overflowing) as an error naming the region,
 // which would otherwise be classified as sandboxd's own (kind host).
+// Compiled at first use, not at package init: every start of the program
+// (a compile child's too) would pay for them.
 var (
-	wasiFaultRE = regexp.MustCompile(`Pointer (out of bounds|not aligned to \d+): Region \{ start: (\d+), len: (\d+) \}`)
-	wasiFuncRE  = regexp.MustCompile(`In func ` + WASIModule + `::(\w+)`)
+	wasiFaultRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`Pointer (out of bounds|not aligned to \d+): Region \{ start: (\d+), len: (\d+) \}`)
+	})
+	wasiFuncRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`In func ` + WASIModule + `::(\w+)`) })
 )
 
 // wasiErrorMessage is the message of a trap for the error wasmtime's
@@ -454,13 +458,13 @@ func wasiErrorMessage(name, err string) string {
 // or nil when it describes none: the guest passed a WASI function a
 // pointer it cannot use, the guest's fault like an out-of-bounds load.
 func wasiPointerFault(msg string) *Error {
-	m := wasiFaultRE.FindStringSubmatch(msg)
+	m := wasiFaultRE().FindStringSubmatch(msg)
 	overflow := strings.Contains(msg, "Pointer overflow")
 	if m == nil && !overflow {
 		return nil
 	}
 	fn := "a WASI function"
-	if f := wasiFuncRE.FindStringSubmatch(msg); f != nil {
+	if f := wasiFuncRE().FindStringSubmatch(msg); f != nil {
 		fn = WASIModule + "::" + f[1]
 	}
 	if m == nil {
