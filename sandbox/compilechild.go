@@ -356,7 +356,7 @@ func (e *Engine) compileInChildProcess(ctx context.Context, mod moduleBytes, pat
 		return childOutcome(reply, compiled, lim)
 	}
 	c, err := e.takeChild()
-	defer e.refillSpare() // if takeChild did not
+	defer e.refillSpareAfterCompile() // if takeChild did not
 	if err != nil {
 		return nil, &Error{Kind: KindHost, Message: "cannot start the compile process: " + err.Error(), err: err}
 	}
@@ -504,21 +504,28 @@ func (e *Engine) startChild() (*childProc, error) {
 
 // takeChild returns the spare child, started ahead of need, or starts one.
 // A new module then pays for writing and reading pipes, not for starting
-// and warming a process. The next spare starts at once when the machine
-// has a core to spare for it beside the compiles and the sidecar
-// (spareBeside); otherwise when this compile is over (the caller's
-// refillSpare), since its start-up (about 4 ms of CPU) would slow the
-// compile a caller waits for: measured on 2 cores, a first run 2-3 ms
-// slower after a restart. A OneShot engine, whose compile usually comes
-// before the spare it started when opened has been exec'd, waits for that
-// start rather than starting a second child, and keeps no spare after.
-// Engine.Close kills the spare.
+// and warming a process. A compile that finds the spare still being
+// started (the first module after a start usually does) waits for that
+// start rather than starting a second child: a second start takes as
+// long, and the two would share the cores (measured on 2 cores: a third
+// of cold starts did this, each about 1 ms slower). Only one compile
+// waits so; others start their own. The next spare starts at once when
+// the machine has a core to spare for it beside the compiles and the
+// sidecar (spareBeside); otherwise after this compile is over (the
+// caller's refillSpareAfterCompile), since its start-up (about 4 ms of
+// CPU) would slow the compile a caller waits for: measured on 2 cores, a
+// first run 2-3 ms slower after a restart. A OneShot engine keeps no
+// spare after its first compile. Engine.Close kills the spare.
 func (e *Engine) takeChild() (*childProc, error) {
 	e.spareMu.Lock()
-	if e.cfg.OneShot {
+	if e.spare == nil && e.spareStarting && !e.spareClaimed {
+		e.spareClaimed = true
 		for e.spareStarting { // a fork and exec: bounded, not worth a ctx
 			e.spareStarted.Wait()
 		}
+		e.spareClaimed = false
+	}
+	if e.cfg.OneShot {
 		e.spareClosed = true // no refill
 	}
 	c := e.spare
@@ -531,6 +538,35 @@ func (e *Engine) takeChild() (*childProc, error) {
 		return c, nil
 	}
 	return e.startChild()
+}
+
+// spareRefillDelay is how long after a compile the next spare starts
+// (without spareBeside). The caller of the compile still has work to do
+// (load the module, run it, answer), and the spare's start-up would share
+// the cores with it: on 2 cores under load, the next spare started as the
+// compile ended made the first run of a cold start about 1 ms slower. A
+// new module arriving before the spare is started starts its own child,
+// as it would have to without the delay had it arrived at once.
+const spareRefillDelay = 5 * time.Millisecond
+
+// refillSpareAfterCompile starts a spare child spareRefillDelay after a
+// compile ended, unless a compile is running by then (its end tries
+// again).
+func (e *Engine) refillSpareAfterCompile() {
+	e.spareMu.Lock()
+	defer e.spareMu.Unlock()
+	if e.spareClosed || e.compileInProcess {
+		return
+	}
+	if e.spareTimer == nil {
+		e.spareTimer = time.AfterFunc(e.refillDelay, func() {
+			if len(e.compileSlots) == 0 {
+				e.refillSpare()
+			}
+		})
+		return
+	}
+	e.spareTimer.Reset(e.refillDelay)
 }
 
 // refillSpare starts a spare child unless one is there or being started,
@@ -566,6 +602,9 @@ func (e *Engine) refillSpare() {
 func (e *Engine) closeSpare() {
 	e.spareMu.Lock()
 	e.spareClosed = true
+	if e.spareTimer != nil {
+		e.spareTimer.Stop() // one that fired finds spareClosed
+	}
 	c := e.spare
 	e.spare = nil
 	e.spareMu.Unlock()

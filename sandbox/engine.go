@@ -69,11 +69,11 @@ type Config struct {
 	InstanceIdle time.Duration
 	// OneShot marks an engine that compiles about one module in its life
 	// (the CLI's run and call). It starts a spare compile child when
-	// opened, as every engine does; its first compile waits for that
-	// child's start rather than starting another, and no spare follows:
-	// a long-lived engine (serve) keeps one spare ready for the next new
-	// module, which a one-shot engine would start only to kill at Close.
-	// A later compile starts its own child. Default false.
+	// opened, as every engine does, and its first compile uses it (waiting
+	// for its start if need be, as every engine's does), but no spare
+	// follows: a long-lived engine (serve) keeps one spare ready for the
+	// next new module, which a one-shot engine would start only to kill at
+	// Close. A later compile starts its own child. Default false.
 	OneShot bool
 }
 
@@ -161,7 +161,10 @@ type Engine struct {
 	spareMu       sync.Mutex
 	spare         *childProc // a compile child started ahead of need
 	spareStarting bool
-	spareStarted  sync.Cond // on spareMu: spareStarting became false
+	spareClaimed  bool          // a compile waits for the spare being started
+	spareTimer    *time.Timer   // refillSpareAfterCompile's
+	refillDelay   time.Duration // spareRefillDelay (tests change it)
+	spareStarted  sync.Cond     // on spareMu: spareStarting became false
 	spareClosed   bool
 	spareBeside   bool // a spare may start while a compile runs (takeChild)
 	spareWG       sync.WaitGroup
@@ -197,22 +200,25 @@ func NewEngine(cfg Config) (*Engine, error) {
 		}
 	}
 	quietRustBacktraces()
-	wt := wasmtime.NewEngineWithConfig(wasmtimeConfig())
 	base, stop := context.WithCancel(context.Background())
 	e := &Engine{
 		cfg:          cfg,
 		pathDirs:     pathDirs,
-		wt:           wt,
 		cache:        newModuleCache(max(cfg.CacheEntries, 0), cfg.CacheBytes),
 		store:        store,
 		flight:       compileFlight{base: base, calls: map[string]*flightCall{}},
 		compileSlots: make(chan struct{}, cfg.MaxCompiles),
-		ticker:       newEpochTicker(wt, cfg.Tick),
 		stopCompiles: stop,
 		spareBeside:  runtime.NumCPU() > cfg.MaxCompiles+1,
+		refillDelay:  spareRefillDelay,
 	}
 	e.spareStarted.L = &e.spareMu
-	e.refillSpare() // the first new module need not wait for a process start
+	// The first new module need not wait for a process start. The spare
+	// starts before the wasmtime engine is built: the child's exec and
+	// start-up are the longest part of a cold start's first compile.
+	e.refillSpare()
+	e.wt = wasmtime.NewEngineWithConfig(wasmtimeConfig())
+	e.ticker = newEpochTicker(e.wt, cfg.Tick)
 	e.instances = instanceTable{max: cfg.MaxInstances, idle: cfg.InstanceIdle, live: map[string]*Instance{}}
 	return e, nil
 }

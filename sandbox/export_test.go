@@ -1,5 +1,7 @@
 package sandbox
 
+import "time"
+
 // NewInProcessEngine is NewEngine whose compiles run in this process,
 // without the compile fence: for the fuzz target, where a child process
 // per input would make fuzzing a hundred times slower. The work done is
@@ -21,6 +23,21 @@ func CompilesRunning(e *Engine) int { return len(e.compileSlots) }
 
 // ChildStarts is the number of compile children e has started.
 func ChildStarts(e *Engine) int64 { return e.childStarts.Load() }
+
+// SetSpareRefillDelay changes how long after a compile e starts its next
+// spare (spareRefillDelay).
+func SetSpareRefillDelay(e *Engine, d time.Duration) {
+	e.spareMu.Lock()
+	defer e.spareMu.Unlock()
+	e.refillDelay = d
+}
+
+// SpareReady reports whether e has a spare child waiting.
+func SpareReady(e *Engine) bool {
+	e.spareMu.Lock()
+	defer e.spareMu.Unlock()
+	return e.spare != nil
+}
 
 // EvictNow runs the idle timer's function at once, as a timer that fired
 // just before a call would.
