@@ -296,7 +296,10 @@ func integerValue(n int64, ty ValType, lit string) (Value, error) {
 // is refused.
 func ExactInteger(lit string) (*big.Int, bool) {
 	f, _, err := big.ParseFloat(lit, 10, 256, big.ToNearestEven)
-	if err != nil || f.IsInf() {
+	if err != nil {
+		return beyondExponents(lit)
+	}
+	if f.IsInf() {
 		return nil, false
 	}
 	if f.Sign() == 0 { // 0 only if every mantissa digit is: "1e-1000000000" underflows to 0
@@ -311,6 +314,31 @@ func ExactInteger(lit string) (*big.Int, bool) {
 		return nil, false
 	}
 	n, _ := f.Int(nil)
+	return n, true
+}
+
+// beyondExponents reads a number literal whose exponent big.ParseFloat
+// cannot hold (past int64): 0 when every mantissa digit is 0
+// ("0e99999999999999999999" was refused), a value beyond every integer
+// range (with the literal's sign) when the exponent is positive, and no
+// integer otherwise.
+func beyondExponents(lit string) (*big.Int, bool) {
+	mantissa, exp, ok := strings.Cut(strings.ToLower(lit), "e")
+	digits := strings.TrimLeft(exp, "+-")
+	if !ok || digits == "" || len(exp)-len(digits) > 1 || strings.Trim(digits, "0123456789") != "" ||
+		strings.Trim(mantissa, "-+.0123456789") != "" {
+		return nil, false
+	}
+	switch {
+	case strings.Trim(mantissa, "-+.0") == "":
+		return new(big.Int), true
+	case strings.HasPrefix(exp, "-"):
+		return nil, false
+	}
+	n := new(big.Int).Lsh(big.NewInt(1), 128)
+	if strings.HasPrefix(mantissa, "-") {
+		n.Neg(n)
+	}
 	return n, true
 }
 

@@ -342,6 +342,24 @@ func TestDecodeArgHugeExponent(t *testing.T) {
 	}
 }
 
+// TestDecodeArgZeroPastEveryExponent: 0 with an exponent past int64 (which
+// big.ParseFloat cannot read) is 0; a non-zero mantissa is no integer
+// (negative exponent) or out of range (positive).
+func TestDecodeArgZeroPastEveryExponent(t *testing.T) {
+	for _, raw := range []string{`0e99999999999999999999`, `-0.0e-99999999999999999999`, `0E+99999999999999999999`} {
+		for _, ty := range []ValType{I32, I64} {
+			if v, err := DecodeArg(json.RawMessage(raw), ty); err != nil || v.Bits != 0 {
+				t.Errorf("DecodeArg(%s, %s) = %#x, %v; want 0", raw, ty, v.Bits, err)
+			}
+		}
+	}
+	for raw, want := range map[string]string{`1e-99999999999999999999`: "an integer", `1e99999999999999999999`: "out of range", `-2e99999999999999999999`: "out of range"} {
+		if _, err := DecodeArg(json.RawMessage(raw), I64); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeArg(%s, i64) = %v; want an error saying %q", raw, err, want)
+		}
+	}
+}
+
 func TestEncodeValue(t *testing.T) {
 	cases := []struct {
 		v         Value

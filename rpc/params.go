@@ -126,14 +126,16 @@ func boolField(raw json.RawMessage, field string) (bool, error) {
 }
 
 // uintField reads a JSON integer >= 0 (or, if allowString, a decimal
-// string) that fits in 64 bits. positive only words the message for a
-// negative value: the caller checks for zero.
+// string: digits, with an optional sign) that fits in 64 bits. positive
+// only words the message for a negative value: the caller checks for zero.
 func uintField(raw json.RawMessage, field string, allowString, positive bool) (uint64, error) {
 	raw = bytes.TrimSpace(raw)
 	lit := string(raw)
 	if allowString && len(raw) > 0 && raw[0] == '"' {
-		if err := json.Unmarshal(raw, &lit); err != nil {
-			return 0, paramErr(field, "must be an integer")
+		if err := json.Unmarshal(raw, &lit); err != nil || !decimalDigits(lit) {
+			// Not any float text: big.ParseFloat, below, also reads
+			// "1p3" (8) and ".5e1".
+			return 0, paramErr(field, "must be an integer, got the string %s", strconv.Quote(truncate(lit, 64)))
 		}
 	} else if len(raw) == 0 || !(raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
 		return 0, paramErr(field, "must be an integer, got %s", kindOfJSON(raw))
@@ -160,6 +162,12 @@ func uintField(raw json.RawMessage, field string, allowString, positive bool) (u
 		return 0, paramErr(field, "must be at most %d", uint64(math.MaxUint64))
 	}
 	return n.Uint64(), nil
+}
+
+// decimalDigits reports whether s is digits with an optional sign.
+func decimalDigits(s string) bool {
+	digits := strings.TrimLeft(s, "+-")
+	return digits != "" && len(s)-len(digits) <= 1 && strings.Trim(digits, "0123456789") == ""
 }
 
 // decodeModule reads a module spec: exactly one of wat, wasm, id, path.
