@@ -14,7 +14,8 @@ import (
 // `call` on a warm instance against a fresh-instance `run` of the same
 // export (add; the WAT and Go PDK plugins' greet, whose run is a plugin
 // run: instantiate, call, release in the sidecar), sequential p50, each
-// as a ratio against the pipe floor of row 1 in the same run.
+// as a ratio against the pipe floor measured in blocks alternating with
+// the warm calls (interleave.go).
 func instanceWireSection(env *Env) []Row {
 	const section = "13 inst wire"
 	c, stderr, err := startSidecar(env)
@@ -23,7 +24,6 @@ func instanceWireSection(env *Env) []Row {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	floor := env.GoFloor.P50()
 	n := env.n(2000, 100)
 	var rows []Row
 	// run is given the module by the id the instance reports: both sides
@@ -36,7 +36,8 @@ func instanceWireSection(env *Env) []Row {
 		}
 		defer in.Release(ctx)
 		run.Module = protocol.ModuleSpec{ID: sandboxd.Str(in.Result.ModuleID)}
-		warm, err := timeEach(n, func() error { _, err := in.Call(ctx, fn, opts); return err })
+		pr, err := interleave(env.floorBlocks(), 5, 5, n, env.goFloorBlock,
+			timedBlock(func() error { _, err := in.Call(ctx, fn, opts); return err }))
 		if err != nil {
 			rows = append(rows, naRow(section, what, err.Error()))
 			return
@@ -46,14 +47,16 @@ func instanceWireSection(env *Env) []Row {
 			rows = append(rows, naRow(section, what, err.Error()))
 			return
 		}
-		w, f := warm.P50(), fresh.P50()
-		r := ratio(float64(w), float64(floor))
+		w, f, floor := pr.Subject.P50(), fresh.P50(), pr.Floor.P50()
+		r := pr.Ratio()
+		raw := pr.Raw()
+		raw["warm_us"], raw["fresh_us"], raw["floor_us"] = us(w), us(f), us(floor)
 		row := Row{Section: section, Measurement: what + ", p50", Value: fmtDur(w),
-			Floor: fmt.Sprintf("floor %s; fresh run %s (%s floor)", fmtDur(floor), fmtDur(f), formatRatio(ratio(float64(f), float64(floor)))),
-			Ratio: r, RatioText: formatRatio(r) + " floor", Verdict: verdictInfo,
-			Raw: map[string]float64{"warm_us": us(w), "fresh_us": us(f), "floor_us": us(floor)}}
+			Floor: fmt.Sprintf("floor %s (interleaved); fresh run %s (%s floor)", fmtDur(floor), fmtDur(f), formatRatio(ratio(float64(f), float64(floor)))),
+			Ratio: r, RatioText: formatRatio(r) + " floor", Verdict: verdictInfo, Raw: raw}
 		if target > 0 { // issue 14: a warm call of add within 3× the pipe floor
 			row.Target, row.Verdict = fmt.Sprintf("≤ %g×", target), judge(r <= target)
+			row.Note = "ratio: median of per-block p50 ratios, " + pr.Spread()
 		}
 		rows = append(rows, row)
 	}

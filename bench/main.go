@@ -28,7 +28,8 @@ type Env struct {
 	Self       string // this harness's executable, re-run as the echo child
 	Tmp        string // scratch directory, removed at exit
 	Quick      bool
-	GoFloor    Sample       // row 1, the denominator of the Go rows
+	GoFloor    Sample       // row 1, measured once at the start (the judged rows interleave their own: interleave.go)
+	echo       *echoChild   // row 1's echo child, kept for the floor blocks of rows 2 and 13
 	GoSeq      Sample       // row 2, reused by the cold-start comparison
 	FibReps    int          // row 8 calibration, reused by the Node peers
 	GoPipe     float64      // row 3 calls/s, the peer of the other clients' pipelining
@@ -96,6 +97,7 @@ func main() {
 	}
 	env.ServeArgs = strings.Fields(*serveArgs)
 	defer os.RemoveAll(env.Tmp)
+	defer env.closeEcho()
 	if *out == "" {
 		*out = filepath.Join(env.Root, "bench", "results.json")
 	}
@@ -134,6 +136,12 @@ func runSections(env *Env, only string) *Results {
 		res.add(rows...)
 	}
 	return res
+}
+
+func (e *Env) closeEcho() {
+	if e.echo != nil {
+		e.echo.close()
+	}
 }
 
 func sectionNames() string {
@@ -186,9 +194,15 @@ func findRoot() (string, error) {
 	}
 }
 
-// floorSection is row 1.
+// floorSection is row 1. Its echo child stays up for the run: rows 2 and
+// 13 measure their floor on it, in blocks alternating with theirs.
 func floorSection(env *Env) []Row {
-	s, err := measureGoFloor(env)
+	child, err := startEcho(env.Self)
+	if err != nil {
+		return []Row{naRow("1 floor", "Go↔Go raw pipe ping-pong", err.Error())}
+	}
+	env.echo = child
+	s, err := child.pingPong(floorMessage(), env.n(500, 100), env.n(5000, 500))
 	if err != nil {
 		return []Row{naRow("1 floor", "Go↔Go raw pipe ping-pong", err.Error())}
 	}

@@ -121,13 +121,3 @@ func (e *echoChild) pingPong(msg []byte, warm, n int) (Sample, error) {
 	}
 	return s, nil
 }
-
-// measureGoFloor is row 1: the raw pipe round trip between two Go processes.
-func measureGoFloor(env *Env) (Sample, error) {
-	child, err := startEcho(env.Self)
-	if err != nil {
-		return nil, err
-	}
-	defer child.close()
-	return child.pingPong(floorMessage(), env.n(500, 100), env.n(5000, 500))
-}

@@ -6,13 +6,15 @@
 // The client's own cost is its sequential round trip minus that of raw
 // JSON-RPC from Node to another sidecar of the same binary (one string
 // write per request, lib.mjs's framer, JSON.parse: what any Node client
-// must do); the two are measured in alternating blocks so that load drift
-// hits both alike.
+// must do). The client, raw JSON-RPC and the Node pipe floor (lib.mjs's
+// pipeFloor, against the Go echo child) are measured in alternating blocks
+// so that load drift hits them alike; the verdict's ratio is the median of
+// the blocks' ratios of the client's p50 to the floor's.
 //
 //   node client.mjs '{"dist": ".../clients/node/dist/index.js", "binary": "...", "wat": ".../well_behaved.wat", ...}'
 import { spawn } from "node:child_process";
 import { pathToFileURL } from "node:url";
-import { framer, percentiles, sequential, throughput } from "./lib.mjs";
+import { framer, median, percentiles, pipeFloor, sequential, throughput } from "./lib.mjs";
 
 const cfg = JSON.parse(process.argv[2]);
 const { Sidecar } = await import(pathToFileURL(cfg.dist).href);
@@ -34,6 +36,7 @@ function rawSidecar() {
 
 const sb = await Sidecar.spawn({ binary: cfg.binary, args: ["--log-level", "warn"] });
 const raw = rawSidecar();
+const floor = pipeFloor(cfg);
 try {
   const mod = await sb.compile({ path: cfg.wat });
   const add = () => sb.run({ module: mod, function: "add", args: [1, 2] });
@@ -44,15 +47,29 @@ try {
   const rawAdd = () => raw.call("run", rawParams);
   const clientSamples = [];
   const rawSamples = [];
-  const blocks = 4;
+  const floorSamples = [];
+  const ratios = [];
+  const blocks = cfg.blocks;
   for (let b = 0; b < blocks; b++) {
-    clientSamples.push(...(await sequential(add, b === 0 ? cfg.warm : 20, Math.ceil(cfg.n / blocks))));
-    rawSamples.push(...(await sequential(rawAdd, b === 0 ? cfg.warm : 20, Math.ceil(cfg.n / blocks))));
+    const warm = b === 0 ? cfg.warm : 5;
+    const f = await sequential(floor.roundTrip, warm, Math.ceil(cfg.n / blocks));
+    const c = await sequential(add, warm, Math.ceil(cfg.n / blocks));
+    rawSamples.push(...(await sequential(rawAdd, warm, Math.ceil(cfg.n / blocks))));
+    floorSamples.push(...f);
+    clientSamples.push(...c);
+    ratios.push(percentiles(c).p50_us / percentiles(f).p50_us);
   }
   const seq = percentiles(clientSamples);
+  const fl = percentiles(floorSamples);
   const out = {
     seq_p50_us: seq.p50_us,
     seq_p99_us: seq.p99_us,
+    seq_floor_p50_us: fl.p50_us,
+    seq_floor_p99_us: fl.p99_us,
+    seq_ratio: median(ratios),
+    seq_ratio_min: Math.min(...ratios),
+    seq_ratio_max: Math.max(...ratios),
+    seq_blocks: blocks,
     raw_seq_p50_us: percentiles(rawSamples).p50_us,
     pipelined_calls_per_s: await throughput(add, 64, cfg.durationMs),
     add_calls_per_s: await throughput(add, 1, cfg.durationMs),
@@ -79,6 +96,7 @@ try {
   }
   console.log(JSON.stringify(out));
 } finally {
+  floor.close();
   raw.close();
   await sb.close();
 }

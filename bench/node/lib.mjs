@@ -1,4 +1,5 @@
 // Helpers shared by the Node benchmark scripts.
+import { spawn } from "node:child_process";
 
 /** Content-Length frame of a UTF-8 JSON text. */
 export function frame(text) {
@@ -55,4 +56,27 @@ export async function throughput(call, depth, ms) {
   };
   await Promise.all(Array.from({ length: depth }, worker));
   return done / ((performance.now() - start) / 1000);
+}
+
+/**
+ * The raw Node pipe floor: Content-Length ping-pong of a run-sized message
+ * with the Go echo child, using only child_process and Buffers — what a Node
+ * client cannot go below. roundTrip() is one ping-pong, so that a script can
+ * time blocks of it alternating with what the floor judges
+ * (cfg: echo, echoEnv, message).
+ */
+export function pipeFloor(cfg) {
+  const child = spawn(cfg.echo, [], { env: { ...process.env, [cfg.echoEnv]: "1" }, stdio: ["pipe", "pipe", "inherit"] });
+  let waiting = null;
+  child.stdout.on("data", framer(() => waiting()));
+  const msg = frame(cfg.message);
+  const roundTrip = () => new Promise((resolve) => { waiting = resolve; child.stdin.write(msg); });
+  return { roundTrip, close: () => child.stdin.end() };
+}
+
+/** Median of numbers. */
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
 }
