@@ -89,6 +89,11 @@ func main() {
 	only := flag.String("only", "", "comma-separated sections to run (default all): "+sectionNames())
 	out := flag.String("json", "", "where to write the results (default bench/results.json)")
 	serveArgs := flag.String("serve-args", "", "extra flags for the sidecars the Go client starts, space-separated (e.g. \"--cpuprofile /tmp/cpu.prof\")")
+	loop := flag.String("loop", "", "instead of the table, one loop to profile: floor, run, call (sequential) or pipe (64 in flight); prints CPU and context switches per round trip of both processes")
+	loopN := flag.Int("loop-n", 100000, "round trips of a sequential -loop")
+	loopDur := flag.Duration("loop-d", 3*time.Second, "duration of -loop pipe")
+	cpuProfile := flag.String("cpuprofile", "", "with -loop: write this process's (the client's) CPU profile here")
+	traceFile := flag.String("trace", "", "with -loop: write this process's (the client's) execution trace here")
 	flag.Parse()
 	env, err := newEnv(*quick)
 	if err != nil {
@@ -98,6 +103,13 @@ func main() {
 	env.ServeArgs = strings.Fields(*serveArgs)
 	defer os.RemoveAll(env.Tmp)
 	defer env.closeEcho()
+	if *loop != "" {
+		if err := profileLoop(env, *loop, *loopN, *loopDur, *cpuProfile, *traceFile); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *out == "" {
 		*out = filepath.Join(env.Root, "bench", "results.json")
 	}
