@@ -21,6 +21,19 @@ type Source struct {
 	// module must be compiled; zero takes the engine's default.
 	CompileTimeout     time.Duration
 	CompileMemoryBytes uint64
+
+	// Encoded, if set, is how the parent sent WAT or Wasm on the wire.
+	// The engine also knows a module by it, so a module sent again the
+	// same way is found (Lookup) before its text is unescaped or its
+	// base64 decoded. It is not a source of its own: Compile needs WAT or
+	// Wasm, decoded from it, and remembers it beside them.
+	Encoded *Encoded
+}
+
+// Encoded is a module's field as it came on the wire.
+type Encoded struct {
+	Field   string // "wat" or "wasm"
+	Literal []byte // the JSON string, quotes and escapes included
 }
 
 // IDPrefix starts every module id.

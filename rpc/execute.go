@@ -85,7 +85,16 @@ func (s *Server) prepareRun(j *job) (ready bool) {
 		s.respond(j, nil, ErrorObject(err))
 		return false
 	}
-	mod, ok := s.cachedModule(spec.source)
+	mod, ok := s.cachedModule(spec.source) // by id, or by the wire literal of its wat or wasm
+	if !ok && spec.source.Encoded != nil {
+		// A literal not seen before: decoded here (a small message), the
+		// module may still be known by its bytes.
+		if err := decodeEncoded(&spec.source); err != nil {
+			s.respond(j, nil, ErrorObject(err))
+			return false
+		}
+		mod, ok = s.cachedModule(spec.source)
+	}
 	if !ok {
 		s.tasks.Go(func() {
 			defer s.recoverJob(j)
@@ -127,6 +136,15 @@ func (s *Server) compileJob(j *job, spec *runSpec, mod Module) bool {
 func (s *Server) compileRun(j *job, spec *runSpec, mod Module) error {
 	if j.ctx.Err() != nil {
 		return cancelledError()
+	}
+	if mod == nil && spec.source.Encoded != nil && spec.source.WAT == "" && spec.source.Wasm == nil {
+		// Not looked up yet (a large run, prepared in its own goroutine):
+		// by its literal first, then decoded.
+		if m, ok := s.cachedModule(spec.source); ok {
+			mod = m
+		} else if err := decodeEncoded(&spec.source); err != nil {
+			return err
+		}
 	}
 	if g, ok := s.eng.(grantChecker); ok {
 		src := spec.source

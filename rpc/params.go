@@ -210,6 +210,62 @@ func decodeModule(raw json.RawMessage, field string) (protocol.Source, error) {
 	return src, nil
 }
 
+// decodeRunModule is decodeModule for a run, whose module is looked up
+// by how it came on the wire before anything is decoded: wat and wasm are
+// left as their JSON literals (Source.Encoded), checked only for being
+// non-empty strings. decodeEncoded decodes them, with decodeModule's
+// errors, when the literal is not known.
+func decodeRunModule(raw json.RawMessage, field string) (protocol.Source, error) {
+	obj, err := validObject(raw, field, "wat", "wasm", "id", "path")
+	if err != nil {
+		return protocol.Source{}, err
+	}
+	if len(obj) != 1 {
+		return protocol.Source{}, paramErr(field, "give exactly one of wat, wasm, id, path (got %d)", len(obj))
+	}
+	for _, k := range []string{"wat", "wasm"} {
+		v, ok := obj[k]
+		if !ok {
+			continue
+		}
+		v = bytes.TrimSpace(v)
+		if len(v) == 0 || v[0] != '"' {
+			return protocol.Source{}, paramErr(join(field, k), "must be a string, got %s", kindOfJSON(v))
+		}
+		if len(v) == 2 {
+			return protocol.Source{}, paramErr(join(field, k), "must not be empty")
+		}
+		return protocol.Source{Encoded: &protocol.Encoded{Field: k, Literal: v}}, nil
+	}
+	return decodeModule(raw, field)
+}
+
+// decodeEncoded decodes the wat or wasm that decodeRunModule left encoded
+// (nothing, if src was decoded already or is an id or path). The literal
+// stays in src: Compile remembers the module by it.
+func decodeEncoded(src *protocol.Source) error {
+	e := src.Encoded
+	if e == nil || src.WAT != "" || src.Wasm != nil {
+		return nil
+	}
+	field := join("module", e.Field)
+	switch e.Field {
+	case "wasm":
+		b, err := decodeBase64(e.Literal, field)
+		if err != nil {
+			return err
+		}
+		src.Wasm = b
+	case "wat":
+		s, err := validStringField(e.Literal, field)
+		if err != nil {
+			return err
+		}
+		src.WAT = s
+	}
+	return nil
+}
+
 // decodeBase64 decodes the valid JSON string raw as base64, straight from
 // the message when it has no escapes (a module of tens of MiB is copied
 // once, into its bytes).
@@ -397,7 +453,14 @@ func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, erro
 	if !json.Valid(raw) {
 		return nil, invalidParams(raw, runFields)
 	}
-	return decodeScreenedRun(raw, defaults, max)
+	spec, err := decodeScreenedRun(raw, defaults, max)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeEncoded(&spec.source); err != nil {
+		return nil, err
+	}
+	return spec, nil
 }
 
 // invalidParams is the error of params that are not valid JSON.
@@ -409,8 +472,27 @@ func invalidParams(raw json.RawMessage, fields []string) error {
 }
 
 // decodeScreenedRun reads the params of `run` from a message that
-// screening checked: raw is valid JSON (fastjson.go).
+// screening checked: raw is valid JSON (fastjson.go). A module sent as
+// wat or wasm is left encoded (decodeRunModule): the caller looks it up
+// by its literal first, and decodes it (decodeEncoded) if that fails.
 func decodeScreenedRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
+	spec, err := decodeRunFields(raw, defaults, max)
+	if err != nil && spec != nil && spec.source.Encoded != nil {
+		// A later member's problem: the module's own, if it has one, is
+		// named first, as when the module was decoded before the rest.
+		if merr := decodeEncoded(&spec.source); merr != nil {
+			return nil, merr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// decodeRunFields is decodeScreenedRun, but on an error found after the
+// module it returns the spec so far with the error.
+func decodeRunFields(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
 	obj, err := validObject(raw, "params", runFields...)
 	if err != nil {
 		return nil, err
@@ -423,36 +505,36 @@ func decodeScreenedRun(raw json.RawMessage, defaults, max limits.Limits) (*runSp
 	if !ok {
 		return nil, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
 	}
-	if spec.source, err = decodeModule(m, "module"); err != nil {
-		return nil, err
+	if spec.source, err = decodeRunModule(m, "module"); err != nil {
+		return spec, err
 	}
 	if v, ok := obj["function"]; ok {
 		spec.defaultFunction = false
 		if spec.function, err = validStringField(v, "function"); err != nil {
-			return nil, err
+			return spec, err
 		}
 		if spec.function == "" {
-			return nil, paramErr("function", "must not be empty")
+			return spec, paramErr("function", "must not be empty")
 		}
 	}
 	if v, ok := obj["args"]; ok {
 		v = bytes.TrimSpace(v)
 		if len(v) == 0 || (v[0] != '[' && string(v) != "null") {
-			return nil, paramErr("args", "must be an array, got %s", kindOfJSON(v))
+			return spec, paramErr("args", "must be an array, got %s", kindOfJSON(v))
 		}
 		if n, ok := countElements(v, MaxArgs); !ok {
-			return nil, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
+			return spec, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
 		}
 		if string(v) != "null" {
 			spec.args = jsonscan.Elements(v)
 		}
 	}
 	if spec.limits, err = decodeLimits(obj["limits"], defaults, max); err != nil {
-		return nil, err
+		return spec, err
 	}
 	spec.source.CompileTimeout, spec.source.CompileMemoryBytes = spec.limits.CompileTimeout, spec.limits.CompileMemoryBytes
 	if spec.caps, err = decodeCapabilities(obj["capabilities"]); err != nil {
-		return nil, err
+		return spec, err
 	}
 	return spec, nil
 }

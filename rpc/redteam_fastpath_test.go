@@ -590,8 +590,10 @@ func (o *oracle) config(v any) map[string]string {
 func specSummary(s *runSpec, args []string) string {
 	caps := s.caps
 	caps.WASI = nil // printed by value below
+	src := s.source
+	src.Encoded = nil // the wire literal the decoded text or bytes came from
 	return fmt.Sprintf("src=%+v function=%q default=%v args=%q limits=%+v caps=%+v wasi=%+v input=%q (nil %v) config=%v",
-		s.source, s.function, s.defaultFunction, args, s.limits, caps, s.caps.WASI, s.input, s.input == nil, s.config)
+		src, s.function, s.defaultFunction, args, s.limits, caps, s.caps.WASI, s.input, s.input == nil, s.config)
 }
 
 // decodedArgs renders the decoder's args as the oracle does.
@@ -728,6 +730,11 @@ func FuzzRedteamDecodeRunDifferential(f *testing.F) {
 			return // screening answers -32700 before any decoding
 		}
 		got, gotErr := decodeScreenedRun(data, def, max)
+		if gotErr == nil { // a wat or wasm left encoded, decoded as the server does on a miss
+			if gotErr = decodeEncoded(&got.source); gotErr != nil {
+				got = nil
+			}
+		}
 		want, wantArgs, faults := oracleDecodeRun(data, def, max)
 		var pe *ParamError
 		switch {

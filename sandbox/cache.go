@@ -65,6 +65,7 @@ func (ent *cacheEntry) sourceBytes() int64 {
 // Compile cannot change what the cache recognises.
 type knownSource struct {
 	hash    uint64
+	encoded byte // moduleBytes.encoded: 0 for a module's bytes
 	content string
 	el      *list.Element
 }
@@ -81,7 +82,18 @@ func newModuleCache(maxEntries int, maxBytes int64) *moduleCache {
 
 // sourceHash is the key of a source's bytes: text and binary alike, since
 // what a module's bytes compile to depends on the bytes alone.
+//
+// A wire literal (b.encoded) hashes with its kind in front; its entries
+// are told apart from bytes by the kind as well (findSourceLocked), so
+// equal hashes and even equal content never cross kinds.
 func (c *moduleCache) sourceHash(b moduleBytes) uint64 {
+	if b.encoded != 0 {
+		var h maphash.Hash
+		h.SetSeed(c.seed)
+		h.WriteByte(b.encoded)
+		h.Write(b.bin)
+		return h.Sum64()
+	}
 	if b.text != "" {
 		return maphash.String(c.seed, b.text)
 	}
@@ -118,7 +130,7 @@ func (c *moduleCache) peekSource(h uint64, b moduleBytes) (*Module, bool) {
 
 func (c *moduleCache) findSourceLocked(h uint64, b moduleBytes) (*list.Element, bool) {
 	for _, s := range c.sources[h] {
-		if b.equal(s.content) {
+		if s.encoded == b.encoded && b.equal(s.content) {
 			return s.el, true
 		}
 	}
@@ -183,7 +195,7 @@ func (c *moduleCache) put(m *Module, h uint64, b moduleBytes) {
 				len(ent.sources) > 0 && int64(m.CompiledSize)+ent.sourceBytes()+size > c.maxBytes {
 				c.dropSourceLocked(ent, ent.sources[0])
 			}
-			s := &knownSource{hash: h, content: b.clone(), el: el}
+			s := &knownSource{hash: h, encoded: b.encoded, content: b.clone(), el: el}
 			ent.sources = append(ent.sources, s)
 			c.sources[h] = append(c.sources[h], s)
 			c.bytes += size

@@ -63,3 +63,29 @@ func TestSourcesFitTheBound(t *testing.T) {
 		t.Error("the latest source is not known")
 	}
 }
+
+// TestEncodedSourcesKeptApart: a wire literal and a module's bytes (or a
+// literal of the other field) with the same content and, forced here, the
+// same hash never find each other's module: the kind is compared too.
+func TestEncodedSourcesKeptApart(t *testing.T) {
+	c := newModuleCache(8, 1<<20)
+	const h = 42
+	content := []byte(`"(module)"`)
+	kinds := []moduleBytes{{bin: content}, {bin: content, encoded: encodedWAT}, {bin: content, encoded: encodedWasm}}
+	mods := make([]*Module, len(kinds))
+	for i, b := range kinds {
+		mods[i] = &Module{ID: IDPrefix + string(rune('a'+i)), CompiledSize: 100}
+		c.put(mods[i], h, b)
+	}
+	for i, b := range kinds {
+		if m, ok := c.lookupSource(h, b); !ok || m != mods[i] {
+			t.Errorf("kind %d: found %v %v, want %s", i, m, ok, mods[i].ID)
+		}
+	}
+	if m, ok := c.lookupSource(h, moduleBytes{bin: []byte(`"(module) "`), encoded: encodedWAT}); ok {
+		t.Errorf("another literal of the same hash found %s", m.ID)
+	}
+	if a, b := c.sourceHash(kinds[0]), c.sourceHash(kinds[1]); a == b {
+		t.Errorf("bytes and a wat literal of the same content hash alike (%x)", a)
+	}
+}

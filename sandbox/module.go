@@ -80,7 +80,22 @@ type CompileInfo struct {
 // has gone. Compile returns promptly when ctx is done. Errors are *Error
 // of kind invalid_module, compile_limit_exceeded, cancelled, or host (an
 // unusable path).
+//
+// A source with Encoded (WAT or Wasm as it came on the wire) is
+// remembered by that literal too, once its module is had: Encoded must be
+// the encoding of src's WAT or Wasm (the caller decoded one from the
+// other), or a later Lookup of the literal finds this module.
 func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo, error) {
+	m, info, err := e.compile(ctx, src)
+	if err == nil && (src.WAT != "" || src.Wasm != nil) {
+		if enc, ok := encodedBytes(src); ok {
+			e.cache.put(m, e.cache.sourceHash(enc), enc)
+		}
+	}
+	return m, info, err
+}
+
+func (e *Engine) compile(ctx context.Context, src Source) (*Module, CompileInfo, error) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
 		return nil, CompileInfo{}, cancelledError()
@@ -193,8 +208,22 @@ func (e *Engine) Cached(src Source) (*Module, bool) {
 // here), converts, hashes with sha256 and compiles nothing, and never
 // counts a miss: false means only Compile can tell. It is for callers that
 // must not block, such as the sidecar's dispatcher.
+//
+// A source given only as Encoded (not decoded yet) is found by that alone;
+// one given both ways is found by either, and a module found by its bytes
+// becomes known by the literal too.
 func (e *Engine) Lookup(src Source) (*Module, bool) {
-	if countSources(src) != 1 || src.Path != "" {
+	enc, hasEnc := encodedBytes(src)
+	n := countSources(src)
+	if hasEnc {
+		if m, ok := e.cache.lookupSource(e.cache.sourceHash(enc), enc); ok {
+			return m, true
+		}
+		if n == 0 {
+			return nil, false
+		}
+	}
+	if n != 1 || src.Path != "" {
 		return nil, false
 	}
 	if src.ID != "" {
@@ -204,7 +233,11 @@ func (e *Engine) Lookup(src Source) (*Module, bool) {
 	if mod.size() > e.cfg.MaxModuleBytes {
 		return nil, false
 	}
-	return e.cache.lookupSource(e.cache.sourceHash(mod), mod)
+	m, ok := e.cache.lookupSource(e.cache.sourceHash(mod), mod)
+	if ok && hasEnc {
+		e.cache.put(m, e.cache.sourceHash(enc), enc)
+	}
+	return m, ok
 }
 
 // compileNew compiles bytes the engine has not seen, in a compile child,
@@ -264,6 +297,32 @@ func isWasmBinary(b []byte) bool { return bytes.HasPrefix(b, wasmMagic) }
 type moduleBytes struct {
 	bin  []byte
 	text string
+	// encoded is set (encodedWAT, encodedWasm) when bin is not a module's
+	// bytes but a wire literal of them (Source.Encoded): known apart from
+	// bytes, and from the other field's literals, whatever the content.
+	encoded byte
+}
+
+// The kinds of moduleBytes.encoded.
+const (
+	encodedWAT  = 'T'
+	encodedWasm = 'B'
+)
+
+// encodedBytes is src's wire literal as a key of the module cache, or
+// false when src has none.
+func encodedBytes(src Source) (moduleBytes, bool) {
+	e := src.Encoded
+	if e == nil || len(e.Literal) == 0 {
+		return moduleBytes{}, false
+	}
+	switch e.Field {
+	case "wat":
+		return moduleBytes{bin: e.Literal, encoded: encodedWAT}, true
+	case "wasm":
+		return moduleBytes{bin: e.Literal, encoded: encodedWasm}, true
+	}
+	return moduleBytes{}, false
 }
 
 func (b moduleBytes) size() int { return len(b.bin) + len(b.text) }
