@@ -144,7 +144,12 @@ func CompileChildMain() int {
 		h.err = readFrameHeader(in, &h.req)
 		arrived <- h
 	}()
-	warmUp(engine, func() bool { return len(arrived) > 0 })
+	// A request already waiting (the first run of a cold start's usually
+	// is by now) is served at once: the warm-up would only delay it (its
+	// first step, at least, runs before the reader has its turn).
+	if !stdinWaiting() {
+		warmUp(engine, func() bool { return len(arrived) > 0 })
+	}
 	h := <-arrived
 	req := h.req
 	if err := h.err; err != nil {
@@ -219,6 +224,15 @@ func warmUp(engine *wasmtime.Engine, requested func() bool) {
 	if !requested() {
 		_, _ = wt.Serialize()
 	}
+}
+
+// stdinWaiting reports whether standard input has bytes to read now (a
+// poll that does not wait, and reads nothing).
+func stdinWaiting() bool {
+	var set syscall.FdSet
+	set.Bits[0] = 1 << syscall.Stdin
+	n, err := syscall.Select(syscall.Stdin+1, &set, nil, nil, &syscall.Timeval{})
+	return err == nil && n > 0
 }
 
 // limitMemory sets RLIMIT_DATA: every allocation of the Go runtime, of
