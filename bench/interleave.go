@@ -49,8 +49,9 @@ func (p paired) Raw() map[string]float64 {
 }
 
 // interleave measures n samples of subject and of the floor in blocks
-// alternating between the two, each block after warm untimed rounds
-// (the first block after firstWarm). timed(k) returns k timed samples.
+// alternating between the two (floor first), each block after warm
+// untimed rounds (the first after firstWarm). floor(w, k) and subject(w,
+// k) make w untimed rounds and return k timed samples.
 func interleave(blocks, firstWarm, warm, n int, floor, subject func(warm, k int) (Sample, error)) (paired, error) {
 	var p paired
 	per := max(n/blocks, 1)
