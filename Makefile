@@ -77,9 +77,12 @@ wasi-guests:
 	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -ldflags="-s -w" -o $(WASI_GUESTS)/guest_go.wasm ./$(WASI_GUESTS)/go
 
 # The test plugins built with Extism's Go PDK (a nested module; not run by
-# make test, the .wasm files are committed next to their source).
+# make test, the .wasm files are committed next to their source), and the
+# PDK's own example for the standard Go compiler, built unchanged from the
+# module (a WASI command whose main is the plugin, called as _start).
 plugins:
 	cd testdata/plugins/go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags="-s -w" -o plugin.wasm .
+	cd testdata/plugins/go && GOOS=wasip1 GOARCH=wasm $(GO) build -tags std -trimpath -ldflags="-s -w" -o std_countvowels.wasm github.com/extism/go-pdk/example/countvowels
 
 clean:
 	rm -rf bin

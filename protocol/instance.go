@@ -53,10 +53,23 @@ func (m *ModuleInfo) IsPlugin() bool {
 }
 
 // IsPluginFunction says whether the export name of m is a plugin function
-// (no parameters, one i32 result), on a plugin.
+// (see Export.PluginFunction), on a plugin.
 func (m *ModuleInfo) IsPluginFunction(name string) bool {
 	e, ok := m.Export(name)
-	return ok && m.IsPlugin() && e.Kind == "func" && len(e.Params) == 0 && len(e.Results) == 1 && e.Results[0] == "i32"
+	return ok && m.IsPlugin() && e.PluginFunction()
+}
+
+// PluginFunctionShape says what a plugin function is, for error messages.
+const PluginFunctionShape = "plugin functions take no parameters and return an i32 or nothing"
+
+// PluginFunction says whether e, an export of a plugin, has the shape of a
+// plugin function: no parameters, and one i32 result (the return code) or
+// none. Extism's SDKs call both; a function without a result succeeds
+// (return code 0) unless it sets an error. That is how a WASI command's
+// _start is a plugin function: the standard Go compiler can export
+// nothing else, so the Go PDK's std-Go plugins run their behaviour in main.
+func (e Export) PluginFunction() bool {
+	return e.Kind == "func" && len(e.Params) == 0 && (len(e.Results) == 0 || len(e.Results) == 1 && e.Results[0] == "i32")
 }
 
 // InstantiateParams are the params of `instantiate`, as clients build them.

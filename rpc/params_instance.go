@@ -238,7 +238,7 @@ func checkInput(info *protocol.ModuleInfo, fn string) error {
 	}
 	why := "the module is not an Extism plugin"
 	if info.IsPlugin() {
-		why = "plugin functions take no parameters and return an i32"
+		why = protocol.PluginFunctionShape
 		if exp.Kind != "func" {
 			why = "it is a " + exp.Kind
 		}

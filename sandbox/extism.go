@@ -122,10 +122,11 @@ func isPlugin(m *Module) bool {
 }
 
 // isPluginFunction says whether the export name of a plugin is a plugin
-// function: no parameters, one i32 result (the return code).
+// function: no parameters, one i32 result (the return code) or none
+// (protocol.Export.PluginFunction).
 func isPluginFunction(m *Module, name string) bool {
 	exp, ok := m.Export(name)
-	return ok && exp.Kind == "func" && len(exp.Params) == 0 && len(exp.Results) == 1 && exp.Results[0] == "i32"
+	return ok && exp.PluginFunction()
 }
 
 // checkPluginImports checks the Extism imports of m against caps, before

@@ -33,6 +33,7 @@ import (
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -53,6 +54,10 @@ const (
 // c-shared module, a plugin built as a library) needs called once before
 // anything else. Instantiate calls it, fenced like a call.
 const InitializeExport = "_initialize"
+
+// StartExport is a WASI command's entry point (its main). Instantiation
+// never runs it: a plugin's _start runs when it is called, once.
+const StartExport = "_start"
 
 // InstanceRequest describes a long-lived instance.
 type InstanceRequest struct {
@@ -815,10 +820,10 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 	if req.Input != nil && !pluginFn {
 		what := "the module is not an Extism plugin"
 		if in.plugin != nil {
-			what = "plugin functions take no parameters and return an i32"
+			what = protocol.PluginFunctionShape
 		}
 		return nil, &Error{Kind: KindExport, Function: req.Function,
-			Message: fmt.Sprintf("input is for plugin functions; %q is not one (%s)", req.Function, what)}
+			Message: fmt.Sprintf("input: %q is not a plugin function (%s)", req.Function, what)}
 	}
 	if err := validCallLimits(req.Limits); err != nil {
 		return nil, err
@@ -833,7 +838,9 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 	l := in.callLimits(req.Limits)
 	var output []byte
 	var truncated bool
-	res, closeReason, err := in.fenced(ctx, fmt.Sprintf("a call of %q", req.Function), req, l, func() ([]Value, error) {
+	var exit *guestExit // the plugin function ended in proc_exit
+	what := fmt.Sprintf("a call of %q", req.Function)
+	res, closeReason, err := in.fenced(ctx, what, req, l, func() ([]Value, error) {
 		r := in.r
 		if pluginFn {
 			if err := in.plugin.setInput(r.store, req.Input); err != nil {
@@ -842,21 +849,54 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 		}
 		exp, _ := m.Export(req.Function)
 		values, err := callFunction(r.store, r.instance, req.Function, req.Args, exp.Results)
-		if err != nil {
-			return nil, err
+		if !pluginFn {
+			return values, err
 		}
-		if pluginFn {
-			var perr *Error
-			output, perr = in.plugin.result(r.store, req.Function, values[0].I32(), l.OutputBytes)
-			if perr != nil {
-				return values, perr
+		// The return code: the i32 result, 0 for a function without one
+		// (Extism's rule), or the status of a proc_exit, which Extism's
+		// SDKs read as the return code (0: success, with the output set so
+		// far). A failing exit after a denied growth is the denial's.
+		var rc int32
+		if err != nil {
+			code, exited := wasiExitStatus(err)
+			if !exited {
+				return nil, err
 			}
-			if uint64(len(output)) > l.OutputBytes {
-				output, truncated = output[:l.OutputBytes], true
+			exit = &guestExit{code: code}
+			if r.exitAfterDenial(code) {
+				return nil, exit
 			}
+			rc = int32(code)
+		} else if len(values) == 1 {
+			rc = values[0].I32()
+		}
+		var perr *Error
+		output, perr = in.plugin.result(r.store, req.Function, rc, l.OutputBytes)
+		if perr != nil {
+			if exit != nil && perr.Message == fmt.Sprintf("plugin function %q returned %d", req.Function, rc) {
+				perr.Message = fmt.Sprintf("plugin function %q exited with status %d", req.Function, rc)
+			}
+			return values, perr
+		}
+		if uint64(len(output)) > l.OutputBytes {
+			output, truncated = output[:l.OutputBytes], true
+		}
+		if exit != nil {
+			return values, exit
 		}
 		return values, nil
 	})
+	switch {
+	case closeReason != "":
+	case exit != nil: // a plugin_error by proc_exit: the guest ended itself
+		closeReason = fmt.Sprintf("closed: the guest exited with status %d in %s", exit.code, what)
+	case pluginFn && req.Function == StartExport && (err == nil || KindOf(err) == KindPluginError):
+		// A WASI command's main runs once: after it the runtime may have
+		// run its destructors (wasi-libc) or refuse to start again (Go),
+		// so the instance is done, as Extism's runtime treats it (it
+		// starts the next call on a fresh instance).
+		closeReason = fmt.Sprintf("closed: %q ran (a WASI command's main runs once per instance; instantiate again to run it again)", StartExport)
+	}
 	if closeReason != "" {
 		in.closeAfter(closeReason)
 	}

@@ -303,8 +303,19 @@ func (r *run) instantiateWASI() (*wasmtime.Instance, error) {
 	return linker.Instantiate(r.store, r.module.wt)
 }
 
-// exitStatus reports whether err is the guest's proc_exit, and its status.
+// guestExit is a proc_exit whose status was already read from wasmtime's
+// error (which reading frees), passed on as a plain Go error.
+type guestExit struct{ code int }
+
+func (e *guestExit) Error() string { return fmt.Sprintf("the guest exited with status %d", e.code) }
+
+// wasiExitStatus reports whether err is the guest's proc_exit, and its
+// status. It frees wasmtime's error when it is one.
 func wasiExitStatus(err error) (int, bool) {
+	var ge *guestExit
+	if errors.As(err, &ge) {
+		return ge.code, true
+	}
 	var werr *wasmtime.Error
 	if errors.As(err, &werr) {
 		if code, ok := werr.ExitStatus(); ok {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -70,17 +71,19 @@ Flags:`)
 	if *loop < 1 {
 		return fail("--loop: must be >= 1")
 	}
-	var in []byte
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var in []byte // nil: no input given (an empty --input is an empty input)
 	switch {
-	case *input != "" && *inputFile != "":
+	case given["input"] && given["input-file"]:
 		return fail("give --input or --input-file, not both")
-	case *inputFile != "":
+	case given["input-file"]:
 		b, err := readBounded(*inputFile, maxCLIInputBytes)
 		if err != nil {
 			return fail("--input-file: %v", err)
 		}
 		in = b
-	default:
+	case given["input"]:
 		in = []byte(*input)
 	}
 	config := map[string]string{}
@@ -130,6 +133,9 @@ Flags:`)
 			fmt.Fprintln(stderr, "sandboxd call: (grant WASI with --allow-wasi)")
 		}
 		if errors.Is(err, sandbox.ErrInstanceClosed) {
+			if fn == sandbox.StartExport && *loop > 1 {
+				fmt.Fprintf(stderr, "sandboxd call: (%s runs once per instance: a WASI command's main cannot run again; drop --loop)\n", fn)
+			}
 			return sandbox.KindHost.Info().ExitCode
 		}
 		return kind.Info().ExitCode
@@ -156,6 +162,10 @@ Flags:`)
 	if !inst.IsPlugin() {
 		return fail("%s is not an Extism plugin (it imports nothing from %s)", file, sandbox.ExtismEnvModule)
 	}
+	if exp, ok := mod.Export(fn); ok && !exp.PluginFunction() {
+		fmt.Fprintf(stderr, "sandboxd call: export: %q is not a plugin function (%s; it is %s)\n", fn, protocol.PluginFunctionShape, exportShape(exp))
+		return sandbox.KindExport.Info().ExitCode
+	}
 	for i := 0; i < *loop; i++ {
 		res, err := inst.Call(ctx, sandbox.CallRequest{Function: fn, Input: in, Log: logLine, Output: streams.add})
 		if err != nil {
@@ -172,4 +182,13 @@ Flags:`)
 		}
 	}
 	return 0
+}
+
+// exportShape describes an export for a message: "a func (i32) -> (i32)",
+// "a memory".
+func exportShape(e sandbox.Export) string {
+	if e.Kind != "func" {
+		return "a " + e.Kind
+	}
+	return fmt.Sprintf("a func (%s) -> (%s)", strings.Join(e.Params, ", "), strings.Join(e.Results, ", "))
 }
