@@ -3,7 +3,10 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -108,6 +111,11 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 	}
 	if !jsonscan.Valid(trimmed) { // one pass (json.Valid's verdict, faster); the decoding after relies on it
 		err := json.Unmarshal(trimmed, &struct{}{}) // only to say what is wrong
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) && strings.HasSuffix(syn.Error(), "exceeded max depth") {
+			send(tooDeepAnswer(trimmed))
+			return request{}, false
+		}
 		send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
 		return request{}, false
 	}
@@ -156,6 +164,28 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 		}
 	}
 	return req, true
+}
+
+// tooDeepAnswer answers a message that is valid JSON up to a member
+// nested deeper than the limit. The members before that one are valid (the
+// failure path reads them once more): when the id is among them the
+// answer carries it, -32602 when the deep member is params, else -32600;
+// without an id readable before it, -32700 with id null.
+func tooDeepAnswer(msg []byte) []byte {
+	var id json.RawMessage
+	deep := jsonscan.LeadingMembers(msg, func(key, value []byte) {
+		if keyIs(key, "id") {
+			id = value
+		}
+	})
+	problem := fmt.Sprintf("nested deeper than %d levels (the limit)", jsonscan.MaxDepth)
+	if _, ok := parseID(id); !ok || deep == nil || keyIs(deep, "id") {
+		return errorBody(nil, CodeParseError, "parse error: the message is "+problem)
+	}
+	if keyIs(deep, "params") {
+		return errorBody(id, CodeInvalidParams, "params: "+problem)
+	}
+	return errorBody(id, CodeInvalidRequest, fmt.Sprintf("invalid request: member %s is %s", deep, problem))
 }
 
 // parseID reads an id by value: any JSON string (escapes decoded, so

@@ -100,3 +100,26 @@ func BenchmarkValid(b *testing.B) {
 		})
 	}
 }
+
+func TestLeadingMembers(t *testing.T) {
+	deep := strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth)
+	cases := []struct {
+		in, keys, stopped string
+	}{
+		{`{"id":1,"params":` + deep + `,"z":2}`, `"id"=1 `, `"params"`},
+		{` { "a" : "x" , "b":[1] } `, `"a"="x" "b"=[1] `, ""},
+		{`{"a":1,"b":tru}`, `"a"=1 `, `"b"`},
+		{`{"a":1 "b":2}`, `"a"=1 `, ""},
+		{`{"a`, ``, ""},
+		{`[1]`, ``, ""},
+		{``, ``, ""},
+		{`{"a":`, ``, `"a"`},
+	}
+	for _, c := range cases {
+		var keys strings.Builder
+		stopped := LeadingMembers([]byte(c.in), func(k, v []byte) { keys.WriteString(string(k) + "=" + string(v) + " ") })
+		if keys.String() != c.keys || string(stopped) != c.stopped {
+			t.Errorf("%.40q: members %q, stopped at %q; want %q, %q", c.in, keys.String(), stopped, c.keys, c.stopped)
+		}
+	}
+}

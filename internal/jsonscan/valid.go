@@ -193,3 +193,45 @@ func digits(b []byte, i int) int {
 	}
 	return i
 }
+
+// MaxDepth is the nesting limit Valid enforces (encoding/json's): an
+// object or array nested deeper than this is not valid.
+const MaxDepth = maxDepth
+
+// LeadingMembers calls fn with the key and value of each member of the
+// object at the start of data, in order, as long as they are valid JSON
+// (each value nested at most MaxDepth-1 levels, counting the object). It
+// stops at the first member that is not, and returns that member's key
+// (nil when what stopped it was not a member's value, or nothing did).
+// It is for a message that is not valid: what can be read of it before
+// the fault, e.g. a request's id before a member nested too deep.
+func LeadingMembers(data []byte, fn func(key, value []byte)) (stoppedAt []byte) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil
+	}
+	i = skipSpace(data, i+1)
+	for i < len(data) && data[i] == '"' {
+		k, ok := str(data, i)
+		if !ok {
+			return nil
+		}
+		key := data[i:k]
+		i = skipSpace(data, k)
+		if i >= len(data) || data[i] != ':' {
+			return nil
+		}
+		i = skipSpace(data, i+1)
+		v, ok := value(data, i, 1)
+		if !ok {
+			return key
+		}
+		fn(key, data[i:v])
+		i = skipSpace(data, v)
+		if i >= len(data) || data[i] != ',' {
+			return nil
+		}
+		i = skipSpace(data, i+1)
+	}
+	return nil
+}
