@@ -51,7 +51,7 @@ export class Plugin {
   readonly id: string;
   /** `sha256:<hex>` of the module. */
   readonly moduleId: string;
-  /** The module imports `extism:host/env`: its functions with no parameters and an i32 result are plugin functions. */
+  /** The module imports `extism:host/env`: its functions with no parameters and an i32 result or none (a WASI command's `_start`, run once per instance) are plugin functions. */
   readonly isPlugin: boolean;
   /** The module's exports, as `compile` lists them. */
   readonly exports: readonly ExportInfo[];
