@@ -214,6 +214,13 @@ func TestScreenDeepNesting(t *testing.T) {
 			if len(msgs) != 1 || msgs[0].Error == nil {
 				t.Fatalf("output %+v, want one error response", msgs)
 			}
+			if strings.HasPrefix(name, "deep params") || strings.HasPrefix(name, "deep unclosed") {
+				// the id comes before the deep member: answered with it (screen_depth_test.go)
+				if c, id := msgs[0].Error.Code, msgs[0].id(); c != CodeInvalidParams || id != "1" {
+					t.Errorf("code %d id %s, want %d with id 1", c, id, CodeInvalidParams)
+				}
+				return
+			}
 			if c := msgs[0].Error.Code; c != CodeParseError && c != CodeInvalidRequest {
 				t.Errorf("code %d", c)
 			}
