@@ -14,9 +14,10 @@ import (
 // and the instance's config and answers the output (Go ends main with
 // proc_exit(0), a success); a second `_start` is -32001 naming why, as
 // Extism's Go SDK refuses it ("module is closed"); `run` with input is
-// the one-shot path, and an error the plugin sets is a plugin_error.
+// the one-shot path, and an error the plugin sets is a plugin_error. Not
+// parallel: its compile (~3 MB of Go) should not crowd the compile
+// deadlines of the parallel tests.
 func TestWireGoStdPluginStart(t *testing.T) {
-	t.Parallel()
 	s := startRaw(t, binPath, "--framing=ndjson", "--cache-dir", instanceCacheDir(t))
 	s.startReading()
 	module := map[string]string{"path": pluginPath(t, "go/std_countvowels.wasm")}
