@@ -90,7 +90,7 @@ func pythonSection(env *Env) []Row {
 // floorRow is a client's sequential row judged against its language's
 // pipe floor, both measured by the script in alternating blocks; key is
 // the script's prefix ("seq", "aseq").
-func floorRow(sec, lang, name, key string, res scriptResult) Row {
+func floorRow(env *Env, sec, lang, name, key string, res scriptResult) Row {
 	p50, f50, r := res.num(key+"_p50_us"), res.num(key+"_floor_p50_us"), res.num(key+"_ratio")
 	raw := map[string]float64{"p50_us": p50, "p99_us": res.num(key + "_p99_us"), "floor_p50_us": f50,
 		"floor_p99_us": res.num(key + "_floor_p99_us"), "ratio_median": r,
@@ -98,7 +98,7 @@ func floorRow(sec, lang, name, key string, res scriptResult) Row {
 	return Row{Section: sec, Measurement: fmt.Sprintf("%s run add {id} sequential, p50 (p99 %s)", name, fmtDur(usDur(raw["p99_us"]))),
 		Value: fmtDur(usDur(p50)), Floor: lang + " pipe " + fmtDur(usDur(f50)) + " (interleaved)", Ratio: r, Target: "≤ 2×", Verdict: judge(r <= 2),
 		Note: fmt.Sprintf("ratio: median of per-block p50 ratios, %.0f blocks, %s–%s", raw["blocks"],
-			formatRatio(raw["ratio_min"]), formatRatio(raw["ratio_max"])), Raw: raw}
+			formatRatio(raw["ratio_min"]), formatRatio(raw["ratio_max"])) + env.floorWarning(usDur(f50)), Raw: raw}
 }
 
 // pythonOwnRows are the AsyncSidecar's sequential round trip against the
@@ -112,7 +112,7 @@ func pythonOwnRows(env *Env, sec string, res scriptResult) []Row {
 	if e := res.errFor("aseq"); e != "" {
 		rows = append(rows, naRow(sec, "Python AsyncSidecar sequential", e))
 	} else {
-		rows = append(rows, floorRow(sec, "Python", "AsyncSidecar", "aseq", res))
+		rows = append(rows, floorRow(env, sec, "Python", "AsyncSidecar", "aseq", res))
 	}
 	goSeq := 0.0
 	if len(env.GoSeq) > 0 {
@@ -143,7 +143,7 @@ func clientRows(env *Env, sec, lang, seqName string, res scriptResult, rateKey, 
 	if e := res.errFor("sync"); e != "" {
 		rows = append(rows, naRow(sec, lang+" "+seqName+" sequential", e))
 	} else {
-		rows = append(rows, floorRow(sec, lang, seqName, "seq", res))
+		rows = append(rows, floorRow(env, sec, lang, seqName, "seq", res))
 	}
 	if e := res.errFor("async"); e != "" {
 		return append(rows, naRow(sec, lang+" "+pipeName+" 64 in flight", e))

@@ -217,7 +217,7 @@ func addModule() []byte {
 func goSequentialRows(env *Env, c *sandboxd.Client, src runSource, first bool) []Row {
 	what := "run add " + src.name + " sequential"
 	p := src.params()
-	pr, err := interleave(env.floorBlocks(), env.n(500, 100), 10, env.n(5000, 500), env.goFloorBlock,
+	pr, err := env.interleaveGo(env.n(500, 100), 10, env.n(5000, 500),
 		timedBlock(func() error { _, err := c.Run(context.Background(), p, nil); return err }))
 	if err != nil {
 		return []Row{naRow("2 go seq", what, err.Error())}
@@ -234,7 +234,7 @@ func goSequentialRows(env *Env, c *sandboxd.Client, src runSource, first bool) [
 	rows := []Row{
 		{Section: "2 go seq", Measurement: what + ", p50", Value: fmtDur(s.P50()),
 			Floor: "pipe " + fmtDur(pr.Floor.P50()) + " (interleaved)", Ratio: r, Target: "≤ 4×", Verdict: judge(r <= 4),
-			Note: "ratio: median of per-block p50 ratios, " + pr.Spread(), Raw: pr.Raw()},
+			Note: "ratio: median of per-block p50 ratios, " + pr.Spread() + env.floorWarning(pr.Floor.P50()), Raw: pr.Raw()},
 		{Section: "2 go seq", Measurement: what + ", p99", Value: fmtDur(s.P99()),
 			Floor: "pipe " + fmtDur(pr.Floor.P99()), Ratio: ratio(float64(s.P99()), float64(pr.Floor.P99())),
 			Verdict: verdictInfo, Raw: map[string]float64{"p99_us": us(s.P99()), "floor_p99_us": us(pr.Floor.P99())}},

@@ -36,7 +36,7 @@ func instanceWireSection(env *Env) []Row {
 		}
 		defer in.Release(ctx)
 		run.Module = protocol.ModuleSpec{ID: sandboxd.Str(in.Result.ModuleID)}
-		pr, err := interleave(env.floorBlocks(), 5, 5, n, env.goFloorBlock,
+		pr, err := env.interleaveGo(5, 5, n,
 			timedBlock(func() error { _, err := in.Call(ctx, fn, opts); return err }))
 		if err != nil {
 			rows = append(rows, naRow(section, what, err.Error()))
@@ -56,7 +56,7 @@ func instanceWireSection(env *Env) []Row {
 			Ratio: r, RatioText: formatRatio(r) + " floor", Verdict: verdictInfo, Raw: raw}
 		if target > 0 { // issue 14: a warm call of add within 3× the pipe floor
 			row.Target, row.Verdict = fmt.Sprintf("≤ %g×", target), judge(r <= target)
-			row.Note = "ratio: median of per-block p50 ratios, " + pr.Spread()
+			row.Note = "ratio: median of per-block p50 ratios, " + pr.Spread() + env.floorWarning(floor)
 		}
 		rows = append(rows, row)
 	}
