@@ -81,8 +81,12 @@ const commandPlugin = `(module
   (import "extism:host/env" "error_set" (func $error_set (param i64)))
   (memory (export "memory") 1)
   (global $runs (mut i32) (i32.const 0))
+  (global $started (mut i32) (i32.const 0))
   (func $echo (call $output_set (call $input_offset) (call $input_length)))
-  (func (export "_start") (call $echo))
+  (func (export "_start") ;; traps if it ran before, e.g. at instantiation
+    (if (global.get $started) (then unreachable))
+    (global.set $started (i32.const 1))
+    (call $echo))
   (func (export "echo_void") (call $echo)
     (global.set $runs (i32.add (global.get $runs) (i32.const 1))))
   (func (export "exit0") (result i32) (call $echo) (call $exit (i32.const 0)) (i32.const 7))
@@ -131,6 +135,7 @@ func TestPluginFunctionWithoutResult(t *testing.T) {
 
 // _start that returns (a wasi-libc command whose main returned 0) is a
 // success, and the instance is done: a command's main runs once.
+// Instantiation did not run it (it would trap when run again).
 func TestPluginStartRunsOnce(t *testing.T) {
 	in := commandInstance(t)
 	res, err := callInput(in, "_start", "hi")
