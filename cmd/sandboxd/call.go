@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -110,7 +109,7 @@ Flags:`)
 	}
 	caps := sandbox.Capabilities{Log: *allowLog}
 	if *allowWASI {
-		caps.WASI = &sandbox.WASI{Argv0: filepath.Base(file)}
+		caps.WASI = &sandbox.WASI{Argv0: guestArgv0(file)}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

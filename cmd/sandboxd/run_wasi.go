@@ -98,7 +98,7 @@ Flags:`)
 		}
 		return fail("%s", cliLimitError(err))
 	}
-	grant := &sandbox.WASI{Argv0: filepath.Base(positional[0]), Args: guestArgs, Env: map[string]string{}}
+	grant := &sandbox.WASI{Argv0: guestArgv0(positional[0]), Args: guestArgs, Env: map[string]string{}}
 	for _, kv := range envs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -205,6 +205,13 @@ Flags:`)
 	return res.ExitCode
 }
 
+// guestArgv0 is the guest's argv[0] for the module file path: its base
+// name, with any bytes that are not UTF-8 (a file may be named so; a
+// guest's arguments may not) replaced by U+FFFD.
+func guestArgv0(path string) string {
+	return strings.ToValidUTF8(filepath.Base(path), "\uFFFD")
+}
+
 // cliGrantField names the command-line input behind a grant's wire field:
 // "--dir \"/srv:/data\"" for capabilities.wasi.dirs[0].host.
 func cliGrantField(ge *sandbox.GrantError, dirs []string, fileFlags map[string]string) string {
@@ -232,8 +239,6 @@ func cliGrantField(ge *sandbox.GrantError, dirs []string, fileFlags map[string]s
 		if _, err := fmt.Sscanf(field, ".args[%d]", &i); err == nil {
 			return fmt.Sprintf("argument %d after --", i+1)
 		}
-	case field == ".argv0":
-		return "FILE's base name (the guest's argv[0])"
 	}
 	return ge.Field
 }

@@ -137,3 +137,27 @@ func TestCLIWASIFlagFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIModuleFileNotUTF8: a module file whose name is not UTF-8 runs
+// (the guest's argv[0], its base name, gets U+FFFD for the bad bytes)
+// instead of being refused as a grant wasmtime cannot take.
+func TestCLIModuleFileNotUTF8(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	guest, plugin := filepath.Join(dir, "guest\xff.wasm"), filepath.Join(dir, "plugin\xff.wasm")
+	for dst, src := range map[string]string{guest: wasiGuest("guest_c.wasm"), plugin: pluginPath(t, "go/plugin.wasm")} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Skipf("this file system refuses a name that is not UTF-8: %v", err)
+		}
+	}
+	if r := runWASICLI(t, "", guest, "--wasi", "--", "args", "a"); r.code != 0 || r.stdout != "a\n" {
+		t.Errorf("sandboxd run %q --wasi: %s", guest, r)
+	}
+	if out, errText, code := sandboxdCall(t, plugin, "greet", "--input", "x", "--allow-wasi", "--allow-log"); code != 0 || string(out) != "Hello, x!" {
+		t.Errorf("sandboxd call %q: exit %d, stdout %q, stderr %q", plugin, code, out, errText)
+	}
+}
