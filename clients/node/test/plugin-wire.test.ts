@@ -114,6 +114,18 @@ describe("instantiate on the wire", () => {
       assert.ok(err instanceof SidecarError && err.reason === "protocol" && /no instance id/.test(err.message), String(err));
     }));
 
+  it("an aborted instantiate whose instance is made anyway, however late, releases it", () =>
+    withFake(async (sb) => {
+      const abort = new AbortController();
+      const pending = sb.plugin({ wat: "(module)", config: { fake: "late" }, signal: abort.signal });
+      setTimeout(() => abort.abort("gave up"), 20);
+      const err = await rejection(pending);
+      assert.ok(err instanceof Cancelled && err.cause === "gave up", String(err));
+      const probe = await sb.plugin({ wat: "(module)" });
+      const released = JSON.parse(new TextDecoder().decode((await probe.call("releases")).output)) as string[];
+      assert.deepEqual(released, ["inst-fake-1"]);
+    }));
+
   it("an already aborted signal rejects without sending", () =>
     withFake(async (sb) => {
       const err = await rejection(sb.plugin({ wat: "(module)", signal: AbortSignal.abort("no") }));
