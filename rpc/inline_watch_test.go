@@ -6,80 +6,92 @@ import (
 	"time"
 )
 
-// newTestWatch returns a watch on the real clock and its hand-offs.
-func newTestWatch() (*inlineWatch, chan *reader) {
-	handed := make(chan *reader, 16)
-	return &inlineWatch{handOn: func(rd *reader) { handed <- rd }, now: time.Now}, handed
+// The inline watch on a clock of the test's: the timer is real, but a run
+// outlasts its grace only when the test moves the clock, so a loaded
+// machine that stalls a goroutine for longer than inlineGrace cannot make
+// a run look long.
+type watchClock struct {
+	mu  sync.Mutex
+	now time.Time
 }
 
-// TestInlineWatchWaitsOutTheRunsGrace: on a clock that stands
-// still, the run in progress never outlasts its grace however often the
-// timer fires: it re-arms itself and hands nothing on. Once the clock
-// moves past the grace, the next firing hands the reading on.
-func TestInlineWatchWaitsOutTheRunsGrace(t *testing.T) {
-	var mu sync.Mutex
-	clock := time.Unix(1e9, 0)
+func (c *watchClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *watchClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+func newTestWatch() (*inlineWatch, *watchClock, chan *reader) {
+	clock := &watchClock{now: time.Unix(1e9, 0)}
 	handed := make(chan *reader, 16)
-	w := &inlineWatch{handOn: func(rd *reader) { handed <- rd },
-		now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }}
-	rd := &reader{}
-	g := w.begin(rd)
+	return &inlineWatch{handOn: func(rd *reader) { handed <- rd }, now: clock.Now}, clock, handed
+}
+
+func waitHandOn(t *testing.T, handed chan *reader, want *reader, what string) {
+	t.Helper()
 	select {
-	case <-handed:
-		t.Fatal("handed on before the run's grace passed")
-	case <-time.After(20 * inlineGrace): // the timer fired, and fired again
-	}
-	mu.Lock()
-	clock = clock.Add(inlineGrace)
-	mu.Unlock()
-	select {
-	case got := <-handed:
-		if got != rd {
-			t.Fatal("handed on another reader")
+	case rd := <-handed:
+		if rd != want {
+			t.Fatalf("%s: handed on another reader", what)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the timer stopped re-arming while a run was in progress")
+		t.Fatalf("%s: a run past its grace kept the reader role", what)
 	}
+}
+
+func noHandOn(t *testing.T, handed chan *reader, what string) {
+	t.Helper()
+	select {
+	case <-handed:
+		t.Fatalf("%s: handed on", what)
+	default:
+	}
+}
+
+// TestInlineWatchWaitsOutTheRunsGrace: while the run in progress is within
+// its grace the timer fires, re-arms itself and hands nothing on; once the
+// run is past it, the next firing hands the reading on.
+func TestInlineWatchWaitsOutTheRunsGrace(t *testing.T) {
+	w, clock, handed := newTestWatch()
+	rd := &reader{}
+	g := w.begin(rd)
+	time.Sleep(20 * inlineGrace) // the timer fired, and fired again
+	noHandOn(t, handed, "within the grace")
+	clock.advance(inlineGrace)
+	waitHandOn(t, handed, rd, "past the grace")
 	if w.end(g) {
 		t.Fatal("end says the role is still ours after it was handed on")
 	}
 }
 
 // TestInlineWatchRearmsForTheRunInProgress: the timer one run armed fires
-// during the next run, which began less than inlineGrace before; it must
-// wait out that run's grace and then hand its reading on (not give up
-// because the run that armed it is over).
+// during the next run; it waits out that run's grace and hands on its
+// reader, not the reader of the run that armed it.
 func TestInlineWatchRearmsForTheRunInProgress(t *testing.T) {
-	w, handed := newTestWatch()
+	w, clock, handed := newTestWatch()
 	first, second := &reader{}, &reader{}
-	for round := range 50 {
-		a := w.begin(first)
-		if !w.end(a) {
-			t.Fatalf("round %d: a run that ended at once was handed on", round)
+	for round := range 20 {
+		if !w.end(w.begin(first)) {
+			t.Fatalf("round %d: a run within its grace was handed on", round)
 		}
-		b := w.begin(second) // the timer is armed: by the first run, or still
-		select {
-		case rd := <-handed:
-			if rd != second {
-				t.Fatalf("round %d: handed on the reader of a run that had ended", round)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: a run that outlasted its grace kept the reader role", round)
-		}
+		b := w.begin(second) // the timer is armed, by the first run or earlier
+		time.Sleep(2 * inlineGrace)
+		noHandOn(t, handed, "the second run within its grace")
+		clock.advance(inlineGrace)
+		waitHandOn(t, handed, second, "the second run past its grace")
 		if w.end(b) {
 			t.Fatalf("round %d: end says the role is still ours after it was handed on", round)
 		}
 	}
 }
 
-// TestInlineWatchQuietWhenIdle: after the last run, the timer fires at
-// most once more and is then disarmed: an idle server has no timer.
+// TestInlineWatchQuietWhenIdle: after the last run the timer fires at most
+// once more and is disarmed (an idle server has no timer), and a run
+// after that arms it again.
 func TestInlineWatchQuietWhenIdle(t *testing.T) {
-	w, handed := newTestWatch()
+	w, clock, handed := newTestWatch()
 	rd := &reader{}
 	for range 100 {
 		if !w.end(w.begin(rd)) {
-			t.Fatal("a run that ended at once was handed on")
+			t.Fatal("a run within its grace was handed on")
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -95,18 +107,10 @@ func TestInlineWatchQuietWhenIdle(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	select {
-	case <-handed:
-		t.Fatal("a hand-off with no run in progress")
-	default:
-	}
-	// A run after the quiet spell arms it again.
+	noHandOn(t, handed, "no run in progress")
 	g := w.begin(rd)
-	select {
-	case <-handed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a run after an idle spell kept the reader role past its grace")
-	}
+	clock.advance(inlineGrace)
+	waitHandOn(t, handed, rd, "a run after an idle spell, past its grace")
 	if w.end(g) {
 		t.Fatal("end says the role is still ours after it was handed on")
 	}
