@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxd/sandboxd/internal/pipewait"
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
@@ -180,6 +181,19 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
+}
+
+// parentInput returns what the server reads the parent's requests from.
+// A pipe or socket is waited on asleep in ppoll(2) on Linux (pipewait):
+// with Go's poller the thread that parked the reader spun looking for
+// work between every two requests, as much CPU as a request itself on two
+// cores. Close still ends the wait (exit, SIGTERM) while the parent keeps
+// its end open. Elsewhere, and for anything else, pollable.
+func parentInput(f *os.File) (io.Reader, func()) {
+	if p, err := pipewait.New(f, false); err == nil {
+		return p, p.Restore
+	}
+	return pollable(f)
 }
 
 // pollable returns f switched to non-blocking mode, so that Go's network

@@ -39,6 +39,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/internal/framing"
 	"github.com/sandboxd/sandboxd/internal/jsonscan"
+	"github.com/sandboxd/sandboxd/internal/pipewait"
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
@@ -151,8 +152,16 @@ func Start(ctx context.Context, binary string, opts Options) (*Client, error) {
 		outR.Close()
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
-	c := New(ctx, outR, inW, opts.NDJSON)
-	c.cmd, c.rc, c.exited = cmd, outR, make(chan struct{})
+	// On Linux a caller waiting for its answer sleeps in ppoll(2) rather
+	// than in Go's poller, whose parking thread spins looking for work
+	// (pipewait; read deadlines and Close work as on the pipe).
+	var stdout io.Reader = outR
+	var rc io.Closer = outR
+	if p, err := pipewait.New(outR, true); err == nil {
+		stdout, rc = p, p
+	}
+	c := New(ctx, stdout, inW, opts.NDJSON)
+	c.cmd, c.rc, c.exited = cmd, rc, make(chan struct{})
 	go func() {
 		c.exitErr = cmd.Wait()
 		close(c.exited)
