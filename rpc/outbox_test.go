@@ -33,7 +33,7 @@ func testOutboxDirectWrite(t *testing.T, queue bool) {
 	go o.run()
 	defer func() { w.Close(); o.close() }()
 
-	big := make([]byte, 256<<10) // more than the pipe holds: the direct write blocks
+	big := make([]byte, 4<<20) // more than a pipe holds (64 KiB by default, 1 MiB at most unprivileged): the direct write blocks
 	for i := range big {
 		big[i] = 'x'
 	}
@@ -59,7 +59,7 @@ func testOutboxDirectWrite(t *testing.T, queue bool) {
 		go func() { o.waitBelow(1024); close(below) }()
 		select {
 		case <-below:
-			t.Fatal("waitBelow returned while 256 KiB were pending")
+			t.Fatal("waitBelow returned while 4 MiB were pending")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
