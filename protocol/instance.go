@@ -30,6 +30,12 @@ const (
 	CodeTooManyInstances = -32002
 )
 
+// MaxInstanceIDBytes is the length of the longest id instantiate can
+// return: "inst-", 12 hex digits (48 random bits), "-" and a counter of
+// at most 20 digits (sandbox's Instance.ID). A longer `instance` cannot
+// name one and is refused as a parameter, not echoed back as unknown.
+const MaxInstanceIDBytes = len("inst-") + 12 + len("-") + 20
+
 // The bound on a plugin instance's vars (limits.varBytes: keys and values
 // together).
 const (
@@ -156,7 +162,7 @@ type InstanceClosedError struct {
 }
 
 func (e *InstanceClosedError) Error() string {
-	return fmt.Sprintf("instance %s is closed: %s", e.Instance, e.Reason)
+	return fmt.Sprintf("instance %s is closed: %s", Escape(e.Instance), e.Reason)
 }
 
 // RPCError is the -32001 error object.

@@ -177,14 +177,13 @@ func isDecimal(s string) bool {
 	return true
 }
 
-// quoteBounded quotes s for an error message, cut to its first 64 bytes,
-// so that an argument of megabytes is not echoed back whole.
+// quoteBounded is Quote with the length of a string it cut, so that an
+// argument of megabytes is not echoed back whole.
 func quoteBounded(s string) string {
-	const most = 64
-	if len(s) <= most {
-		return strconv.Quote(s)
+	if len(s) <= MaxQuotedBytes {
+		return Quote(s)
 	}
-	return strconv.Quote(s[:most]) + fmt.Sprintf("… (%d bytes)", len(s))
+	return Quote(s) + fmt.Sprintf(" (%d bytes)", len(s))
 }
 
 var (

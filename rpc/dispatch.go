@@ -371,7 +371,7 @@ func (s *Server) dispatch(req request) (exit bool) {
 		if hook, ok := testMethods[req.method]; ok {
 			hook()
 		}
-		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %q", req.method))
+		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %s", protocol.Quote(req.method)))
 	}
 	return false
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/internal/jsonscan"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Decoding params that screening has already checked. Every message is
@@ -36,7 +37,7 @@ func validObject(raw json.RawMessage, field string, allowed ...string) (map[stri
 			if k == "" {
 				bad = paramErr(field, "unknown field \"\" (allowed: %s)", strings.Join(allowed, ", "))
 			} else {
-				bad = paramErr(join(field, k), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+				bad = paramErr(join(field, protocol.Escape(k)), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
 			}
 			return
 		}

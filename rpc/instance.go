@@ -80,7 +80,7 @@ func (s *Server) instances() (InstanceEngine, bool) {
 func (s *Server) dispatchInstance(req request) {
 	ie, ok := s.instances()
 	if !ok {
-		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %q: this engine keeps no instances", req.method))
+		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %s: this engine keeps no instances", protocol.Quote(req.method)))
 		return
 	}
 	switch req.method {

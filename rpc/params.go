@@ -46,7 +46,7 @@ func object(raw json.RawMessage, field string, allowed ...string) (map[string]js
 			if k == "" {
 				return nil, paramErr(field, "unknown field \"\" (allowed: %s)", strings.Join(allowed, ", "))
 			}
-			return nil, paramErr(join(field, k), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+			return nil, paramErr(join(field, protocol.Escape(k)), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
 		}
 	}
 	return obj, nil
@@ -135,7 +135,7 @@ func uintField(raw json.RawMessage, field string, allowString, positive bool) (u
 		if err := json.Unmarshal(raw, &lit); err != nil || !decimalDigits(lit) {
 			// Not any float text: big.ParseFloat, below, also reads
 			// "1p3" (8) and ".5e1".
-			return 0, paramErr(field, "must be an integer, got the string %s", strconv.Quote(truncate(lit, 64)))
+			return 0, paramErr(field, "must be an integer, got the string %s", protocol.Quote(lit))
 		}
 	} else if len(raw) == 0 || !(raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
 		return 0, paramErr(field, "must be an integer, got %s", kindOfJSON(raw))
@@ -200,7 +200,7 @@ func decodeModule(raw json.RawMessage, field string) (protocol.Source, error) {
 			src.WAT = s
 		case "id":
 			if !strings.HasPrefix(s, protocol.IDPrefix) {
-				return src, paramErr(join(field, k), "must look like %s<hex>, got %q", protocol.IDPrefix, truncate(s, 80))
+				return src, paramErr(join(field, k), "must look like %s<hex>, got %s", protocol.IDPrefix, protocol.Quote(s))
 			}
 			src.ID = s
 		case "path":
@@ -287,13 +287,6 @@ func decodeBase64(raw json.RawMessage, field string) ([]byte, error) {
 		return nil, paramErr(field, "not valid base64: %v", err)
 	}
 	return b[:n], nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // limitNames are the names of limits.Fields.

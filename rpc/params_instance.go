@@ -147,6 +147,9 @@ func instanceID(raw json.RawMessage) (string, error) {
 	if id == "" {
 		return "", paramErr("instance", "must not be empty")
 	}
+	if len(id) > protocol.MaxInstanceIDBytes {
+		return "", paramErr("instance", "not an id instantiate returned (longer than %d bytes)", protocol.MaxInstanceIDBytes)
+	}
 	return id, nil
 }
 
@@ -243,7 +246,7 @@ func checkInput(info *protocol.ModuleInfo, fn string) error {
 			why = "it is a " + exp.Kind
 		}
 	}
-	return paramErr("input", "%q is not a plugin function (%s)", fn, why)
+	return paramErr("input", "%s is not a plugin function (%s)", protocol.Quote(fn), why)
 }
 
 // decodeCallLimits reads a call's limits: only the per-call fences.

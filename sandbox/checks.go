@@ -7,9 +7,9 @@ package sandbox
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -19,24 +19,31 @@ func checkSignature(m *Module, name string, args []Value) *Error {
 	exportErr := func(format string, a ...any) *Error {
 		return &Error{Kind: KindExport, Function: name, Message: fmt.Sprintf(format, a...)}
 	}
+	// The name is quoted cut and escaped (protocol.Quote): it is the
+	// caller's string, or the module's.
+	q := protocol.Quote(name)
 	exp, ok := m.Export(name)
 	if !ok {
-		return exportErr("export %q not found; the module exports %s", name, funcNames(m))
+		// Not one of the module's names: the caller's own string, which
+		// data gets cut too (it may be megabytes).
+		e := exportErr("export %s not found; the module exports %s", q, funcNames(m))
+		e.Function = protocol.Bounded(name)
+		return e
 	}
 	if exp.Kind != "func" {
-		return exportErr("export %q is a %s, not a function", name, exp.Kind)
+		return exportErr("export %s is a %s, not a function", q, exp.Kind)
 	}
 	for _, t := range append(append([]string{}, exp.Params...), exp.Results...) {
 		if !supported(t) {
-			return exportErr("export %q uses unsupported value type %s (supported: i32, i64, f32, f64)", name, t)
+			return exportErr("export %s uses unsupported value type %s (supported: i32, i64, f32, f64)", q, t)
 		}
 	}
 	if len(args) != len(exp.Params) {
-		return exportErr("export %q takes %d argument(s) %v, got %d", name, len(exp.Params), exp.Params, len(args))
+		return exportErr("export %s takes %d argument(s) %v, got %d", q, len(exp.Params), exp.Params, len(args))
 	}
 	for i, a := range args {
 		if string(a.Type) != exp.Params[i] {
-			return exportErr("argument %d of %q must be %s, got %s", i, name, exp.Params[i], a.Type)
+			return exportErr("argument %d of %s must be %s, got %s", i, q, exp.Params[i], a.Type)
 		}
 	}
 	return nil
@@ -77,11 +84,7 @@ func boundedName(s string) string {
 	if len(s) <= maxQuotedName {
 		return s
 	}
-	n := maxQuotedName
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return protocol.CutUTF8(s, maxQuotedName) + "…"
 }
 
 func supported(t string) bool {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -319,11 +320,11 @@ func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32, limi
 		if b, ok := kernelBlock(data, h); ok {
 			msg = validUTF8(b[:min(len(b), MaxPluginErrorBytes)])
 			if len(msg) > MaxPluginErrorBytes {
-				msg = cutUTF8(msg, MaxPluginErrorBytes)
+				msg = protocol.CutUTF8(msg, MaxPluginErrorBytes)
 			}
 		}
 		if msg == "" {
-			msg = fmt.Sprintf("plugin function %q returned %d", fn, rc)
+			msg = fmt.Sprintf("plugin function %s returned %d", protocol.Quote(fn), rc)
 		}
 		return nil, &Error{Kind: KindPluginError, Message: msg, Function: fn, ReturnCode: rc}
 	}
@@ -570,7 +571,7 @@ func (p *pluginState) varSet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtim
 	}
 	if used > p.varBytes { // refused before copying the value
 		return nil, p.stop(&Error{Kind: KindMemoryLimitExceeded, Resource: ResourceVars, Limit: p.varBytes, Requested: used,
-			Message: fmt.Sprintf("var_set of %q would hold %d bytes of vars; the limit is %d (limits.varBytes)", quoteKey(key), used, p.varBytes)})
+			Message: fmt.Sprintf("var_set of %s would hold %d bytes of vars; the limit is %d (limits.varBytes)", protocol.Quote(string(key)), used, p.varBytes)})
 	}
 	val, trap := p.copyOut(c, vb)
 	if trap != nil {
@@ -622,7 +623,7 @@ func (p *pluginState) logLine(r *run, c *wasmtime.Caller, level LogLevel, args [
 		return nil, trap
 	}
 	if len(line) > MaxLogLineBytes {
-		line = cutUTF8(line, MaxLogLineBytes)
+		line = protocol.CutUTF8(line, MaxLogLineBytes)
 	}
 	cost := LogLineCost(line) + uint64(logLevelOverhead+len(level))
 	if cost > s.budget-s.used {
@@ -635,13 +636,4 @@ func (p *pluginState) logLine(r *run, c *wasmtime.Caller, level LogLevel, args [
 		p.log(level, line)
 	}
 	return nil, nil
-}
-
-// quoteKey is a var key for a message: valid UTF-8, at most 64 bytes.
-func quoteKey(key []byte) string {
-	s := validUTF8(key)
-	if len(s) > 64 {
-		s = cutUTF8(s, 64) + "…"
-	}
-	return s
 }

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Capabilities are the host functions a run grants. Nothing is importable
@@ -270,7 +272,7 @@ func (r *run) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, 
 	}
 	line := validUTF8(data[ptr : ptr+n])
 	if len(line) > MaxLogLineBytes { // replacement characters can grow it
-		line = cutUTF8(line, MaxLogLineBytes)
+		line = protocol.CutUTF8(line, MaxLogLineBytes)
 	}
 	r.log.emit(line)
 	return nil, nil
@@ -308,15 +310,6 @@ func validUTF8(b []byte) string {
 		b = b[size:]
 	}
 	return sb.String()
-}
-
-// cutUTF8 returns the longest prefix of s of at most n bytes that ends on a
-// rune boundary.
-func cutUTF8(s string, n int) string {
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // logSink enforces the per-run log budget and forwards accepted lines.

@@ -140,7 +140,7 @@ type InstanceClosedError struct {
 }
 
 func (e *InstanceClosedError) Error() string {
-	return fmt.Sprintf("instance %s is closed: %s", e.Instance, e.Reason)
+	return fmt.Sprintf("instance %s is closed: %s", protocol.Escape(e.Instance), e.Reason)
 }
 
 // Is makes errors.Is(err, ErrInstanceClosed) true.
@@ -823,7 +823,7 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 			what = protocol.PluginFunctionShape
 		}
 		return nil, &Error{Kind: KindExport, Function: req.Function,
-			Message: fmt.Sprintf("input: %q is not a plugin function (%s)", req.Function, what)}
+			Message: fmt.Sprintf("input: %s is not a plugin function (%s)", protocol.Quote(req.Function), what)}
 	}
 	if err := validCallLimits(req.Limits); err != nil {
 		return nil, err
@@ -839,7 +839,7 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 	var output []byte
 	var truncated bool
 	var exit *guestExit // the plugin function ended in proc_exit
-	what := fmt.Sprintf("a call of %q", req.Function)
+	what := "a call of " + protocol.Quote(req.Function)
 	res, closeReason, err := in.fenced(ctx, what, req, l, func() ([]Value, error) {
 		r := in.r
 		if pluginFn {

@@ -2,13 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -186,7 +186,7 @@ func callFunction(store *wasmtime.Store, inst *wasmtime.Instance, name string, a
 	}
 	fn := inst.GetFunc(store, name)
 	if fn == nil { // checkSignature proved it exists; keep the guard anyway
-		return nil, &Error{Kind: KindExport, Function: name, Message: fmt.Sprintf("export %q not found", name)}
+		return nil, &Error{Kind: KindExport, Function: name, Message: "export " + protocol.Quote(name) + " not found"}
 	}
 	wargs := make([]any, len(args))
 	for i, a := range args {

@@ -1,0 +1,141 @@
+package main
+
+// Protocol hygiene on the raw wire: what error messages repeat of the
+// parent's and the guest's strings (cut, escaped), and the allowed lists
+// and null rules of params.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostileRunes are what must never reach a message raw: a client puts the
+// message in its exception text, where ESC restyles a terminal and the
+// bidi overrides reorder what a reader sees.
+var hostileRunes = []string{"\x1b", "\u202e", "\u2066", "\x00", "\n"}
+
+// checkMessage fails if the error message of m carries a hostile rune or
+// is longer than most bytes.
+func checkMessage(t *testing.T, what string, m *message, most int) {
+	t.Helper()
+	if m.Error == nil {
+		t.Fatalf("%s: want an error, got %s", what, trunc(m.raw))
+	}
+	for _, r := range hostileRunes {
+		if strings.Contains(m.Error.Message, r) {
+			t.Errorf("%s: message carries %q raw: %q", what, r, m.Error.Message)
+		}
+	}
+	if len(m.Error.Message) > most {
+		t.Errorf("%s: message of %d bytes (want at most %d): %q…", what, len(m.Error.Message), most, m.Error.Message[:200])
+	}
+}
+
+// TestErrorMessagesQuoteNamesCutAndEscaped sends instance ids, function
+// names, methods and field names of 100 KB and with control and bidi
+// characters: each error names the problem in a message of bounded size
+// with those characters escaped, and the response is not twice the
+// request.
+func TestErrorMessagesQuoteNamesCutAndEscaped(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := rawInstance(t, s, `"i"`)
+	long := strings.Repeat("x", 100_000)
+	nasty := "inst-\u202e\x1b[31m\u2066"
+
+	// An instance longer than any id instantiate returns: -32602.
+	s.request(`"long-instance"`, "call", callParams(long, "push", 1))
+	m, _ := s.response(`"long-instance"`, time.Minute)
+	checkMessage(t, "a 100 KB instance", m, 200)
+	if m.Error.Code != -32602 || !strings.HasPrefix(m.Error.Message, "instance: not an id instantiate returned") {
+		t.Errorf("a 100 KB instance: %s", trunc(m.raw))
+	}
+	if len(m.raw) > 1000 {
+		t.Errorf("a 100 KB instance: a response of %d bytes", len(m.raw))
+	}
+	s.request(`"long-release"`, "release", map[string]any{"instance": long})
+	if m, _ = s.response(`"long-release"`, time.Minute); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("release of a 100 KB instance: %s", trunc(m.raw))
+	}
+
+	// A short unknown id with controls: -32001, escaped in the message,
+	// exact in data.
+	s.request(`"nasty-instance"`, "call", callParams(nasty, "push", 1))
+	m, _ = s.response(`"nasty-instance"`, time.Minute)
+	checkMessage(t, "an instance with controls", m, 300)
+	if m.Error.Code != -32001 || !strings.Contains(m.Error.Message, `inst-\u202e\x1b[31m\u2066 is closed`) {
+		t.Errorf("an instance with controls: %q", m.Error.Message)
+	}
+	if d := errData(t, m); d["instance"] != nasty {
+		t.Errorf("data.instance = %q, want the id as sent", d["instance"])
+	}
+
+	// A function of 100 KB on a live instance, and in a run: error 7,
+	// the name cut in the message and in data.
+	s.request(`"long-call"`, "call", callParams(inst, long, 1))
+	s.request(`"long-run"`, "run", map[string]any{"module": map[string]string{"wat": statefulWAT}, "function": long, "args": []int{1}})
+	for _, id := range []string{`"long-call"`, `"long-run"`} {
+		m, _ = s.response(id, time.Minute)
+		checkMessage(t, id, m, 600)
+		if m.Error.Code != 7 || !strings.HasPrefix(m.Error.Message, `export: export "xxxxxxxx`) || !strings.Contains(m.Error.Message, `x"… not found`) {
+			t.Errorf("%s: %q", id, m.Error.Message)
+		}
+		if f, _ := errData(t, m)["function"].(string); len(f) > 200 {
+			t.Errorf("%s: data.function of %d bytes", id, len(f))
+		}
+		if len(m.raw) > 2000 {
+			t.Errorf("%s: a response of %d bytes", id, len(m.raw))
+		}
+	}
+
+	// A function with controls; input for a plain function.
+	s.request(`"nasty-call"`, "call", callParams(inst, "\x1b[2J\u202epush", 1))
+	m, _ = s.response(`"nasty-call"`, time.Minute)
+	checkMessage(t, "a function with controls", m, 600)
+	if !strings.Contains(m.Error.Message, `"\x1b[2J\u202epush"`) {
+		t.Errorf("a function with controls: %q", m.Error.Message)
+	}
+
+	// An unknown method and an unknown field, long and with controls.
+	s.request(`"method"`, "\x1b]0;owned\x07"+long, map[string]any{})
+	m, _ = s.response(`"method"`, time.Minute)
+	checkMessage(t, "an unknown method", m, 300)
+	s.request(`"field"`, "run", map[string]any{"module": map[string]string{"wat": statefulWAT}, "\u202e" + long: 1})
+	m, _ = s.response(`"field"`, time.Minute)
+	checkMessage(t, "an unknown field", m, 400)
+	if m.Error.Code != -32602 || !strings.HasPrefix(m.Error.Message, `\u202exxx`) {
+		t.Errorf("an unknown field: %q", m.Error.Message)
+	}
+}
+
+// TestClosedReasonQuotesTheExportCut: an instance closed by a call of an
+// export whose name is 20 KB with an ESC in it says why, in -32001's
+// message and data, with the name cut and escaped.
+func TestClosedReasonQuotesTheExportCut(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	name := "\x1b[31m" + strings.Repeat("s", 20_000)
+	wat := fmt.Sprintf(`(module (func (export %q) (loop $l (br $l))))`, name)
+	wat = strings.ReplaceAll(wat, `\x1b`, `\1b`) // WAT's escape
+	s.request(`"i"`, "instantiate", map[string]any{"module": map[string]string{"wat": wat}, "limits": hangLimits(nil)})
+	m, _ := s.response(`"i"`, time.Minute)
+	var res struct{ Instance string }
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
+		t.Fatalf("instantiate: %s", trunc(m.raw))
+	}
+	s.request(`"spin"`, "call", map[string]any{"instance": res.Instance, "function": name, "limits": map[string]int{"timeoutMs": 20, "fuel": 1 << 50}})
+	m, _ = s.response(`"spin"`, time.Minute)
+	checkMessage(t, "the timeout", m, 400)
+	s.request(`"after"`, "call", map[string]any{"instance": res.Instance, "function": name})
+	m, _ = s.response(`"after"`, time.Minute)
+	checkMessage(t, "the closed instance", m, 400)
+	reason, _ := errData(t, m)["reason"].(string)
+	if m.Error.Code != -32001 || !strings.HasPrefix(reason, `closed after timeout in a call of "\x1b[31msss`) || len(reason) > 200 {
+		t.Errorf("-32001: %q, reason %q", m.Error.Message, reason)
+	}
+}
