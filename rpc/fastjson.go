@@ -22,6 +22,13 @@ import (
 // validObject is object for valid JSON: raw's members by key, values
 // sharing raw's memory.
 func validObject(raw json.RawMessage, field string, allowed ...string) (map[string]json.RawMessage, error) {
+	return validMembers(raw, field, allowed, allowed)
+}
+
+// validMembers is validObject whose unknown-field error lists listed, the
+// members a caller may give, instead of every member it takes (a call's
+// limits: fixed limits are refused by the caller, saying so).
+func validMembers(raw json.RawMessage, field string, allowed, listed []string) (map[string]json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, paramErr(field, "must be an object, got %s", kindOfJSON(raw))
@@ -33,11 +40,14 @@ func validObject(raw json.RawMessage, field string, allowed ...string) (map[stri
 			return
 		}
 		k, ok := knownKey(key, allowed)
+		if ok && isNull(value) {
+			return // null is absent (docs/protocol.md, Messages)
+		}
 		if !ok {
 			if k == "" {
-				bad = paramErr(field, "unknown field \"\" (allowed: %s)", strings.Join(allowed, ", "))
+				bad = paramErr(field, "unknown field \"\" (allowed: %s)", strings.Join(listed, ", "))
 			} else {
-				bad = paramErr(join(field, protocol.Escape(k)), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+				bad = paramErr(join(field, protocol.Escape(k)), "unknown field (allowed: %s)", strings.Join(listed, ", "))
 			}
 			return
 		}
@@ -48,6 +58,11 @@ func validObject(raw json.RawMessage, field string, allowed ...string) (map[stri
 	}
 	return obj, nil
 }
+
+// isNull says whether the JSON value v is null. A member given as null
+// is taken as absent, whatever the member: the protocol has no member
+// whose null means something else.
+func isNull(v []byte) bool { return string(bytes.TrimSpace(v)) == "null" }
 
 // knownKey decodes the key literal key and reports whether it is one of
 // allowed (returning that string, so a known key costs no allocation).

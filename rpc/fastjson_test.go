@@ -41,6 +41,11 @@ func FuzzValidObject(f *testing.F) {
 		if json.Unmarshal(data, &want) != nil || want == nil {
 			return
 		}
+		for k, v := range want {
+			if isNull(v) && contains([]string{"wat", "wasm", "id", "path"}, k) {
+				delete(want, k) // a known member given null is absent
+			}
+		}
 		got, err := validObject(data, "module", "wat", "wasm", "id", "path")
 		for k := range want {
 			switch k {

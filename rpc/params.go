@@ -41,7 +41,11 @@ func object(raw json.RawMessage, field string, allowed ...string) (map[string]js
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, paramErr(field, "must be an object: %v", err)
 	}
-	for k := range obj {
+	for k, v := range obj {
+		if contains(allowed, k) && isNull(v) {
+			delete(obj, k) // null is absent
+			continue
+		}
 		if !contains(allowed, k) {
 			if k == "" {
 				return nil, paramErr(field, "unknown field \"\" (allowed: %s)", strings.Join(allowed, ", "))
@@ -309,6 +313,13 @@ func decodeLimits(raw json.RawMessage, defaults, max limits.Limits) (limits.Limi
 	if err != nil {
 		return l, err
 	}
+	return limitsFrom(obj, defaults, max)
+}
+
+// limitsFrom overlays the limits.Fields members of obj (its other members
+// are the caller's) on defaults and checks them against max.
+func limitsFrom(obj map[string]json.RawMessage, defaults, max limits.Limits) (limits.Limits, error) {
+	l := defaults
 	for _, f := range limits.Fields {
 		v, ok := obj[f.Name]
 		if !ok {

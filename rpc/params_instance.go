@@ -64,13 +64,17 @@ func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits, vars va
 	return spec, nil
 }
 
+// instanceLimitNames are the limits instantiate takes: the run limits and
+// varBytes.
+var instanceLimitNames = append(append([]string{}, limitNames...), varBytesField)
+
 // decodeInstanceLimits reads instantiate's limits: the run limits and
 // varBytes.
 func decodeInstanceLimits(raw json.RawMessage, defaults, max limits.Limits, vars varLimits) (limits.Limits, uint64, error) {
-	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
+	if raw == nil {
 		return defaults, vars.def, nil
 	}
-	obj, err := anyObject(raw, "limits")
+	obj, err := validObject(raw, "limits", instanceLimitNames...)
 	if err != nil {
 		return defaults, 0, err
 	}
@@ -82,12 +86,8 @@ func decodeInstanceLimits(raw json.RawMessage, defaults, max limits.Limits, vars
 		if varBytes == 0 || varBytes > vars.max {
 			return defaults, 0, paramErr("limits."+varBytesField, "must be in [1, %d], got %d", vars.max, varBytes)
 		}
-		delete(obj, varBytesField)
-		if raw, err = json.Marshal(obj); err != nil {
-			return defaults, 0, paramErr("limits", "%v", err)
-		}
 	}
-	l, err := decodeLimits(raw, defaults, max)
+	l, err := limitsFrom(obj, defaults, max)
 	return l, varBytes, err
 }
 
@@ -249,22 +249,24 @@ func checkInput(info *protocol.ModuleInfo, fn string) error {
 	return paramErr("input", "%s is not a plugin function (%s)", protocol.Quote(fn), why)
 }
 
-// decodeCallLimits reads a call's limits: only the per-call fences.
+// decodeCallLimits reads a call's limits: only the per-call fences. A
+// limit fixed at instantiate is refused saying so; anything else is an
+// unknown field, with the four a call takes as the allowed list.
 func decodeCallLimits(raw json.RawMessage, defaults, max limits.Limits) (protocol.CallLimits, error) {
 	var cl protocol.CallLimits
-	if string(bytes.TrimSpace(raw)) == "null" {
+	if raw == nil {
 		return cl, nil
 	}
-	obj, err := anyObject(raw, "limits")
+	obj, err := validMembers(raw, "limits", instanceLimitNames, callLimitFields)
 	if err != nil {
 		return cl, err
 	}
-	for k := range obj {
-		if !contains(callLimitFields, k) && (k == varBytesField || limitField(k)) {
-			return cl, paramErr("limits."+k, "fixed at instantiate (only %s apply to a call)", strings.Join(callLimitFields, ", "))
+	for _, name := range instanceLimitNames {
+		if _, ok := obj[name]; ok && !contains(callLimitFields, name) {
+			return cl, paramErr("limits."+name, "fixed at instantiate (only %s apply to a call)", strings.Join(callLimitFields, ", "))
 		}
 	}
-	l, err := decodeLimits(raw, defaults, max) // unknown names and bad values, named
+	l, err := limitsFrom(obj, defaults, max) // bad values, named
 	if err != nil {
 		return cl, err
 	}

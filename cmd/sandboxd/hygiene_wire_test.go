@@ -139,3 +139,96 @@ func TestClosedReasonQuotesTheExportCut(t *testing.T) {
 		t.Errorf("-32001: %q, reason %q", m.Error.Message, reason)
 	}
 }
+
+// TestUnknownLimitListsWhatEachMethodTakes: an unknown limit is refused
+// with the list of what that method takes: instantiate's has varBytes,
+// a call's only the four per-call fences.
+func TestUnknownLimitListsWhatEachMethodTakes(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := rawInstance(t, s, `"i"`)
+	run := "fuel, timeoutMs, memoryBytes, tableElements, instances, memories, logBytes, outputBytes, compileTimeoutMs, compileMemoryBytes"
+	for _, c := range []struct {
+		id, method string
+		params     map[string]any
+		want       string
+	}{
+		{`"run"`, "run", map[string]any{"module": map[string]string{"wat": statefulWAT}, "limits": map[string]int{"bogus": 1}},
+			"limits.bogus: unknown field (allowed: " + run + ")"},
+		{`"instantiate"`, "instantiate", map[string]any{"module": map[string]string{"wat": statefulWAT}, "limits": map[string]int{"bogus": 1}},
+			"limits.bogus: unknown field (allowed: " + run + ", varBytes)"},
+		{`"call"`, "call", map[string]any{"instance": inst, "function": "count", "limits": map[string]int{"bogus": 1}},
+			"limits.bogus: unknown field (allowed: fuel, timeoutMs, logBytes, outputBytes)"},
+		{`"call-fixed"`, "call", map[string]any{"instance": inst, "function": "count", "limits": map[string]int{"memoryBytes": 1 << 20}},
+			"limits.memoryBytes: fixed at instantiate (only fuel, timeoutMs, logBytes, outputBytes apply to a call)"},
+		{`"call-varbytes"`, "call", map[string]any{"instance": inst, "function": "count", "limits": map[string]int{"varBytes": 1}},
+			"limits.varBytes: fixed at instantiate (only fuel, timeoutMs, logBytes, outputBytes apply to a call)"},
+	} {
+		s.request(c.id, c.method, c.params)
+		m, _ := s.response(c.id, time.Minute)
+		if m.Error == nil || m.Error.Code != -32602 || m.Error.Message != c.want {
+			t.Errorf("%s: %s\n want -32602 %q", c.id, trunc(m.raw), c.want)
+		}
+	}
+}
+
+// TestNullMemberIsAbsent: null for a member of params (or of limits,
+// capabilities, module) is as if it were absent, for every method: an
+// optional member takes its default, a required one is "required".
+func TestNullMemberIsAbsent(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	const runWAT = `(module (func (export "run") (result i32) i32.const 7))`
+	null := json.RawMessage("null")
+	allLimitsNull := map[string]any{}
+	for _, f := range []string{"fuel", "timeoutMs", "memoryBytes", "tableElements", "instances", "memories", "logBytes", "outputBytes", "compileTimeoutMs", "compileMemoryBytes", "varBytes"} {
+		allLimitsNull[f] = null
+	}
+	s.request(`"inst"`, "instantiate", map[string]any{"module": map[string]any{"wat": statefulWAT, "path": null},
+		"limits": allLimitsNull, "capabilities": null, "config": null})
+	m, _ := s.response(`"inst"`, time.Minute)
+	var res struct{ Instance string }
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
+		t.Fatalf("instantiate with null members: %s", trunc(m.raw))
+	}
+	delete(allLimitsNull, "varBytes")
+	ok := []struct {
+		id, method string
+		params     map[string]any
+	}{
+		{`"run"`, "run", map[string]any{"module": map[string]string{"wat": runWAT}, "function": null, "args": null, "input": null, "config": null,
+			"limits": allLimitsNull, "capabilities": map[string]any{"log": null, "clock": null, "random": null, "wasi": null}}},
+		{`"run-limits"`, "run", map[string]any{"module": map[string]string{"wat": runWAT}, "limits": null}},
+		{`"call"`, "call", map[string]any{"instance": res.Instance, "function": "count", "input": null, "args": null, "limits": null}},
+		{`"call-limits"`, "call", map[string]any{"instance": res.Instance, "function": "count",
+			"limits": map[string]any{"fuel": null, "timeoutMs": null, "logBytes": null, "outputBytes": null}}},
+		{`"compile"`, "compile", map[string]any{"module": map[string]string{"wat": runWAT}, "limits": null}},
+	}
+	for _, c := range ok {
+		s.request(c.id, c.method, c.params)
+		if m, _ := s.response(c.id, time.Minute); m.Error != nil {
+			t.Errorf("%s with null members: %s", c.id, trunc(m.raw))
+		}
+	}
+	refused := []struct {
+		id, method string
+		params     map[string]any
+		want       string
+	}{
+		{`"run-module"`, "run", map[string]any{"module": null}, "module: required"},
+		{`"call-instance"`, "call", map[string]any{"instance": null, "function": "count"}, "instance: required"},
+		{`"call-function"`, "call", map[string]any{"instance": res.Instance, "function": null}, "function: required"},
+		{`"release"`, "release", map[string]any{"instance": null}, "instance: required"},
+		{`"seed"`, "run", map[string]any{"module": map[string]string{"wat": runWAT}, "capabilities": map[string]any{"random": map[string]any{"seed": null}}},
+			"capabilities.random.seed: required"},
+	}
+	for _, c := range refused {
+		s.request(c.id, c.method, c.params)
+		m, _ := s.response(c.id, time.Minute)
+		if m.Error == nil || m.Error.Code != -32602 || !strings.HasPrefix(m.Error.Message, c.want) {
+			t.Errorf("%s: %s, want -32602 %q", c.id, trunc(m.raw), c.want)
+		}
+	}
+}
