@@ -357,6 +357,14 @@ func (s *Server) dispatch(req request) (exit bool) {
 		return s.notification(req.method, req.params)
 	}
 	switch req.method {
+	case MethodRun, MethodCompile, protocol.MethodInstantiate, protocol.MethodCall:
+		// admitJob refuses an id in flight
+	default:
+		if s.refuseDuplicateID(req) {
+			return false
+		}
+	}
+	switch req.method {
 	case MethodInitialize:
 		s.reply(req.id, s.initializeResult(), nil)
 	case MethodStats:

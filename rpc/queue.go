@@ -79,8 +79,8 @@ func (s *Server) admitJob(req request) *job {
 	switch {
 	case s.state != stateOpen:
 		refuse = protocolError(CodeInvalidRequest, "server is shutting down")
-	case s.jobs[key] != nil:
-		refuse = protocolError(CodeInvalidRequest, "id %s is already used by a request in flight", key)
+	case s.inFlightLocked(key):
+		refuse = duplicateIDError(key)
 	case s.waitingLocked() >= s.opts.MaxQueue:
 		refuse = busyError(s.waitingLocked(), s.opts.MaxQueue, s.queuedBytes, s.opts.MaxQueueBytes, 0)
 	case s.queuedBytes+req.size > s.opts.MaxQueueBytes:
@@ -99,6 +99,40 @@ func (s *Server) admitJob(req request) *job {
 	s.queuedBytes += j.size
 	s.mu.Unlock()
 	return j
+}
+
+// inFlightLocked says whether a request with the id key is in flight: an
+// admitted job not answered yet, or a shutdown waiting for its answer.
+// Call with s.mu held.
+func (s *Server) inFlightLocked(key idKey) bool {
+	if s.jobs[key] != nil {
+		return true
+	}
+	for _, id := range s.shutdownIDs {
+		if keyOf(id) == key {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseDuplicateID answers -32600 a request whose id is in flight, and
+// reports whether it did. Jobs are checked when admitted (admitJob); the
+// methods answered on the spot are checked with this, so that a parent
+// never gets two responses with one id, whatever the method.
+func (s *Server) refuseDuplicateID(req request) bool {
+	key := keyOf(req.id)
+	s.mu.Lock()
+	dup := s.inFlightLocked(key)
+	s.mu.Unlock()
+	if dup {
+		s.reply(req.id, nil, duplicateIDError(key))
+	}
+	return dup
+}
+
+func duplicateIDError(key idKey) *jsonrpc2.Error {
+	return protocolError(CodeInvalidRequest, "id %s is already used by a request in flight", key)
 }
 
 // waitingLocked is how many admitted jobs have no idle worker to take

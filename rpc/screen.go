@@ -11,6 +11,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/sandboxd/sandboxd/internal/jsonscan"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Screening: each message is checked here, before any method sees it. A
@@ -224,7 +225,7 @@ func keyOf(id jsonrpc2.ID) idKey { return idKey{id.Str, id.Num, id.IsString} }
 
 func (k idKey) String() string {
 	if k.isStr {
-		return strconv.Quote(k.str)
+		return protocol.Quote(k.str) // cut and escaped: it is the parent's
 	}
 	return strconv.FormatUint(k.num, 10)
 }

@@ -232,3 +232,50 @@ func TestNullMemberIsAbsent(t *testing.T) {
 		}
 	}
 }
+
+// TestIDInFlightRefusedWhateverTheMethod: while a call with id 10 runs,
+// every request with id 10 (stats, initialize, release, shutdown, an
+// unknown method, compile, call) is refused -32600 naming the id, never
+// answered as if it were another request: the parent can tell the refusal
+// from the answer it is owed. Once the call is answered the id is free.
+func TestIDInFlightRefusedWhateverTheMethod(t *testing.T) {
+	t.Parallel()
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := rawInstance(t, s, `"i"`)
+	other := rawInstance(t, s, `"j"`)
+	spin := callParams(inst, "spin")
+	spin["limits"] = map[string]uint64{"fuel": 1 << 50} // the deadline (a minute) or the cancel ends it
+	s.request(`10`, "call", spin)
+	requests := []struct {
+		method string
+		params any
+	}{
+		{"stats", nil},
+		{"initialize", map[string]any{}},
+		{"release", map[string]any{"instance": other}},
+		{"shutdown", nil},
+		{"no/such/method", nil},
+		{"compile", map[string]any{"module": map[string]string{"wat": statefulWAT}}},
+		{"call", callParams(other, "count")},
+	}
+	for _, r := range requests {
+		s.request(`10`, r.method, r.params)
+	}
+	for _, r := range requests {
+		m, _ := s.response(`10`, time.Minute)
+		if m.Error == nil || m.Error.Code != -32600 || m.Error.Message != "id 10 is already used by a request in flight" {
+			t.Errorf("%s with the id of a call in flight: %s", r.method, trunc(m.raw))
+		}
+	}
+	s.notify("$/cancelRequest", map[string]any{"id": 10})
+	if m, _ := s.response(`10`, time.Minute); m.Error == nil || m.Error.Code != -32800 {
+		t.Fatalf("the call: %s", trunc(m.raw))
+	}
+	// The release was refused, not done; the shutdown too: other still
+	// answers, and so does id 10 now.
+	s.request(`10`, "call", callParams(other, "count"))
+	if m, _ := s.response(`10`, time.Minute); m.Error != nil {
+		t.Errorf("a call after the id was freed: %s", trunc(m.raw))
+	}
+}
