@@ -52,7 +52,7 @@ func (r *run) classify(err error) *Error {
 	if errors.As(err, &trap) {
 		code := trap.Code()
 		if code == nil {
-			return &Error{Kind: KindTrap, TrapCode: "host", Frames: frames(trap, r.module.info),
+			return &Error{Kind: KindTrap, TrapCode: TrapCodeHost, Frames: frames(trap, r.module.info),
 				Message: "guest trapped: " + firstLine(trap.Message())}
 		}
 		switch raw := int(*code); {
@@ -73,7 +73,7 @@ func (r *run) classify(err error) *Error {
 	if strings.HasSuffix(msg, invalidExitStatus) {
 		// proc_exit with a status WASI does not allow (126 and up, or
 		// negative): the guest's fault, reported like any other trap.
-		return &Error{Kind: KindTrap, TrapCode: "host",
+		return &Error{Kind: KindTrap, TrapCode: TrapCodeHost,
 			Message: "guest trapped: proc_exit with a status outside 0..125"}
 	}
 	return &Error{Kind: KindHost, Message: msg}

@@ -183,6 +183,14 @@ var trapCodes = []string{
 	"disabled_opcode",               // 20
 }
 
+// TrapCodeHost is the one trap code that is not wasmtime's: a host
+// function refused the guest's arguments (an Extism handle that is not a
+// live kernel block, a var key past the limit), a host function's own
+// trap without a wasmtime code, or a WASI proc_exit status outside
+// 0..125. Together with trapCodes it is every code a trap error has
+// (docs/protocol.md, Trap codes).
+const TrapCodeHost = "host"
+
 // TrapCode returns the stable name of wasmtime's raw trap code raw, if it
 // has one. (The table itself is unexported so no importer can change it.)
 func TrapCode(raw int) (string, bool) {

@@ -391,7 +391,7 @@ func (p *pluginState) stop(e *Error) *wasmtime.Trap {
 }
 
 func (p *pluginState) badHandle(fn, what string, h uint64) *wasmtime.Trap {
-	return p.stop(&Error{Kind: KindTrap, TrapCode: "host",
+	return p.stop(&Error{Kind: KindTrap, TrapCode: TrapCodeHost,
 		Message: fmt.Sprintf("%s::%s: %s %d is not a live kernel block", ExtismEnvModule, fn, what, h)})
 }
 
