@@ -32,10 +32,11 @@ func callMain(args []string, stdout, stderr io.Writer) int {
 
 Calls an Extism plugin function (a module importing extism:host/env) and
 writes the bytes it outputs to stdout, unchanged. With --loop N the same
-instance is called N times (vars persist between the calls), each output
-followed by a newline. Log lines ([guest log] LEVEL: line) and the plugin's
-WASI stdout and stderr go to stderr. Exit codes as for sandboxd run, and 10
-for a plugin error (the plugin's message is printed on stderr).
+instance is called N times (vars persist between the calls); when N > 1
+each output is followed by a newline (with N = 1 the bytes are exactly the
+output, as without --loop). Log lines ([guest log] LEVEL: line) and the
+plugin's WASI stdout and stderr go to stderr. Exit codes as for sandboxd
+run, and 10 for a plugin error (the plugin's message is printed on stderr).
 Flags:`)
 		fs.PrintDefaults()
 	}

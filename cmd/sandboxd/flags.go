@@ -31,7 +31,11 @@ func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string
 		if renamed, ok := renamedLimitFlags[name]; ok {
 			name = renamed
 		}
-		vals[i] = fs.Uint64(name, f.Get(base), what+" "+f.Name)
+		usage := what + " " + f.Name
+		if noun, ok := limitFlagNouns[f.Name]; ok {
+			usage = what + " " + noun + " (limits." + f.Name + ")"
+		}
+		vals[i] = fs.Uint64(name, f.Get(base), usage)
 	}
 	return func() limits.Limits {
 		l := base
@@ -41,6 +45,11 @@ func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string
 		return l
 	}
 }
+
+// limitFlagNouns say what a limit counts where its name alone is
+// ambiguous: "instances" next to --max-instances (live instantiated
+// instances) would read as the same thing.
+var limitFlagNouns = map[string]string{"instances": "wasm instances per store"}
 
 // renamedLimitFlags are limit flags whose generated name is taken:
 // --max-instances bounds the live long-lived instances (instantiate), so

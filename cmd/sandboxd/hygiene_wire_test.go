@@ -7,6 +7,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -277,5 +280,68 @@ func TestIDInFlightRefusedWhateverTheMethod(t *testing.T) {
 	s.request(`10`, "call", callParams(other, "count"))
 	if m, _ := s.response(`10`, time.Minute); m.Error != nil {
 		t.Errorf("a call after the id was freed: %s", trunc(m.raw))
+	}
+}
+
+// TestReadmeInstanceSession replays the README's instance session (the
+// wire block after "Long-lived instances and Extism plugins on the wire")
+// frame by frame against the binary: every member the README shows with
+// a plain value (a number, a boolean, a string without "…") is what the
+// sidecar sends, the instance id aside.
+func TestReadmeInstanceSession(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	i := strings.Index(text, "Long-lived instances and Extism plugins on the wire")
+	if i < 0 {
+		t.Fatal("README.md has no instance session")
+	}
+	text = text[i:]
+	start := strings.Index(text, "```\n") + 4
+	block := text[start : start+strings.Index(text[start:], "```")]
+	readmeInst := regexp.MustCompile(`inst-[0-9a-f]+-\d+`).FindString(block)
+	member := regexp.MustCompile(`"(\w+)":(-?\d+|true|false|null|"[^"…]*")[,}\]]`)
+	s := startRaw(t, binPath, "--framing=ndjson")
+	s.startReading()
+	inst := ""
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		switch {
+		case strings.HasPrefix(line, "→ "):
+			body := strings.TrimPrefix(line, "→ ")
+			if inst != "" {
+				body = strings.ReplaceAll(body, readmeInst, inst)
+			}
+			body = strings.ReplaceAll(body, `"path":"testdata/`, `"path":"`+filepath.Join(watDir, "..")+`/`)
+			s.sendBody([]byte(body))
+		case strings.HasPrefix(line, "← "):
+			want := strings.TrimPrefix(line, "← ")
+			m := s.take(time.Minute)
+			got := string(m.raw)
+			if inst == "" {
+				var res struct {
+					Result struct{ Instance string }
+				}
+				if json.Unmarshal(m.raw, &res) == nil && res.Result.Instance != "" {
+					inst = res.Result.Instance
+				}
+			}
+			if inst != "" {
+				want = strings.ReplaceAll(want, readmeInst, inst)
+			}
+			for _, mm := range member.FindAllStringSubmatch(want, -1) {
+				pair := `"` + mm[1] + `":` + mm[2]
+				if !strings.Contains(got, pair) {
+					t.Errorf("the README shows %s in\n  %s\nthe sidecar sent\n  %s", pair, want, got)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 30 {
+		t.Errorf("checked only %d members of the README's session", checked)
 	}
 }
