@@ -41,7 +41,8 @@ func validMembers(raw json.RawMessage, field string, allowed, listed []string) (
 		}
 		k, ok := knownKey(key, allowed)
 		if ok && isNull(value) {
-			return // null is absent (docs/protocol.md, Messages)
+			delete(obj, k) // null is absent (docs/protocol.md, Messages), and the last counts
+			return
 		}
 		if !ok {
 			if k == "" {

@@ -151,7 +151,8 @@ func member(parent, name string) string {
 }
 
 // object is v as an object whose members are all in allowed (unknown
-// members are refused: a typo is an error, not a silent default).
+// members are refused: a typo is an error, not a silent default), those
+// given null left out.
 func (o *oracle) object(v any, field string, allowed ...string) (plainObject, bool) {
 	obj, ok := v.(plainObject)
 	if !ok {
@@ -163,7 +164,15 @@ func (o *oracle) object(v any, field string, allowed ...string) (plainObject, bo
 			o.fault(member(field, n))
 		}
 	}
-	return obj, true
+	// A member the protocol names whose (last) value is null is absent
+	// (docs/protocol.md, Messages).
+	var present plainObject
+	for _, m := range obj {
+		if last, _ := obj.get(m.name); last != nil || !slices.Contains(allowed, m.name) {
+			present = append(present, m)
+		}
+	}
+	return present, true
 }
 
 func (o *oracle) str(v any, field string) string {
@@ -640,6 +649,9 @@ var redteamDecodeSeeds = []string{
 	`{"module":{"wat":"x"},"limits":{"fuel":[5]}}`,
 	`{"module":{"wat":"x"},"limits":{"fuel":null}}`,
 	`{"module":{"wat":"x"},"limits":null}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":5,"fuel":null}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":null,"fuel":5}}`,
+	`{"module":{"wat":"x","wat":null,"path":"p"}}`,
 	`{"module":{"wat":"x"},"limits":[]}`,
 	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"18446744073709551615"}}}`,
 	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"\u0031\u0032"}}}`,
