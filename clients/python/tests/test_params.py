@@ -63,7 +63,14 @@ class LimitsTest(unittest.TestCase):
         self.assertEqual(timeout_ms(0.05), 50)     # 50.000000000000007, not 51
         self.assertEqual(timeout_ms(1), 1000)
         self.assertEqual(timeout_ms(0.0001), 1)    # never rounds a real timeout to 0
-        self.assertEqual(timeout_ms(0), 0)         # the server refuses it, naming the field
+        for bad in (0, -1, -0.5, float("nan"), float("inf"), datetime.timedelta(seconds=-2)):
+            with self.assertRaises(sandboxd.InvalidParams) as cm:  # named as the caller wrote it
+                timeout_ms(bad)
+            self.assertTrue(str(cm.exception).startswith("timeout must be a positive, finite number of seconds"),
+                            str(cm.exception))
+        with self.assertRaises(sandboxd.InvalidParams) as cm:
+            timeout_ms(0, "compile_timeout")
+        self.assertIn("compile_timeout must be", str(cm.exception))
         self.assertEqual(timeout_ms(datetime.timedelta(milliseconds=1500)), 1500)
         with self.assertRaises(TypeError):
             timeout_ms("1s")

@@ -238,6 +238,10 @@ class WatPluginTest(PluginTestCase):
         with self.wat_plugin() as p:
             with self.assertRaises(sandboxd.ExportError):
                 p.call("nope")
+            with self.assertRaises(sandboxd.InvalidParams) as cm:  # refused before it is sent
+                p.call("greet", "x", timeout=-1)
+            self.assertIn("timeout must be a positive, finite number of seconds, got -1", str(cm.exception))
+            self.assertNotIn("timeoutMs", str(cm.exception))
             self.assertEqual(p.call("greet", "again").output, b"Hello, again")
 
 

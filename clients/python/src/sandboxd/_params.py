@@ -66,13 +66,18 @@ def timeout_ms(seconds: Any, name: str = "timeout") -> int:
 
     Rounded to nearest (0.05 * 1000 is 50.000000000000007 in binary floating
     point; ceil would make it 51). A positive timeout never rounds to 0 ms,
-    which the server would refuse; zero or negative ones are sent as is so
-    the server reports them, naming the field.
+    which the server would refuse. Zero, a negative, NaN or an infinite
+    timeout is refused here, naming the argument as the caller wrote it
+    (the server would name its wire field, in milliseconds: "limits.timeoutMs:
+    must be > 0, got -1000"). How large a timeout may be is the server's to
+    say (its maximum is a flag).
     """
     if isinstance(seconds, datetime.timedelta):
         seconds = seconds.total_seconds()
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise InvalidParams("%s must be a number of seconds, got %r" % (name, seconds))
+    if not seconds > 0 or seconds == float("inf"):
+        raise InvalidParams("%s must be a positive, finite number of seconds, got %r" % (name, seconds))
     ms = int(round(seconds * 1000))
     if seconds > 0 and ms == 0:
         ms = 1
