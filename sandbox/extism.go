@@ -330,10 +330,30 @@ func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32, limi
 	}
 	off := binary.LittleEndian.Uint64(data[kernelOutputOffset:])
 	n := binary.LittleEndian.Uint64(data[kernelOutputLength:])
-	if n == 0 || off < kernelFirstBlock || off > uint64(len(data)) || n > uint64(len(data))-off {
+	if n == 0 {
 		return []byte{}, nil
 	}
-	return append([]byte(nil), data[off:off+min(n, limit+1)]...), nil // one byte past the limit marks truncation
+	// The output must be (a prefix of) a live block, as PDKs set it: a
+	// range anywhere else is the plugin's bad handle, a trap naming the
+	// function as a host function's refusal is (it read zeros, or the
+	// kernel's bookkeeping, or was dropped, before).
+	b, ok := kernelBlock(data, off)
+	if !ok {
+		return nil, p.refuse(&Error{Kind: KindTrap, TrapCode: TrapCodeHost,
+			Message: fmt.Sprintf("%s::output_set: offset %d is not a live kernel block", ExtismEnvModule, off)})
+	}
+	if n > uint64(len(b)) {
+		return nil, p.refuse(&Error{Kind: KindTrap, TrapCode: TrapCodeHost,
+			Message: fmt.Sprintf("%s::output_set: length %d is past the end of the block at %d (%d bytes)", ExtismEnvModule, n, off, len(b))})
+	}
+	return append([]byte(nil), b[:min(n, limit+1)]...), nil // one byte past the limit marks truncation
+}
+
+// refuse records e as why the call stopped, as stop does for a host
+// function, where there is no trap to return (the function has returned).
+func (p *pluginState) refuse(e *Error) *Error {
+	p.trap = e
+	return e
 }
 
 // kernelBlock returns the bytes of the live block h, checked against the
