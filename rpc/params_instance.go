@@ -114,7 +114,7 @@ func decodeConfig(raw json.RawMessage) (map[string]string, error) {
 		v = bytes.TrimSpace(v)
 		var s string
 		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
-			return nil, paramErr("config."+k, "must be a string, got %s", kindOfJSON(v))
+			return nil, paramErr("config."+protocol.Escape(k), "must be a string, got %s", kindOfJSON(v))
 		}
 		config[k] = s
 	}

@@ -113,6 +113,12 @@ func TestErrorMessagesQuoteNamesCutAndEscaped(t *testing.T) {
 	if m.Error.Code != -32602 || !strings.HasPrefix(m.Error.Message, `\u202exxx`) {
 		t.Errorf("an unknown field: %q", m.Error.Message)
 	}
+	s.request(`"config"`, "instantiate", map[string]any{"module": map[string]string{"wat": statefulWAT}, "config": map[string]any{"\x1b" + long: 1}})
+	m, _ = s.response(`"config"`, time.Minute)
+	checkMessage(t, "a config key", m, 400)
+	if m.Error.Code != -32602 || !strings.HasPrefix(m.Error.Message, `config.\x1bxxx`) {
+		t.Errorf("a config key: %q", m.Error.Message)
+	}
 }
 
 // TestClosedReasonQuotesTheExportCut: an instance closed by a call of an
