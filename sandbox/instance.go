@@ -873,8 +873,8 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 		var perr *Error
 		output, perr = in.plugin.result(r.store, req.Function, rc, l.OutputBytes)
 		if perr != nil {
-			if exit != nil && perr.Message == fmt.Sprintf("plugin function %q returned %d", req.Function, rc) {
-				perr.Message = fmt.Sprintf("plugin function %q exited with status %d", req.Function, rc)
+			if fn := protocol.Quote(req.Function); exit != nil && perr.Message == fmt.Sprintf("plugin function %s returned %d", fn, rc) {
+				perr.Message = fmt.Sprintf("plugin function %s exited with status %d", fn, rc)
 			}
 			return values, perr
 		}
