@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -305,11 +306,26 @@ func TestWASIFilesLayoutHonoursTheTimeout(t *testing.T) {
 // did not look at the run's context: 60,000 empty files (a 1 MB message)
 // kept a cancel unanswered for 64 s and the sidecar alive 21 s after
 // stdin EOF (the drain bound is 1 s). The lay-out now stops when the run
-// is cancelled, so the end of input ends it.
+// is cancelled, so the end of input ends it. The input ends once files
+// appear (the sidecar's TMPDIR is the test's): the vetting and sorting of
+// 200,000 paths before the lay-out looks at no context, and at load 15 it
+// outlasted the 1 s drain, which failed the test without a bug. The run's
+// timeout is a minute, so a lay-out blind to the cancel keeps the sidecar
+// alive past the 30 s bound.
 func TestWASIFilesLayoutIsCancellable(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	s := startRaw(t, binPath, "--framing=ndjson")
-	requestManyFiles(s, `1`, 200_000, nil)
-	s.waitRunning(1, 0)
+	requestManyFiles(s, `1`, 200_000, map[string]any{"timeoutMs": 60_000})
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		trees, _ := filepath.Glob(filepath.Join(tmp, "sandboxd-wasi-files-*", "f*"))
+		if len(trees) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no file of the grant was laid out within 2 minutes")
+		}
+	}
 	_ = s.stdin.Close()
 	code, _, killed := s.wait(30 * time.Second)
 	if killed || code != 0 {
