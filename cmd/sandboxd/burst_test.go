@@ -3,7 +3,8 @@ package main
 // A fresh sidecar's first requests, all at once: every kind of request
 // (plain runs with host imports, WASI runs, plugin runs, instantiate and
 // call, compile, runs by id, stats, cancellations) written in one burst
-// before the sidecar has answered anything, under --max-concurrency 2..8.
+// before the sidecar has answered anything, under --max-concurrency 2..8
+// (and in every third sidecar with instances and modules evicted at once).
 // The engine builds its shared objects (host function types, the WASI
 // shim and its linker, the plugin kernel, the compile cache) on first use,
 // so these are the requests that race to build them; one such race
@@ -106,8 +107,15 @@ func TestFreshSidecarBurst(t *testing.T) {
 		if round%2 == 1 {
 			args = append(args, "--cache-dir", cacheDir) // later rounds load from disk
 		}
-		t.Run(fmt.Sprintf("round%d-conc%d", round, conc), func(t *testing.T) {
-			burstRound(t, bin, args, reqs, cancelled)
+		// Every third sidecar also evicts: instances idle for a
+		// millisecond, one compiled module kept (runs of others still hold
+		// theirs), two instances at most.
+		harsh := round%3 == 2
+		if harsh {
+			args = append(args, "--instance-idle", "1ms", "--cache-entries", "1", "--max-instances", "2")
+		}
+		t.Run(fmt.Sprintf("round%d-conc%d-harsh%v", round, conc, harsh), func(t *testing.T) {
+			burstRound(t, bin, args, reqs, cancelled, harsh)
 		})
 		if t.Failed() {
 			return
@@ -115,7 +123,7 @@ func TestFreshSidecarBurst(t *testing.T) {
 	}
 }
 
-func burstRound(t *testing.T, bin string, args []string, reqs []burstReq, cancelled int) {
+func burstRound(t *testing.T, bin string, args []string, reqs []burstReq, cancelled int, harsh bool) {
 	s := startRaw(t, bin, args...)
 	var frames strings.Builder
 	frame := func(m map[string]any) {
@@ -133,6 +141,9 @@ func burstRound(t *testing.T, bin string, args []string, reqs []burstReq, cancel
 		}
 		frame(m)
 		want[fmt.Sprint(i)] = r.want
+		if harsh && r.method == "instantiate" {
+			want[fmt.Sprint(i)] = []string{"", "code:-32002"} // too many instances
+		}
 		if i == cancelled {
 			frame(map[string]any{"jsonrpc": "2.0", "method": "$/cancelRequest", "params": map[string]any{"id": i}})
 		}
@@ -146,6 +157,9 @@ func burstRound(t *testing.T, bin string, args []string, reqs []burstReq, cancel
 	send := func(method string, params any, outcomes ...string) {
 		id := fmt.Sprint(next)
 		next++
+		if harsh && method == "call" {
+			outcomes = append(outcomes, "code:-32001") // evicted
+		}
 		want[id] = outcomes
 		s.request(id, method, params)
 	}
@@ -159,6 +173,9 @@ func burstRound(t *testing.T, bin string, args []string, reqs []burstReq, cancel
 		var res struct {
 			Instance string `json:"instance"`
 			Plugin   bool   `json:"plugin"`
+		}
+		if harsh && m.Error != nil && m.Error.Code == -32002 {
+			continue
 		}
 		if m.Error != nil || json.Unmarshal(m.Result, &res) != nil || res.Instance == "" {
 			t.Fatalf("instantiate %d: %s", i, m.raw)
