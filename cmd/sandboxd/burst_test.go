@@ -71,7 +71,7 @@ func TestFreshSidecarBurst(t *testing.T) {
 	goPluginID := idOf(read(goPlugin))
 	logger := string(read(fixture("logger.wat")))
 	path := func(p string) map[string]string { return map[string]string{"path": p} }
-	long := map[string]uint64{"timeoutMs": 60000, "compileTimeoutMs": 60000, "memoryBytes": 256 << 20}
+	long := map[string]uint64{"timeoutMs": 60000, "compileTimeoutMs": 300000, "memoryBytes": 256 << 20} // hang bounds
 	reqs := []burstReq{
 		{"run", runParams(fixture("well_behaved.wat"), "add", []any{2, 40}, nil, nil), []string{""}},
 		{"run", map[string]any{"module": map[string]string{"wat": logger}, "capabilities": map[string]any{"log": true}}, []string{""}},

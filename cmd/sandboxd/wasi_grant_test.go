@@ -36,7 +36,11 @@ func badGrantDir(t *testing.T) (allowed, link string) {
 func TestWASIGrantFaultsAreTheParents(t *testing.T) {
 	t.Parallel()
 	allowed, link := badGrantDir(t)
-	s := startRaw(t, binPath, "--framing=ndjson", "--allow-dir", allowed)
+	// Hang bounds for the compile and the runs: a fault found when the
+	// run starts comes after the compile, and the Go plugin's took more
+	// than the default 30 s at load 20 (compile_limit_exceeded).
+	s := startRaw(t, binPath, "--framing=ndjson", "--allow-dir", allowed,
+		"--default-compile-timeout-ms", "300000", "--default-timeout-ms", "60000")
 	s.startReading()
 	long := "/" + strings.Repeat("n", protocol.MaxWASINameBytes+1)
 	deep := strings.Repeat("/"+strings.Repeat("d", 200), 21) // 4,221 bytes
