@@ -410,11 +410,17 @@ func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot b
 		in.forget("", false)
 		return nil, err
 	}
+	// The table knows the instance before its idle timer runs: an eviction
+	// before add took the reserved slot out and add then put the closed
+	// instance back, live for ever. The timer is set under in.mu, which
+	// evict takes first.
 	in.lastCall = time.Now()
-	in.idle = time.AfterFunc(e.instances.idle, in.evict)
 	if !oneShot {
 		e.instances.add(in)
 	}
+	in.mu.Lock()
+	in.idle = time.AfterFunc(e.instances.idle, in.evict)
+	in.mu.Unlock()
 	return in, nil
 }
 
