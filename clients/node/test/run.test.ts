@@ -55,7 +55,7 @@ describe("run", () => {
     assert.deepEqual(r.logs, []);
     assert.deepEqual(lines, []);
     assert.equal(typeof r.elapsedMs, "number");
-    assert.ok(r.elapsedMs >= 0 && r.elapsedMs < 100, `elapsedMs ${r.elapsedMs}`);
+    assert.ok(r.elapsedMs >= 0 && r.elapsedMs < 60_000, `elapsedMs ${r.elapsedMs}`); // a unit check, not a timing one
     assert.match(r.moduleId, /^sha256:[0-9a-f]{64}$/);
     assert.equal(r.logTruncated, false);
   });

@@ -59,7 +59,9 @@ class SidecarTest(IntegrationTest):
         self.assertEqual(r.peak_memory_bytes, 0)
         self.assertEqual(r.logs, [])
         self.assertIsInstance(r.elapsed, float)
-        self.assertTrue(0 < r.elapsed < 1, r.elapsed)
+        # elapsedMicros may be 0 for a run this short; the upper bound only
+        # catches nonsense (a unit mistake), never the machine being slow.
+        self.assertTrue(0 <= r.elapsed < 60, r.elapsed)
         self.assertEqual(r.elapsed, r.raw["elapsedMicros"] / 1e6)
         self.assertRegex(r.module_id, SHA256_ID)
         for key in ("queuedMicros", "logLines", "logTruncated"):
