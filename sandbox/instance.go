@@ -895,13 +895,13 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 	switch {
 	case closeReason != "":
 	case exit != nil: // a plugin_error by proc_exit: the guest ended itself
-		closeReason = fmt.Sprintf("closed: the guest exited with status %d in %s", exit.code, what)
+		closeReason = fmt.Sprintf("closed after the guest exited with status %d in %s", exit.code, what)
 	case pluginFn && req.Function == StartExport && (err == nil || KindOf(err) == KindPluginError):
 		// A WASI command's main runs once: after it the runtime may have
 		// run its destructors (wasi-libc) or refuse to start again (Go),
 		// so the instance is done, as Extism's runtime treats it (it
 		// starts the next call on a fresh instance).
-		closeReason = fmt.Sprintf("closed: %q ran (a WASI command's main runs once per instance; instantiate again to run it again)", StartExport)
+		closeReason = fmt.Sprintf("closed after %q ran (a WASI command's main runs once per instance; instantiate again to run it again)", StartExport)
 	}
 	if closeReason != "" {
 		in.closeAfter(closeReason)
@@ -1016,7 +1016,7 @@ func (in *Instance) fenced(ctx context.Context, what string, req CallRequest, l 
 	}
 	if exited { // the guest ended itself: its state is final
 		res.ExitCode = exitCode
-		return res, fmt.Sprintf("closed: the guest exited with status %d in %s", exitCode, what), nil
+		return res, fmt.Sprintf("closed after the guest exited with status %d in %s", exitCode, what), nil
 	}
 	return res, "", nil
 }

@@ -116,7 +116,7 @@ func TestCLICallGoStdPluginStart(t *testing.T) {
 	if code != 1 || string(out) != "JSON roundtrip: a === b\n" {
 		t.Fatalf("exit %d, stdout %q (stderr %q); want 1, the output once", code, out, errText)
 	}
-	for _, want := range []string{`closed: the guest exited with status 0 in a call of "_start"`, "drop --loop"} {
+	for _, want := range []string{`closed after the guest exited with status 0 in a call of "_start"`, "drop --loop"} {
 		if !strings.Contains(errText, want) {
 			t.Fatalf("stderr %q, want %q in it", errText, want)
 		}

@@ -444,7 +444,7 @@ func TestInstanceWASIOutputAndExit(t *testing.T) {
 	}
 	s.request(`"after"`, "call", callParams(res.Instance, "say"))
 	m, _ = s.response(`"after"`, time.Minute)
-	if m.Error == nil || m.Error.Code != protocol.CodeInstanceClosed || errData(t, m)["reason"] != `closed: the guest exited with status 3 in a call of "quit"` {
+	if m.Error == nil || m.Error.Code != protocol.CodeInstanceClosed || errData(t, m)["reason"] != `closed after the guest exited with status 3 in a call of "quit"` {
 		t.Fatalf("a call after proc_exit: %s", m.raw)
 	}
 }

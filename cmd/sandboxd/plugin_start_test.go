@@ -41,7 +41,7 @@ func TestWireGoStdPluginStart(t *testing.T) {
 	s.request(`"second"`, "call", start)
 	m, _ = s.response(`"second"`, time.Minute)
 	if m.Error == nil || m.Error.Code != protocol.CodeInstanceClosed ||
-		errData(t, m)["reason"] != `closed: the guest exited with status 0 in a call of "_start"` {
+		errData(t, m)["reason"] != `closed after the guest exited with status 0 in a call of "_start"` {
 		t.Fatalf("a second _start: %s", m.raw)
 	}
 
