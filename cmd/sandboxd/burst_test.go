@@ -244,19 +244,7 @@ func burstRound(t *testing.T, bin string, args []string, reqs []burstReq, cancel
 func burstResponse(t *testing.T, s *rawSidecar, id string) *message {
 	t.Helper()
 	var found *message
-	ok := s.waitUntil(120*time.Second, func() bool {
-		if s.claimed == nil {
-			s.claimed = map[*message]bool{}
-		}
-		for _, m := range s.msgs {
-			if m.isResponse() && m.idKey() == id && !s.claimed[m] {
-				s.claimed[m] = true
-				found = m
-				return true
-			}
-		}
-		return false
-	})
+	ok := s.waitUntil(120*time.Second, func() bool { found = s.claimResponse(id); return found != nil })
 	n, end := len(s.msgs), s.readErr
 	var answered []string
 	for _, m := range s.msgs {

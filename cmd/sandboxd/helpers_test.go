@@ -576,24 +576,28 @@ func (s *rawSidecar) mustTake(d time.Duration) *message {
 func (s *rawSidecar) response(id string, d time.Duration) (*message, []*message) {
 	s.t.Helper()
 	var found *message
-	ok := s.waitUntil(d, func() bool {
-		if s.claimed == nil {
-			s.claimed = map[*message]bool{}
-		}
-		for _, m := range s.msgs {
-			if m.isResponse() && m.idKey() == id && !s.claimed[m] {
-				s.claimed[m] = true
-				found = m
-				return true
-			}
-		}
-		return false
-	})
+	ok := s.waitUntil(d, func() bool { found = s.claimResponse(id); return found != nil })
 	defer s.mu.Unlock()
 	if !ok {
 		s.t.Fatalf("no response with id %s within %v (%d messages read; end of output: %v)", id, d, len(s.msgs), s.readErr)
 	}
 	return found, append([]*message(nil), s.msgs...)
+}
+
+// claimResponse returns the first response with the raw id that no earlier
+// call claimed, marking it claimed, or nil (s.mu held, as in waitUntil's
+// condition).
+func (s *rawSidecar) claimResponse(id string) *message {
+	if s.claimed == nil {
+		s.claimed = map[*message]bool{}
+	}
+	for _, m := range s.msgs {
+		if m.isResponse() && m.idKey() == id && !s.claimed[m] {
+			s.claimed[m] = true
+			return m
+		}
+	}
+	return nil
 }
 
 // all returns every message read so far (the ones take already returned too).

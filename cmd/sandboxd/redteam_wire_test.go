@@ -40,16 +40,8 @@ const loggerWAT = `(module (import "host" "log" (func $log (param i32 i32)))
     (local.get $n)))`
 
 func watRun(text string, args []any, lim map[string]uint64, caps map[string]any) map[string]any {
-	p := map[string]any{"module": map[string]string{"wat": text}, "function": "run"}
-	if args != nil {
-		p["args"] = args
-	}
-	if lim != nil {
-		p["limits"] = lim
-	}
-	if caps != nil {
-		p["capabilities"] = caps
-	}
+	p := runParams("", "run", args, lim, caps)
+	p["module"] = map[string]string{"wat": text}
 	return p
 }
 
