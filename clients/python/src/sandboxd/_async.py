@@ -13,7 +13,7 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ._params import compile_params, instantiate_params, plain_run_params, run_params
+from ._params import compile_params, instantiate_params, run_request
 from ._plugin import AsyncPlugin, PluginOpening, plugin_options
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
@@ -381,12 +381,7 @@ class AsyncSidecar:
         """See :meth:`sandboxd.Sidecar.run` (same arguments). ``on_log`` and
         ``on_output`` run on the event loop, as the sidecar's output is read, before this coroutine
         returns. Cancelling the awaiting task cancels the run."""
-        params = plain_run_params(keywords) if options is None else None
-        on_log = on_output = None
-        if params is None:
-            opts = RunOptions.build(options, keywords)
-            params = run_params(opts)
-            on_log, on_output = opts.on_log, opts.on_output
+        params, on_log, on_output = run_request(options, keywords)
         conn = await self._connection()
         result: RunResult = await conn.call("run", params, on_log, parse_run_result, on_output=on_output)
         return result

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from ._params import compile_params, instantiate_params, plain_run_params, run_params
+from ._params import compile_params, instantiate_params, run_request
 from ._plugin import Plugin, plugin_options
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import (
@@ -548,12 +548,7 @@ class Sidecar:
         return RunHandle(*self._send_run(options, keywords))
 
     def _send_run(self, options: Optional[RunOptions], keywords: Dict[str, Any]) -> Tuple[_Connection, Call, _Outcome]:
-        params = plain_run_params(keywords) if options is None else None
-        on_log = on_output = None
-        if params is None:
-            opts = RunOptions.build(options, keywords)
-            params = run_params(opts)
-            on_log, on_output = opts.on_log, opts.on_output
+        params, on_log, on_output = run_request(options, keywords)
         conn = self._connection()
         call, out = conn.start("run", params, on_log, parse_run_result, on_output)
         return conn, call, out

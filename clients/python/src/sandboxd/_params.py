@@ -13,10 +13,10 @@ import base64
 import dataclasses
 import datetime
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _values
-from ._types import Capabilities, Dir, Limits, Module, RunOptions, Wasi
+from ._types import Capabilities, Dir, Limits, Module, OnLog, OnOutput, RunOptions, Wasi
 from .errors import InvalidParams
 
 
@@ -319,6 +319,18 @@ def plain_run_params(keywords: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     return {"module": module_source(keywords.get("wat"), keywords.get("wasm"), keywords.get("path"),
                                     keywords.get("module")),
             "function": function, "args": _values.encode_args(keywords.get("args", ()))}
+
+
+def run_request(options: Optional[RunOptions], keywords: Mapping[str, Any]
+                ) -> Tuple[Dict[str, Any], Optional[OnLog], Optional[OnOutput]]:
+    """The ``run`` params and the run's on_log and on_output from run()'s
+    arguments (an options object, keywords, or both): the plain path when
+    only keywords of a plain run are given, else through RunOptions."""
+    params = plain_run_params(keywords) if options is None else None
+    if params is not None:
+        return params, None, None
+    opts = RunOptions.build(options, keywords)
+    return run_params(opts), opts.on_log, opts.on_output
 
 
 #: The keywords of ``plugin()`` that belong to a run or a call, not to an
