@@ -89,7 +89,7 @@ func (w *WASI) Check() error {
 		return &GrantError{WASIField + ".files", "files live in a read-only tree preopened at \"/\", which " + other + " also claims"}
 	}
 	paths := sortedKeys(w.Files)
-	for i, p := range paths {
+	for _, p := range paths {
 		field := WASIField + ".files[" + strconv.Quote(p) + "]"
 		if err := cString(field, p); err != nil {
 			return err
@@ -105,8 +105,11 @@ func (w *WASI) Check() error {
 				return &GrantError{field, fmt.Sprintf("has a name of %d bytes; at most %d per name", len(name), MaxWASINameBytes)}
 			}
 		}
-		if i+1 < len(paths) && strings.HasPrefix(paths[i+1], p+"/") {
-			return &GrantError{field, fmt.Sprintf("is a file, so %q cannot be under it", paths[i+1])}
+		// Nothing can be under a file. The paths under p are contiguous in
+		// sorted order but need not follow it ("/a", "/a-b", "/a/c": '-'
+		// sorts before '/'), so the first one is searched for.
+		if j := sort.SearchStrings(paths, p+"/"); j < len(paths) && strings.HasPrefix(paths[j], p+"/") {
+			return &GrantError{field, fmt.Sprintf("is a file, so %q cannot be under it", paths[j])}
 		}
 		for g, other := range guests {
 			if g != "/" && (p == g || strings.HasPrefix(p, strings.TrimSuffix(g, "/")+"/")) {
