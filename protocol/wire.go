@@ -209,6 +209,9 @@ type ErrorData struct {
 	// A plugin_error's: the plugin's own message and its return code.
 	Message    *string `json:"message,omitempty"`
 	ReturnCode *int32  `json:"returnCode,omitempty"`
+	// A trap "exit" (a guest that exited while being instantiated): the
+	// status it exited with.
+	ExitCode *int `json:"exitCode,omitempty"`
 	// InstanceClosed: the failed call closed its instance.
 	InstanceClosed bool `json:"instanceClosed,omitempty"`
 	*WASIOutput         // a failed WASI run's output until it stopped

@@ -71,6 +71,7 @@ type Error struct {
 	Frames       []Frame  // trap: wasm frames, innermost first, at most MaxFrames
 	Function     string   // export, plugin_error: the function concerned
 	ReturnCode   int32    // plugin_error: what the plugin function returned
+	ExitCode     int      // trap with TrapCodeExit: the proc_exit status
 	Output       *Output  // a WASI run's output until it stopped
 
 	// Usage is set once the run had a store: fuel consumed and peak memory
@@ -121,6 +122,9 @@ func (e *Error) Outcome() *protocol.Error {
 		d.Function = str(e.Function)
 	case KindTrap:
 		d.TrapCode = e.TrapCode
+		if e.TrapCode == TrapCodeExit {
+			d.ExitCode = &e.ExitCode
+		}
 		for _, f := range e.Frames {
 			d.Frames = append(d.Frames, protocol.FrameInfo{Func: f.Func, FuncIndex: f.FuncIndex, ModuleOffset: f.ModuleOffs})
 		}
@@ -187,9 +191,14 @@ var trapCodes = []string{
 // function refused the guest's arguments (an Extism handle that is not a
 // live kernel block, a var key past the limit), a host function's own
 // trap without a wasmtime code, or a WASI proc_exit status outside
-// 0..125. Together with trapCodes it is every code a trap error has
-// (docs/protocol.md, Trap codes).
+// 0..125. Together with TrapCodeExit and trapCodes it is every code a
+// trap error has (docs/protocol.md, Trap codes).
 const TrapCodeHost = "host"
+
+// TrapCodeExit is sandboxd's other trap code: a WASI guest called
+// proc_exit while it was being instantiated (its start function or
+// _initialize), so no instance was made. Error.ExitCode is the status.
+const TrapCodeExit = "exit"
 
 // TrapCode returns the stable name of wasmtime's raw trap code raw, if it
 // has one. (The table itself is unexported so no importer can change it.)

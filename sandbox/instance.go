@@ -504,15 +504,29 @@ func (in *Instance) instantiate() error {
 	in.bindExports()
 	if info.HasStart {
 		if _, err := inst.GetFunc(r.store, wasmbin.ExportStart).Call(r.store); err != nil {
-			return err
+			return in.exitedInstantiating(err, "the start function")
 		}
 	}
 	if exp, ok := r.module.Export(InitializeExport); ok && exp.Kind == "func" && len(exp.Params) == 0 && len(exp.Results) == 0 {
 		if _, err := inst.GetFunc(r.store, InitializeExport).Call(r.store); err != nil {
-			return err
+			return in.exitedInstantiating(err, protocol.Quote(InitializeExport))
 		}
 	}
 	return nil
+}
+
+// exitedInstantiating turns a proc_exit during instantiation into the
+// error it is: whatever the status, the module stopped half way through
+// making its state, so there is no instance to call (a call would see the
+// state of a program that ended). A failing exit after a denied growth
+// stays the denial's, as in a call. Any other error is returned as it is.
+func (in *Instance) exitedInstantiating(err error, where string) error {
+	code, exited := wasiExitStatus(err)
+	if !exited || in.r.exitAfterDenial(code) {
+		return err
+	}
+	return &Error{Kind: KindTrap, TrapCode: TrapCodeExit, ExitCode: code,
+		Message: fmt.Sprintf("the guest exited with status %d in %s while being instantiated; no instance was made", code, where)}
 }
 
 // guestCap is the byte cap of the module's own memories and tables: the

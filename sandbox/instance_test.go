@@ -427,3 +427,58 @@ func TestInstanceRefusesWhatRunRefuses(t *testing.T) {
 		t.Fatalf("peek = %d", got)
 	}
 }
+
+// exitingReactor exits with status CODE from _initialize after it has set
+// its state half way (the global is 1, not yet 2), or from its start
+// function with START.
+const exitingReactor = `(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (global $state (mut i32) (i32.const 0))
+  (func $start (if (i32.ge_s (i32.const START) (i32.const 0)) (then (call $exit (i32.const START)))))
+  (start $start)
+  (func (export "_initialize")
+    (global.set $state (i32.const 1))
+    (call $exit (i32.const CODE))
+    (global.set $state (i32.const 2)))
+  (func (export "state") (result i32) (global.get $state)))`
+
+// TestInstantiationThatExitsMakesNoInstance: a guest that calls proc_exit
+// while being instantiated (in _initialize or its start function), with
+// any status, fails instantiate with trap "exit" and the status, and
+// leaves no instance behind. Before, the exit was a success: a live
+// instance whose calls saw half-initialised state.
+func TestInstantiationThatExitsMakesNoInstance(t *testing.T) {
+	e := newEngine(t, sandbox.Config{})
+	for _, c := range []struct{ code, start, where string }{
+		{"7", "-1", `"_initialize"`},
+		{"0", "-1", `"_initialize"`},
+		{"0", "3", "the start function"},
+	} {
+		wat := strings.NewReplacer("CODE", c.code, "START", c.start).Replace(exitingReactor)
+		m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: wat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := sandbox.InstanceRequest{Module: m, Limits: hangLimits(), Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{}}}
+		in, err := e.Instantiate(context.Background(), req)
+		if err == nil {
+			in.Release()
+			t.Fatalf("exit %s in %s: instantiate succeeded", c.code, c.where)
+		}
+		se := wantKind(t, err, sandbox.KindTrap)
+		want := c.code
+		if c.start != "-1" {
+			want = c.start
+		}
+		if se.TrapCode != sandbox.TrapCodeExit || fmt.Sprint(se.ExitCode) != want || !strings.Contains(se.Message, c.where) {
+			t.Errorf("exit in %s: %+v, want trap exit with status %s naming %s", c.where, se, want, c.where)
+		}
+		if d := se.Outcome().Data; d.ExitCode == nil || fmt.Sprint(*d.ExitCode) != want {
+			t.Errorf("exit in %s: data.exitCode = %v, want %s", c.where, d.ExitCode, want)
+		}
+		if st := e.InstanceStats(); st.Live != 0 {
+			t.Errorf("exit in %s: %d instances live", c.where, st.Live)
+		}
+	}
+}

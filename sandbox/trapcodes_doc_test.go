@@ -9,7 +9,7 @@ import (
 
 // TestTrapCodesDocumented: docs/protocol.md's "Trap codes" paragraph
 // names the codes a guest meets (wasmtime's first ten, the rest being
-// listed here) and TrapCodeHost, which is sandboxd's own.
+// listed here), TrapCodeHost and TrapCodeExit, which are sandboxd's own.
 func TestTrapCodesDocumented(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
 	if err != nil {
@@ -24,7 +24,7 @@ func TestTrapCodesDocumented(t *testing.T) {
 	if j := strings.Index(para, "\n\n"); j >= 0 {
 		para = para[:j]
 	}
-	for _, code := range append(append([]string{}, trapCodes[:10]...), TrapCodeHost) {
+	for _, code := range append(append([]string{}, trapCodes[:10]...), TrapCodeHost, TrapCodeExit) {
 		if !strings.Contains(para, "`"+code+"`") {
 			t.Errorf("the Trap codes paragraph does not name `%s`", code)
 		}
