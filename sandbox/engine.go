@@ -175,6 +175,9 @@ type Engine struct {
 	closeOnce        sync.Once
 	compileInProcess bool // tests only (export_test.go): no child process
 
+	wasiRoots []string   // Config.WASIDirs, resolved once (wasi_preopens.go)
+	private   privateDir // the files trees' directory (wasi_preopens.go)
+
 	instances instanceTable // long-lived instances (instance.go)
 	kernelMod kernelModule  // the Extism kernel, compiled on first use (extism.go)
 	hostTypes hostFuncTypes // the host functions' types (host.go)
@@ -193,9 +196,13 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	wasiRoots := resolveRoots(cfg.WASIDirs)
 	var store *artefactStore
 	if cfg.CacheDir != "" {
 		if store, err = openArtefactStore(cfg.CacheDir); err != nil {
+			return nil, err
+		}
+		if err := checkOwnTrees(cfg.CacheDir, wasiRoots); err != nil {
 			return nil, err
 		}
 	}
@@ -204,6 +211,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:          cfg,
 		pathDirs:     pathDirs,
+		wasiRoots:    wasiRoots,
 		cache:        newModuleCache(max(cfg.CacheEntries, 0), cfg.CacheBytes),
 		store:        store,
 		flight:       compileFlight{base: base, calls: map[string]*flightCall{}},
@@ -234,6 +242,7 @@ func (e *Engine) Close() error {
 		e.closeSpare()
 		e.reapers.Wait()
 		e.ticker.close()
+		e.removePrivateDir()
 	})
 	return nil
 }

@@ -17,17 +17,12 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime/cgo"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
@@ -64,8 +59,9 @@ type wasiRun struct {
 	argv   []string
 	envK   []string
 	envV   []string
-	root   string // private tree holding the files, removed at close; "" without files
-	dirs   []Dir  // resolved host paths
+	root   string    // private tree holding the files, removed at close; "" without files
+	tree   *preopen  // root, opened; nil without files (wasi_preopens.go)
+	dirs   []preopen // the grant's dirs, opened and checked
 	seeded bool   // random_get follows the run's seed
 
 	out      *outputSink
@@ -108,11 +104,12 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 		w.envBytes += uint64(len(k)+len(g.Env[k])) + 2
 	}
 	for i, d := range g.Dirs {
-		host, err := e.allowedDir(d.Host)
+		f, err := e.openGrantedDir(d.Host)
 		if err != nil {
+			w.close()
 			return nil, &GrantError{Field: fmt.Sprintf("%s.dirs[%d].host", protocol.WASIField, i), Problem: err.Error()}
 		}
-		w.dirs = append(w.dirs, Dir{Host: host, Guest: d.Guest, Writable: d.Writable})
+		w.dirs = append(w.dirs, preopen{f: f, guest: d.Guest, writable: d.Writable})
 		w.longestPreopen = max(w.longestPreopen, uint64(len(d.Guest)))
 	}
 	if len(g.Files) > 0 {
@@ -124,93 +121,6 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 	return w, nil
 }
 
-// allowedDir resolves host (symlinks included) and returns it if it is a
-// directory at or under one of the operator's allowed directories, by a
-// path wasmtime can preopen (its C API takes UTF-8 paths only).
-func (e *Engine) allowedDir(host string) (string, error) {
-	if len(e.cfg.WASIDirs) == 0 {
-		return "", fmt.Errorf("%s: no directory may be preopened (the operator allowed none: serve --allow-dir PATH)", host)
-	}
-	abs, err := filepath.Abs(host)
-	if err != nil {
-		return "", fmt.Errorf("%s: %v", host, err)
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", fmt.Errorf("%s: not an existing directory", host)
-	}
-	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("%s: not a directory", host)
-	}
-	for _, allowed := range e.cfg.WASIDirs {
-		a, err := filepath.Abs(allowed)
-		if err != nil {
-			continue
-		}
-		if a, err = filepath.EvalSymlinks(a); err != nil {
-			continue
-		}
-		if rel, err := filepath.Rel(a, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			if !utf8.ValidString(real) {
-				return "", fmt.Errorf("%s resolves to %q, which is not valid UTF-8: it cannot be preopened", host, real)
-			}
-			return real, nil
-		}
-	}
-	return "", fmt.Errorf("%s is not at or under a directory the operator allowed (serve --allow-dir)", host)
-}
-
-// layOutFiles writes the in-memory files (Check has vetted their paths)
-// into a private directory tree.
-func (w *wasiRun) layOutFiles(files map[string][]byte, l limits.Limits) error {
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	root, err := os.MkdirTemp("", "sandboxd-wasi-files-")
-	if err != nil {
-		return &Error{Kind: KindHost, Message: "creating the files tree: " + err.Error(), err: err}
-	}
-	w.root = root
-	// A file's host path is the root's plus its guest path: within
-	// PATH_MAX (4,096 bytes with the NUL) for every path Check allows,
-	// unless the temporary directory's own path is very long.
-	longest := ""
-	for _, p := range paths {
-		if len(p) > len(longest) {
-			longest = p
-		}
-	}
-	if len(root)+len(longest) > 4095 {
-		return &GrantError{Field: protocol.WASIField + ".files[" + strconv.Quote(longest) + "]",
-			Problem: fmt.Sprintf("is too long to lay out under this sidecar's temporary directory (at most %d bytes here)", 4095-len(root))}
-	}
-	deadline := time.Now().Add(l.Timeout)
-	for _, p := range paths {
-		// Each file costs a few system calls before the run's fences
-		// exist: 60,000 empty files (a 1 MB message) took tens of
-		// seconds, so the lay-out stops when the run is cancelled (a
-		// cancel, the end of input) or has taken the run's whole
-		// timeout (then the guest gets its own after it: a run takes
-		// at most twice timeoutMs).
-		if w.ctx.Err() != nil {
-			return cancelledError()
-		}
-		if time.Now().After(deadline) {
-			return timeoutError(l)
-		}
-		host := filepath.Join(root, filepath.FromSlash(p[1:]))
-		if err := os.MkdirAll(filepath.Dir(host), 0o700); err != nil {
-			return &Error{Kind: KindHost, Message: "creating the files tree: " + err.Error(), err: err}
-		}
-		if err := os.WriteFile(host, files[p], 0o400); err != nil {
-			return &Error{Kind: KindHost, Message: "creating the files tree: " + err.Error(), err: err}
-		}
-	}
-	return nil
-}
-
 // attach configures store's WASI context.
 func (w *wasiRun) attach(store *wasmtime.Store) error {
 	cfg := wasmtime.NewWasiConfig()
@@ -219,18 +129,25 @@ func (w *wasiRun) attach(store *wasmtime.Store) error {
 	cfg.SetEnv(w.envK, w.envV)
 	w.handle = cgo.NewHandle(wasiSink(w.out))
 	setWasiStdio(cfg, w.grant.Stdin, w.handle)
-	if w.root != "" {
-		if err := cfg.PreopenDir(w.root, "/", wasmtime.DIR_READ, wasmtime.FILE_READ); err != nil {
+	// wasmtime opens each preopen at once, through the descriptor opened
+	// and checked before (wasi_preopens.go); ours is closed after.
+	if w.tree != nil {
+		err := cfg.PreopenDir(w.tree.procPath(), "/", wasmtime.DIR_READ, wasmtime.FILE_READ)
+		w.tree.close()
+		if err != nil {
 			return &Error{Kind: KindHost, Message: "preopening the files tree failed"}
 		}
 	}
-	for _, d := range w.dirs {
+	for i := range w.dirs {
+		d := &w.dirs[i]
 		dp, fp := wasmtime.DIR_READ, wasmtime.FILE_READ
-		if d.Writable {
+		if d.writable {
 			dp, fp = dp|wasmtime.DIR_WRITE, fp|wasmtime.FILE_WRITE
 		}
-		if err := cfg.PreopenDir(d.Host, d.Guest, dp, fp); err != nil {
-			return &Error{Kind: KindHost, Message: fmt.Sprintf("preopening %s at %q failed", d.Host, d.Guest)}
+		err := cfg.PreopenDir(d.procPath(), d.guest, dp, fp)
+		d.close()
+		if err != nil {
+			return &Error{Kind: KindHost, Message: fmt.Sprintf("preopening %s at %s failed", protocol.Quote(w.grant.Dirs[i].Host), protocol.Quote(d.guest))}
 		}
 	}
 	store.SetWasi(cfg)
@@ -250,6 +167,12 @@ func (w *wasiRun) close() {
 	if w.handle != 0 {
 		w.handle.Delete()
 		w.handle = 0
+	}
+	if w.tree != nil {
+		w.tree.close()
+	}
+	for i := range w.dirs {
+		w.dirs[i].close()
 	}
 	if w.root != "" {
 		os.RemoveAll(w.root)

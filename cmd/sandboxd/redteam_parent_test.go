@@ -318,7 +318,7 @@ func TestWASIFilesLayoutIsCancellable(t *testing.T) {
 	s := startRaw(t, binPath, "--framing=ndjson")
 	requestManyFiles(s, `1`, 200_000, map[string]any{"timeoutMs": 60_000})
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		trees, _ := filepath.Glob(filepath.Join(tmp, "sandboxd-wasi-files-*", "f*"))
+		trees, _ := filepath.Glob(filepath.Join(tmp, "sandboxd-*", "files-*", "f*"))
 		if len(trees) > 0 {
 			break
 		}
