@@ -62,7 +62,7 @@ type wasiRun struct {
 	root   string    // private tree holding the files, removed at close; "" without files
 	tree   *preopen  // root, opened; nil without files (wasi_preopens.go)
 	dirs   []preopen // the grant's dirs, opened and checked
-	seeded bool   // random_get follows the run's seed
+	seeded bool      // random_get follows the run's seed
 
 	out      *outputSink
 	handle   cgo.Handle
