@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
@@ -350,4 +351,14 @@ func (s *splitmix64) next() uint64 {
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
 	return z ^ (z >> 31)
+}
+
+// fill writes the stream's next values into dst, little-endian, 8 bytes
+// each (the last one cut to what is left).
+func (s *splitmix64) fill(dst []byte) {
+	var word [8]byte
+	for len(dst) > 0 {
+		binary.LittleEndian.PutUint64(word[:], s.next())
+		dst = dst[copy(dst, word[:]):]
+	}
 }

@@ -343,11 +343,7 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 		r.wasi.out.flush() // what the guest wrote before sleeping is seen now
 	}
 	if stop := r.sleepUntil(earliest); stop != stopNone {
-		r.fence.stopBy(stop)
-		if stop == stopCancelled {
-			return nil, wasmtime.NewTrap("sandboxd: run cancelled")
-		}
-		return nil, wasmtime.NewTrap("sandboxd: deadline exceeded")
+		return nil, r.stopGuest(stop)
 	}
 	mem = r.wasi.memory(c) // the same memory: the guest could not run meanwhile
 	woke := time.Now()
