@@ -61,6 +61,13 @@ type Config struct {
 	// WASIDirs are the host directories a WASI run may preopen, each with
 	// everything under it (serve --allow-dir). None by default.
 	WASIDirs []string
+	// MaxOpenFiles bounds the host descriptors one WASI store holds: its
+	// preopens and the files and directories its guest has open (past
+	// it, path_open answers EMFILE). Default DefaultMaxOpenFiles. All
+	// guests together hold at most the process's RLIMIT_NOFILE less a
+	// reserve for the sidecar's own work (a quarter, at least 256; past
+	// it ENFILE).
+	MaxOpenFiles int
 	// MaxInstances bounds the live long-lived instances (instance.go).
 	// Default DefaultMaxInstances.
 	MaxInstances int
@@ -122,6 +129,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.InstanceIdle == 0 {
 		c.InstanceIdle = DefaultInstanceIdle
 	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = DefaultMaxOpenFiles
+	}
 	switch {
 	case c.Tick < 100*time.Microsecond || c.Tick > time.Second:
 		return c, fmt.Errorf("tick: %v is outside [100µs, 1s]", c.Tick)
@@ -137,6 +147,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("max instances: must be >= 0")
 	case c.InstanceIdle < 0:
 		return c, errors.New("instance idle: must be >= 0")
+	case c.MaxOpenFiles < 0:
+		return c, errors.New("max open files: must be >= 0")
 	}
 	return c, nil
 }
@@ -176,6 +188,7 @@ type Engine struct {
 	compileInProcess bool // tests only (export_test.go): no child process
 
 	wasiRoots []string   // Config.WASIDirs, resolved once (wasi_preopens.go)
+	fds       fdBudget   // descriptors held by all guests (wasi_fds.go)
 	private   privateDir // the files trees' directory (wasi_preopens.go)
 
 	instances instanceTable // long-lived instances (instance.go)
@@ -212,6 +225,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg:          cfg,
 		pathDirs:     pathDirs,
 		wasiRoots:    wasiRoots,
+		fds:          fdBudget{limit: guestFDLimit()},
 		cache:        newModuleCache(max(cfg.CacheEntries, 0), cfg.CacheBytes),
 		store:        store,
 		flight:       compileFlight{base: base, calls: map[string]*flightCall{}},

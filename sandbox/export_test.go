@@ -42,3 +42,7 @@ func SpareReady(e *Engine) bool {
 // EvictNow runs the idle timer's function at once, as a timer that fired
 // just before a call would.
 func EvictNow(in *Instance) { in.evict() }
+
+// SetGuestDescriptorLimit sets how many host descriptors all of e's
+// guests may hold (normally RLIMIT_NOFILE less a reserve).
+func SetGuestDescriptorLimit(e *Engine, n int64) { e.fds.limit = n }

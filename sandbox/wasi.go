@@ -64,6 +64,7 @@ type wasiRun struct {
 	dirs   []preopen // the grant's dirs, opened and checked
 	seeded bool      // random_get follows the run's seed
 
+	fds      descriptors // host descriptors held (wasi_fds.go)
 	out      *outputSink
 	handle   cgo.Handle
 	monoBase time.Time // wasmtime's monotonic zero, give or take microseconds
@@ -150,6 +151,14 @@ func (w *wasiRun) attach(store *wasmtime.Store) error {
 			return &Error{Kind: KindHost, Message: fmt.Sprintf("preopening %s at %s failed", protocol.Quote(w.grant.Dirs[i].Host), protocol.Quote(d.guest))}
 		}
 	}
+	preopens := len(w.dirs)
+	if w.tree != nil {
+		preopens++
+	}
+	w.fds = descriptors{budget: &w.engine.fds, max: int64(w.engine.cfg.MaxOpenFiles)}
+	if !w.fds.preopened(preopens) {
+		return &Error{Kind: KindHost, Message: "the sidecar's guests hold as many open files as it allows (RLIMIT_NOFILE less its reserve); try again when runs have ended"}
+	}
 	store.SetWasi(cfg)
 	// wasmtime's monotonic clock starts when SetWasi builds the context;
 	// reading ours just after puts our zero a few µs later, so an absolute
@@ -168,6 +177,7 @@ func (w *wasiRun) close() {
 		w.handle.Delete()
 		w.handle = 0
 	}
+	w.fds.release()
 	if w.tree != nil {
 		w.tree.close()
 	}

@@ -73,6 +73,15 @@ type wasiShadow struct {
 	fuel func(r *run, c *wasmtime.Caller, name string, a []wasmtime.Val) (fuel uint64, errno int32, trap *wasmtime.Trap)
 	// after, if set, prices the call once wasmtime's function returned.
 	after func(took time.Duration) uint64
+	// do, if set, is what a paid call does instead of forwarding it as
+	// it is (r.forward).
+	do func(r *run, i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
+}
+
+// free prices what costs the guest nothing, for a shadow that exists for
+// what it does (wasiShadow.do), not for its price.
+func free(*run, *wasmtime.Caller, string, []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+	return 0, 0, nil
 }
 
 // u32 is argument i as the unsigned 32-bit value WASI means.
@@ -80,36 +89,51 @@ func u32(a []wasmtime.Val, i int) uint64 { return uint64(uint32(a[i].I32())) }
 
 // wasiShadows are the functions forwarded through the shim. poll_oneoff
 // (wasi.go, pollDescriptors) and random_get (randomGet) are ours entirely.
-var wasiShadows = []wasiShadow{
-	// Forwarded only, for pollDescriptors: not shadows (no fuel).
-	{name: "fd_fdstat_get"},
-	{name: "fd_tell"},
-	{name: "fd_seek"},
+// Set by init, with shadowIndex: what the shadows do refers back to them.
+var wasiShadows []wasiShadow
 
-	{name: "fd_write", fuel: iovFuel},
-	{name: "fd_read", fuel: iovFuel},
-	{name: "fd_pwrite", fuel: iovFuel},
-	{name: "fd_pread", fuel: iovFuel},
-	{name: "fd_readdir", fuel: readdirFuel, after: func(took time.Duration) uint64 {
-		return uint64(took.Microseconds()) * readdirFuelPerMicrosecond
-	}},
-	{name: "fd_prestat_dir_name", fuel: func(r *run, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
-		return copyFuel(min(u32(a, 2), r.wasi.longestPreopen)), 0, nil
-	}},
-	{name: "args_get", fuel: argsFuel},
-	{name: "args_sizes_get", fuel: argsFuel},
-	{name: "environ_get", fuel: envFuel},
-	{name: "environ_sizes_get", fuel: envFuel},
-	{name: "path_create_directory", fuel: pathFuel(1)},
-	{name: "path_filestat_get", fuel: pathFuel(2)},
-	{name: "path_filestat_set_times", fuel: pathFuel(2)},
-	{name: "path_link", fuel: pathFuel(2, 5)},
-	{name: "path_open", fuel: pathFuel(2)},
-	{name: "path_readlink", fuel: pathFuel(1)},
-	{name: "path_remove_directory", fuel: pathFuel(1)},
-	{name: "path_rename", fuel: pathFuel(1, 4)},
-	{name: "path_symlink", fuel: pathFuel(0, 3)},
-	{name: "path_unlink_file", fuel: pathFuel(1)},
+func init() {
+	wasiShadows = shadowTable()
+	shadowIndex = make(map[string]int, len(wasiShadows))
+	for i, s := range wasiShadows {
+		shadowIndex[s.name] = i
+	}
+}
+
+func shadowTable() []wasiShadow {
+	return []wasiShadow{
+		// Forwarded only, for pollDescriptors: not shadows (no fuel).
+		{name: "fd_fdstat_get"},
+		{name: "fd_tell"},
+		{name: "fd_seek"},
+
+		{name: "fd_write", fuel: iovFuel, do: (*run).transfer},
+		{name: "fd_read", fuel: iovFuel, do: (*run).transfer},
+		{name: "fd_pwrite", fuel: iovFuel, do: (*run).transfer},
+		{name: "fd_pread", fuel: iovFuel, do: (*run).transfer},
+		{name: "fd_close", fuel: free, do: (*run).fdClose},
+		{name: "fd_renumber", fuel: free, do: (*run).fdRenumber},
+		{name: "fd_readdir", fuel: readdirFuel, after: func(took time.Duration) uint64 {
+			return uint64(took.Microseconds()) * readdirFuelPerMicrosecond
+		}},
+		{name: "fd_prestat_dir_name", fuel: func(r *run, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+			return copyFuel(min(u32(a, 2), r.wasi.longestPreopen)), 0, nil
+		}},
+		{name: "args_get", fuel: argsFuel},
+		{name: "args_sizes_get", fuel: argsFuel},
+		{name: "environ_get", fuel: envFuel},
+		{name: "environ_sizes_get", fuel: envFuel},
+		{name: "path_create_directory", fuel: pathFuel(1)},
+		{name: "path_filestat_get", fuel: pathFuel(2)},
+		{name: "path_filestat_set_times", fuel: pathFuel(2)},
+		{name: "path_link", fuel: pathFuel(2, 5)},
+		{name: "path_open", fuel: pathFuel(2), do: (*run).pathOpen},
+		{name: "path_readlink", fuel: pathFuel(1)},
+		{name: "path_remove_directory", fuel: pathFuel(1)},
+		{name: "path_rename", fuel: pathFuel(1, 4)},
+		{name: "path_symlink", fuel: pathFuel(0, 3)},
+		{name: "path_unlink_file", fuel: pathFuel(1)},
+	}
 }
 
 // iovFuel prices fd_read, fd_write, fd_pread and fd_pwrite (the iovec
@@ -213,13 +237,7 @@ func (r *run) linkShadows(linker *wasmtime.Linker) error {
 }
 
 // shadowIndex is each shadow's index in wasiShadows, by name.
-var shadowIndex = func() map[string]int {
-	m := make(map[string]int, len(wasiShadows))
-	for i, s := range wasiShadows {
-		m[s.name] = i
-	}
-	return m
-}()
+var shadowIndex map[string]int
 
 // shadowTypes are the shadows' function types by index. A wasmtime
 // function type belongs to the first engine that uses it, hence once per
@@ -250,8 +268,8 @@ func (r *run) shadowed(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 	if fuel > 0 && !consumeFuel(c, fuel) {
 		return nil, fuelTrap()
 	}
-	if _, sliced := transfers[s.name]; sliced {
-		return r.transfer(i, c, a) // wasi_transfer.go
+	if s.do != nil {
+		return s.do(r, i, c, a)
 	}
 	if s.after == nil {
 		return r.forward(c, i, a)

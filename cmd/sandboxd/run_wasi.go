@@ -72,6 +72,7 @@ Flags:`)
 	fuel := fs.Uint64("fuel", def.Fuel, "fuel budget (instructions)")
 	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline in milliseconds")
 	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB (all linear memories together)")
+	maxOpenFiles := fs.Int("max-open-files", sandbox.DefaultMaxOpenFiles, "host descriptors the guest may hold, preopens included (past it path_open gets EMFILE)")
 	outputBytes := fs.Uint64("output-bytes", def.OutputBytes, "bytes of stdout and of stderr kept (each); the rest is dropped")
 	seed := fs.String("seed", "", "make random_get deterministic, seeded with this unsigned integer")
 	compileTimeoutMs := fs.Uint64("compile-timeout-ms", uint64(def.CompileTimeout/time.Millisecond), "compile deadline in milliseconds")
@@ -151,7 +152,10 @@ Flags:`)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	eng, err := sandbox.NewEngine(sandbox.Config{WASIDirs: allowed, OneShot: true})
+	if *maxOpenFiles < 1 {
+		return fail("--max-open-files: must be > 0")
+	}
+	eng, err := sandbox.NewEngine(sandbox.Config{WASIDirs: allowed, OneShot: true, MaxOpenFiles: *maxOpenFiles})
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -48,6 +48,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&pathDirs, "allow-path-dir", "read module.path files only inside this directory (repeatable; default: any regular file)")
 	var wasiDirs multiFlag
 	fs.Var(&wasiDirs, "allow-dir", "let WASI runs preopen this directory or any under it (repeatable; default: none)")
+	maxOpenFiles := fs.Int("max-open-files", sandbox.DefaultMaxOpenFiles, "host descriptors one WASI store may hold, preopens included (past it the guest's path_open gets EMFILE)")
 	maxInstances := fs.Int("max-instances", sandbox.DefaultMaxInstances, "long-lived instances (instantiate) live at once; more are refused with -32002")
 	instanceIdle := fs.Duration("instance-idle", sandbox.DefaultInstanceIdle, "an instance without a call for this long is evicted (a Go duration, e.g. 30s, 10m)")
 	tick := fs.Duration("tick", sandbox.DefaultTick, "epoch tick: the granularity of deadlines and cancellation")
@@ -108,6 +109,10 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sandboxd serve: --max-compiles: must be >= 1")
 		return exitServeNoShutdown
 	}
+	if *maxOpenFiles < 1 {
+		fmt.Fprintln(stderr, "sandboxd serve: --max-open-files: must be >= 1")
+		return exitServeNoShutdown
+	}
 	if *maxInstances < 1 {
 		fmt.Fprintln(stderr, "sandboxd serve: --max-instances: must be >= 1")
 		return exitServeNoShutdown
@@ -130,7 +135,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	eng, err := sandbox.NewEngine(sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
 		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs, MaxCompiles: *maxCompiles,
 		CompileTimeout: defaults().CompileTimeout, CompileMemoryBytes: defaults().CompileMemoryBytes, WASIDirs: wasiDirs,
-		MaxInstances: *maxInstances, InstanceIdle: *instanceIdle})
+		MaxInstances: *maxInstances, InstanceIdle: *instanceIdle, MaxOpenFiles: *maxOpenFiles})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown

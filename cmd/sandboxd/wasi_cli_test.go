@@ -185,3 +185,33 @@ func TestCLIWASIInvalidExitStatus(t *testing.T) {
 		t.Errorf("%s", r)
 	}
 }
+
+// openerGuest opens its first preopen (fd 3) as "." until path_open
+// fails, then exits with that errno.
+const openerGuest = `(module
+  (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) ".")
+  (func (export "_start") (local $e i32)
+    (loop $l
+      (local.set $e (call $open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 2) (i64.const 0) (i64.const 0) (i32.const 0) (i32.const 16)))
+      (br_if $l (i32.eqz (local.get $e))))
+    (call $exit (local.get $e))))`
+
+// TestCLIMaxOpenFiles: --max-open-files bounds a WASI guest's open
+// descriptors; past it path_open answers EMFILE (33), which this guest
+// exits with. Without it the default (1,024) holds.
+func TestCLIMaxOpenFiles(t *testing.T) {
+	guest := writeGuest(t, "opener.wat", openerGuest)
+	dir := t.TempDir()
+	for _, extra := range [][]string{{"--max-open-files", "20"}, nil} {
+		args := append([]string{guest, "--wasi", "--dir", dir + ":/d"}, extra...)
+		if r := runWASICLI(t, "", args...); r.code != 33 {
+			t.Errorf("sandboxd run %q: %s; want the guest's exit with EMFILE (33)", args, r)
+		}
+	}
+	if r := runWASICLI(t, "", guest, "--wasi", "--max-open-files", "0"); r.code != exitUsage || !strings.Contains(r.stderr, "--max-open-files: must be > 0") {
+		t.Errorf("--max-open-files 0: %s", r)
+	}
+}
