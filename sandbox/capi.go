@@ -25,6 +25,7 @@ package sandbox
 // host functions whose work the guest cannot pay for (wasi_fuel.go).
 
 /*
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -306,6 +307,24 @@ static void sbx_wasi_stdio(wasi_config_t *c, const char *p, size_t n, uintptr_t 
 	wasi_config_set_stdout_custom(c, sbx_stdout, (void *)sink, NULL);
 	wasi_config_set_stderr_custom(c, sbx_stderr, (void *)sink, NULL);
 }
+
+// ---- interrupting a blocked open (wasi_open.go) ----
+
+static void sbx_interrupt_handler(int sig) { (void)sig; }
+
+// sbx_interrupt_signal installs, once, a handler that does nothing for a
+// real-time signal no one else uses, without SA_RESTART: a thread that
+// gets it while blocked in an interruptible system call (opening a FIFO)
+// returns from it with EINTR. Returns the signal, or -1.
+static int sbx_interrupt_signal(void) {
+	int sig = SIGRTMIN + 6;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = sbx_interrupt_handler;
+	sa.sa_flags = SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(sig, &sa, NULL) == 0 ? sig : -1;
+}
 */
 import "C"
 
@@ -314,6 +333,8 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -636,3 +657,13 @@ var (
 	offsetofValOf    = unsafe.Offsetof(C.wasmtime_val_t{}.of)
 	offsetofExternOf = unsafe.Offsetof(C.wasmtime_extern_t{}.of)
 )
+
+// interruptSignal is the signal that makes a thread blocked in an
+// interruptible system call return EINTR (sbx_interrupt_signal), installed
+// on first use; 0 if it could not be.
+var interruptSignal = sync.OnceValue(func() syscall.Signal {
+	if sig := C.sbx_interrupt_signal(); sig > 0 {
+		return syscall.Signal(sig)
+	}
+	return 0
+})

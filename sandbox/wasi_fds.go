@@ -17,7 +17,6 @@ package sandbox
 // taken off the count.
 
 import (
-	"encoding/binary"
 	"sync/atomic"
 	"syscall"
 
@@ -141,23 +140,6 @@ func (d *descriptors) release() {
 		d.budget.give(d.held)
 		d.held, d.budget = 0, nil
 	}
-}
-
-// pathOpen is path_open: a descriptor is reserved before wasmtime opens
-// anything (EMFILE, ENFILE past the bounds) and kept if it succeeds.
-func (r *run) pathOpen(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	fds := &r.wasi.fds
-	if e := fds.reserve(); e != errnoSuccess {
-		return errno(e)
-	}
-	res, trap := r.forward(c, i, a)
-	if trap != nil || res[0].I32() != errnoSuccess {
-		fds.unreserve()
-		return res, trap
-	}
-	fd := binary.LittleEndian.Uint32(r.wasi.memory(c)[u32(a, 8):])
-	fds.host[fd] = true
-	return res, nil
 }
 
 // fdClose is fd_close, counted.

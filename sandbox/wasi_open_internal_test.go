@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestReleaseBlockedOpens: a thread blocked opening a FIFO (for reading:
+// no writer; for writing: no reader) is released by releaseBlockedOpens,
+// which finds it in /proc/self/task and opens the other side without
+// blocking, or, when the FIFO was renamed away (replaced by a file) while
+// the thread waits on it, interrupts the open (EINTR).
+func TestReleaseBlockedOpens(t *testing.T) {
+	for _, c := range []struct {
+		mode     int
+		replaced bool
+	}{{syscall.O_RDONLY, false}, {syscall.O_WRONLY, false}, {syscall.O_RDONLY, true}} {
+		mode := c.mode
+		dir := t.TempDir()
+		fifo := filepath.Join(dir, "fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+		opened := make(chan error, 1)
+		go func() {
+			fd, err := syscall.Open(fifo, mode|syscall.O_CLOEXEC, 0)
+			if err == nil {
+				syscall.Close(fd)
+			}
+			opened <- err
+		}()
+		if c.replaced {
+			for !blockedOn(fifo) {
+				time.Sleep(time.Millisecond)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(dir, "file"), fifo); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.After(time.Minute) // a hang bound
+	wait:
+		for {
+			releaseBlockedOpens()
+			select {
+			case err := <-opened:
+				if err != nil && !(c.replaced && err == syscall.EINTR) {
+					t.Errorf("%+v: the released open failed: %v", c, err)
+				}
+				break wait
+			case <-deadline:
+				t.Fatalf("%+v: the open of a FIFO was not released", c)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// blockedOn says whether a thread of the process is blocked opening path.
+func blockedOn(path string) bool {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		if _, p, ok := blockedOpen(task.Name()); ok && p == path && sleeping(task.Name()) {
+			return true
+		}
+	}
+	return false
+}
