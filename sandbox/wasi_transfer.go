@@ -47,8 +47,11 @@ func (r *run) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 	at := transfers[wasiShadows[i].name]
 	mem := r.wasi.memory(c)
 	iovs, n := u32(a, 1), u32(a, 2)
+	if iovs%4 != 0 || !inBounds(mem, iovs, n*8) {
+		return r.forward(c, i, a) // wasmtime traps on the list, moving nothing
+	}
 	var buf, size uint64
-	for k := uint64(0); k < n && size == 0; k++ { // iovFuel checked the list is in memory
+	for k := uint64(0); k < n && size == 0; k++ {
 		e := mem[iovs+k*8:]
 		buf, size = uint64(binary.LittleEndian.Uint32(e)), uint64(binary.LittleEndian.Uint32(e[4:]))
 	}
