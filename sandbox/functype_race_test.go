@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -57,10 +56,10 @@ func TestFirstRunsOfAFreshEngineAtOnce(t *testing.T) {
 		for g := range 8 {
 			wg.Go(func() {
 				<-start
-				req := sandbox.Request{Module: host, Function: "run", Limits: limits.Defaults(),
+				req := sandbox.Request{Module: host, Function: "run", Limits: hangLimits(),
 					Capabilities: sandbox.Capabilities{Log: true, Random: true, Clock: true}, Log: func(string) {}}
 				if g%2 == 1 {
-					req = sandbox.Request{Module: wasi, Function: "_start", Limits: limits.Defaults(),
+					req = sandbox.Request{Module: wasi, Function: "_start", Limits: hangLimits(),
 						Capabilities: sandbox.Capabilities{WASI: &sandbox.WASI{Args: []string{strings.Repeat("a", 2048)}}}}
 				}
 				if _, err := e.Run(ctx, req); err != nil {
