@@ -33,6 +33,54 @@ const (
 	MaxWASINameBytes = 255
 )
 
+// Bounds on the counts of a grant: what a store keeps for its life costs
+// host memory per entry besides the bytes (wasmtime's own copies), so the
+// counts are bounded and every entry is charged in HostBytes.
+const (
+	MaxWASIArgs = 65536
+	MaxWASIEnv  = 4096
+	MaxWASIDirs = 64
+)
+
+// What HostBytes charges besides the bytes themselves.
+const (
+	// WASIEntryBytes is charged per argument and environment entry:
+	// wasmtime keeps each as a string of its own (measured: 35 bytes per
+	// empty argument, 184 per short environment entry).
+	WASIEntryBytes = 192
+	// WASIPageBytes is what one file or directory of the files tree, or
+	// one preopen, costs at the least: a page (a file's bytes are rounded
+	// up to whole pages, as tmpfs holds them).
+	WASIPageBytes = 4096
+)
+
+// HostBytes is what a store granted w holds on the host besides the
+// guest's own memory, for its whole life: stdin, the arguments and the
+// environment (each entry's bytes, its NUL and WASIEntryBytes), the files
+// (each rounded up to whole pages, and a page per directory on its path),
+// and a page per preopen. A store may keep at most its memory cap of it,
+// besides the guest's memory (docs/wasi.md). Zero for a nil grant.
+func (w *WASI) HostBytes() uint64 {
+	if w == nil {
+		return 0
+	}
+	n := uint64(len(w.Stdin)) + uint64(len(w.Argv0)) + 1 + WASIEntryBytes
+	for _, a := range w.Args {
+		n += uint64(len(a)) + 1 + WASIEntryBytes
+	}
+	for k, v := range w.Env {
+		n += uint64(len(k)+len(v)) + 2 + WASIEntryBytes
+	}
+	for p, b := range w.Files {
+		pages := (uint64(len(b)) + WASIPageBytes - 1) / WASIPageBytes
+		n += (max(pages, 1) + uint64(strings.Count(p, "/")) - 1) * WASIPageBytes
+	}
+	if len(w.Files) > 0 {
+		n += WASIPageBytes // the tree's preopen
+	}
+	return n + uint64(len(w.Dirs))*WASIPageBytes
+}
+
 // Check returns the first problem of the grant that needs no file system
 // (a *GrantError), or nil. What needs one (a directory's host path is an
 // allowed, existing directory) is the engine's to check. The sidecar
@@ -40,6 +88,14 @@ const (
 // that reaches wasmtime's configuration cannot fail there for a reason of
 // the parent's making.
 func (w *WASI) Check() error {
+	switch {
+	case len(w.Args) > MaxWASIArgs:
+		return &GrantError{WASIField + ".args", fmt.Sprintf("has %d entries; at most %d", len(w.Args), MaxWASIArgs)}
+	case len(w.Env) > MaxWASIEnv:
+		return &GrantError{WASIField + ".env", fmt.Sprintf("has %d entries; at most %d", len(w.Env), MaxWASIEnv)}
+	case len(w.Dirs) > MaxWASIDirs:
+		return &GrantError{WASIField + ".dirs", fmt.Sprintf("has %d entries; at most %d", len(w.Dirs), MaxWASIDirs)}
+	}
 	if w.Argv0 != "" {
 		if err := cString(WASIField+".argv0", w.Argv0); err != nil {
 			return err

@@ -33,3 +33,50 @@ func TestWASICheckFileUnderAFile(t *testing.T) {
 }
 
 func keys(m map[string][]byte) []string { return sortedKeys(m) }
+
+// TestWASIGrantCountsAreBounded: what a store keeps for its life costs
+// per entry, so the grant's counts are bounded (an instance of 2 M empty
+// arguments held 240 MiB), each -32602 naming the field.
+func TestWASIGrantCountsAreBounded(t *testing.T) {
+	env := map[string]string{}
+	for i := range MaxWASIEnv + 1 {
+		env[string(rune('a'+i%26))+strings.Repeat("x", i/26)] = ""
+	}
+	for _, c := range []struct {
+		w     WASI
+		field string
+	}{
+		{WASI{Args: make([]string, MaxWASIArgs+1)}, WASIField + ".args"},
+		{WASI{Env: env}, WASIField + ".env"},
+		{WASI{Dirs: make([]Dir, MaxWASIDirs+1)}, WASIField + ".dirs"},
+	} {
+		var ge *GrantError
+		if err := c.w.Check(); !errors.As(err, &ge) || ge.Field != c.field || !strings.Contains(ge.Problem, "at most") {
+			t.Errorf("Check() = %v, want a GrantError for %s", err, c.field)
+		}
+	}
+	if err := (&WASI{Args: make([]string, MaxWASIArgs)}).Check(); err != nil {
+		t.Errorf("%d arguments: %v", MaxWASIArgs, err)
+	}
+}
+
+// TestWASIHostBytes: what a grant keeps on the host, as the memory cap
+// counts it.
+func TestWASIHostBytes(t *testing.T) {
+	var none *WASI
+	if n := none.HostBytes(); n != 0 {
+		t.Errorf("no grant: %d", n)
+	}
+	w := WASI{
+		Argv0: "prog",                                                                // 4 + 1 + entry
+		Args:  []string{"", "ab"},                                                    // (0+1) + (2+1) + 2 entries
+		Env:   map[string]string{"K": "vv"},                                          // 1 + 2 + 2 + entry
+		Stdin: make([]byte, 10),                                                      // 10
+		Files: map[string][]byte{"/a/b/c": nil, "/f": make([]byte, WASIPageBytes+1)}, // (1 page + 2 dirs) + 2 pages, + the tree's page
+		Dirs:  []Dir{{Host: "/h", Guest: "/g"}},                                      // a page
+	}
+	want := uint64(5+WASIEntryBytes) + 1 + 3 + 2*WASIEntryBytes + 5 + WASIEntryBytes + 10 + (3+2+1+1)*WASIPageBytes
+	if n := w.HostBytes(); n != want {
+		t.Errorf("HostBytes = %d, want %d", n, want)
+	}
+}

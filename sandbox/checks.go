@@ -97,9 +97,40 @@ func supported(t string) bool {
 }
 
 // checkStaticCaps refuses, before instantiation, a module whose declared
-// initial memories or tables already exceed the caps: that is a memory
-// breach, not a host error from the instantiation.
-func checkStaticCaps(info *wasmbin.Info, l limits.Limits) *Error {
+// initial memories or tables already exceed the caps, with the plugin
+// kernel's initial memory (kernel bytes; 0 for other modules) counted in
+// the same cap: that is a memory breach, not a host error from the
+// instantiation.
+func checkStaticCaps(info *wasmbin.Info, l limits.Limits, kernel uint64) *Error {
+	if kernel > l.MemoryBytes {
+		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes, Requested: kernel,
+			Message: fmt.Sprintf("the plugin kernel's initial memory of %d bytes exceeds the cap of %d bytes", kernel, l.MemoryBytes)}
+	}
+	if err := checkModuleCaps(info, l, l.MemoryBytes-kernel); err != nil {
+		if err.Resource == ResourceMemory && kernel > 0 {
+			err.Limit = l.MemoryBytes
+			err.Requested += kernel
+			err.Message += fmt.Sprintf(" (with the plugin kernel's %d bytes)", kernel)
+		}
+		return err
+	}
+	return nil
+}
+
+// checkGrantBytes refuses a WASI grant that would keep more on the host
+// than the store's memory cap allows it (protocol.WASI.HostBytes: stdin,
+// arguments, environment, files), before anything of it is laid out.
+func checkGrantBytes(w *WASI, l limits.Limits) *Error {
+	if n := w.HostBytes(); n > l.MemoryBytes {
+		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes, Requested: n,
+			Message: fmt.Sprintf("the WASI grant keeps %d bytes on the host (its stdin, arguments, environment and files); a grant may keep at most the memory cap, %d bytes", n, l.MemoryBytes)}
+	}
+	return nil
+}
+
+// checkModuleCaps is checkStaticCaps for the module alone, its memories
+// and tables within capBytes.
+func checkModuleCaps(info *wasmbin.Info, l limits.Limits, capBytes uint64) *Error {
 	if n := uint64(len(info.Memories)); n > l.Memories {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemories, Limit: l.Memories, Requested: n,
 			Message: fmt.Sprintf("module defines %d memories; the limit is %d (raise limits.memories)", n, l.Memories)}
@@ -115,13 +146,13 @@ func checkStaticCaps(info *wasmbin.Info, l limits.Limits) *Error {
 	for _, t := range info.Tables {
 		tableBytes += t.Min * t.ElemBytes()
 	}
-	if total := memBytes + tableBytes; total > l.MemoryBytes {
+	if total := memBytes + tableBytes; total > capBytes {
 		what := "initial memory"
 		if tableBytes > 0 {
 			what = fmt.Sprintf("initial memory and tables (%d bytes of table storage)", tableBytes)
 		}
-		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes, Requested: total,
-			Message: fmt.Sprintf("%s of %d bytes exceeds the cap of %d bytes", what, total, l.MemoryBytes)}
+		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: capBytes, Requested: total,
+			Message: fmt.Sprintf("%s of %d bytes exceeds the cap of %d bytes", what, total, capBytes)}
 	}
 	for i, t := range info.Tables {
 		if t.Min > l.TableElements {

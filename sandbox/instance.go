@@ -372,27 +372,21 @@ func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot b
 	m := req.Module
 	plugin := isPlugin(m)
 	caps := m
-	l := req.Limits
+	var kernel uint64
 	if plugin {
 		if err := checkPluginImports(m, req.Capabilities); err != nil {
 			return nil, err
 		}
 		caps = withoutPluginImports(m)
-		if l.MemoryBytes < kernelInitialBytes {
-			return nil, &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes, Requested: kernelInitialBytes,
-				Message: fmt.Sprintf("the plugin kernel's initial memory of %d bytes exceeds the cap of %d bytes", kernelInitialBytes, l.MemoryBytes)}
-		}
-		l.MemoryBytes -= kernelInitialBytes // what the plugin's own memories and tables may start with
+		kernel = kernelInitialBytes
 	}
 	if err := checkRunImports(caps, req.Capabilities); err != nil {
 		return nil, err
 	}
-	if err := checkStaticCaps(m.info, l); err != nil {
-		if plugin && err.Resource == ResourceMemory {
-			err.Limit = req.Limits.MemoryBytes
-			err.Requested += kernelInitialBytes
-			err.Message += fmt.Sprintf(" (with the plugin kernel's %d bytes)", kernelInitialBytes)
-		}
+	if err := checkStaticCaps(m.info, req.Limits, kernel); err != nil {
+		return nil, err
+	}
+	if err := checkGrantBytes(req.Capabilities.WASI, req.Limits); err != nil {
 		return nil, err
 	}
 	var id string
@@ -459,6 +453,7 @@ func (in *Instance) start(ctx context.Context, req InstanceRequest, plugin bool)
 		if err := r.wasi.attach(r.store); err != nil {
 			return err
 		}
+		r.req.Capabilities.WASI = nil // attached: the store has what it needs of the grant
 	}
 	f, ferr := installFence(r.store, l.Timeout)
 	if ferr != nil {

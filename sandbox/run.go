@@ -86,7 +86,10 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	if err := checkSignature(m, req.Function, req.Args); err != nil {
 		return nil, err
 	}
-	if err := checkStaticCaps(m.info, req.Limits); err != nil {
+	if err := checkStaticCaps(m.info, req.Limits, 0); err != nil {
+		return nil, err
+	}
+	if err := checkGrantBytes(req.Capabilities.WASI, req.Limits); err != nil {
 		return nil, err
 	}
 

@@ -160,6 +160,9 @@ func (w *wasiRun) attach(store *wasmtime.Store) error {
 		return &Error{Kind: KindHost, Message: "the sidecar's guests hold as many open files as it allows (RLIMIT_NOFILE less its reserve); try again when runs have ended"}
 	}
 	store.SetWasi(cfg)
+	// wasmtime has its own copies now: an instance keeps none of ours for
+	// its life (HostBytes counts wasmtime's against the memory cap).
+	w.grant, w.argv, w.envK, w.envV = nil, nil, nil, nil
 	// wasmtime's monotonic clock starts when SetWasi builds the context;
 	// reading ours just after puts our zero a few µs later, so an absolute
 	// monotonic sleep ends at or just after the guest's target.

@@ -295,7 +295,7 @@ func requestManyFiles(s *rawSidecar, id string, n int, lim map[string]any) {
 // twice it.
 func TestWASIFilesLayoutHonoursTheTimeout(t *testing.T) {
 	s := startRaw(t, binPath, "--framing=ndjson")
-	requestManyFiles(s, `1`, 60_000, map[string]any{"timeoutMs": 100})
+	requestManyFiles(s, `1`, 60_000, map[string]any{"timeoutMs": 100, "memoryBytes": 1 << 30}) // the grant keeps a page per file
 	if r, _ := s.response("1", 120*time.Second); r.kind() != "timeout" {
 		t.Errorf("want the run answered timeout, got %s", trunc(r.raw))
 	}
@@ -316,7 +316,7 @@ func TestWASIFilesLayoutIsCancellable(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	s := startRaw(t, binPath, "--framing=ndjson")
-	requestManyFiles(s, `1`, 200_000, map[string]any{"timeoutMs": 60_000})
+	requestManyFiles(s, `1`, 200_000, map[string]any{"timeoutMs": 60_000, "memoryBytes": 1 << 30}) // the grant keeps a page per file
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		trees, _ := filepath.Glob(filepath.Join(tmp, "sandboxd-*", "files-*", "f*"))
 		if len(trees) > 0 {
