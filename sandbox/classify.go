@@ -22,37 +22,49 @@ import (
 // spinning until fuel or time ran out); only then come the fences' own
 // verdicts and the trap codes. A trap with no denial recorded is reported
 // as the trap it is, even right at the cap.
-func (r *run) classify(err error) *Error {
+func (s *store) classify(err error) *Error {
+	if s.fence.reason() == stopCancelled {
+		return cancelledError()
+	}
+	if p := s.plugin; p != nil {
+		// What only a plugin's host functions know: the kernel's growth
+		// refused, or a host function's own refusal.
+		if p.denied > 0 {
+			l := s.limits
+			return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes, Requested: p.denied,
+				Message: fmt.Sprintf("memory growth to %d bytes denied: the cap is %d bytes (the plugin's memories, tables and kernel memory together)", p.denied, l.MemoryBytes)}
+		}
+		if p.trap != nil {
+			return p.trap
+		}
+	}
 	var se *Error
 	if errors.As(err, &se) {
 		return se
 	}
-	l := r.req.Limits
-	if r.fence.reason() == stopCancelled {
-		return cancelledError()
-	}
-	info := r.module.info
-	if bytes := r.getGlobalIf(info.GrowsMemory || info.GrowsTable, wasmbin.ExportMemDeniedBytes); bytes > 0 {
+	l := s.cur.limits
+	info := s.module.info
+	if bytes := s.getGlobalIf(info.GrowsMemory || info.GrowsTable, wasmbin.ExportMemDeniedBytes); bytes > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l.MemoryBytes,
 			Requested: bytes,
 			Message:   fmt.Sprintf("memory growth to %d bytes denied: the cap is %d bytes (linear memory and tables together)", bytes, l.MemoryBytes)}
 	}
-	if elems := r.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied); elems > 0 {
+	if elems := s.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied); elems > 0 {
 		return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceTable, Limit: l.TableElements,
 			Requested: elems,
 			Message:   fmt.Sprintf("table growth to %d elements denied: the cap is %d elements", elems, l.TableElements)}
 	}
-	if r.fence.reason() == stopTimedOut {
+	if s.fence.reason() == stopTimedOut {
 		return timeoutError(l)
 	}
-	if r.hostTrap != "" {
-		return &Error{Kind: KindTrap, TrapCode: "memory_out_of_bounds", Message: r.hostTrap}
+	if s.cur.hostTrap != "" {
+		return &Error{Kind: KindTrap, TrapCode: "memory_out_of_bounds", Message: s.cur.hostTrap}
 	}
 	var trap *wasmtime.Trap
 	if errors.As(err, &trap) {
 		code := trap.Code()
 		if code == nil {
-			return &Error{Kind: KindTrap, TrapCode: TrapCodeHost, Frames: frames(trap, r.module.info),
+			return &Error{Kind: KindTrap, TrapCode: TrapCodeHost, Frames: frames(trap, s.module.info),
 				Message: "guest trapped: " + firstLine(trap.Message())}
 		}
 		switch raw := int(*code); {
@@ -61,7 +73,7 @@ func (r *run) classify(err error) *Error {
 		case raw == rawTrapInterrupt:
 			return timeoutError(l)
 		case raw < len(trapCodes):
-			fr := frames(trap, r.module.info)
+			fr := frames(trap, s.module.info)
 			return &Error{Kind: KindTrap, TrapCode: trapCodes[raw], Frames: fr,
 				Message: "guest trapped: " + strings.ReplaceAll(trapCodes[raw], "_", " ") + where(fr)}
 		}

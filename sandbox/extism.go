@@ -18,7 +18,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
@@ -199,9 +198,15 @@ func (e *Engine) kernel() (*wasmtime.Module, error) {
 	return k.mod, k.err
 }
 
-// pluginState is the Extism side of one plugin instance.
+// pluginConfig is what a plugin store is opened with.
+type pluginConfig struct {
+	config   map[string]string // what config_get reads
+	varBytes uint64            // the vars' budget
+}
+
+// pluginState is the Extism side of one plugin's store.
 type pluginState struct {
-	in       *Instance
+	st       *store
 	config   map[string]string
 	vars     map[string][]byte
 	varBytes uint64 // the budget
@@ -217,20 +222,21 @@ type pluginState struct {
 	trap   *Error // why a host function stopped the guest
 }
 
-func newPluginState(in *Instance, config map[string]string, varBytes uint64) *pluginState {
-	if config == nil {
-		config = map[string]string{}
+func newPluginState(st *store, c pluginConfig) *pluginState {
+	if c.config == nil {
+		c.config = map[string]string{}
 	}
-	return &pluginState{in: in, config: config, vars: map[string][]byte{}, varBytes: varBytes}
+	return &pluginState{st: st, config: c.config, vars: map[string][]byte{}, varBytes: c.varBytes}
 }
 
 func (p *pluginState) beginCall(log func(LogLevel, string)) {
 	p.log, p.denied, p.trap = log, 0, nil
 }
 
-// instantiateKernel instantiates the kernel in store.
-func (p *pluginState) instantiateKernel(store *wasmtime.Store) error {
-	mod, err := p.in.e.kernel()
+// instantiateKernel instantiates the kernel in the plugin's store.
+func (p *pluginState) instantiateKernel() error {
+	store := p.st.wt
+	mod, err := p.st.e.kernel()
 	if err != nil {
 		return &Error{Kind: KindHost, Message: err.Error(), err: err}
 	}
@@ -251,9 +257,9 @@ func (p *pluginState) instantiateKernel(store *wasmtime.Store) error {
 // size in pages, or -1.
 func (p *pluginState) grow(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	delta := uint64(uint32(args[0].I32()))
-	guest := p.in.guestBytes(c)
+	guest := p.st.guestBytes(c)
 	want := p.kernelBytes + delta*65536
-	capBytes := p.in.limits.MemoryBytes
+	capBytes := p.st.limits.MemoryBytes
 	if guest+want > capBytes {
 		p.denied = max(p.denied, guest+want)
 		return []wasmtime.Val{wasmtime.ValI32(-1)}, nil
@@ -263,9 +269,9 @@ func (p *pluginState) grow(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.
 		return []wasmtime.Val{wasmtime.ValI32(-1)}, nil
 	}
 	p.kernelBytes = uint64(p.mem.DataSize(c))
-	info := p.in.module.info
+	info := p.st.module.info
 	if info.GrowsMemory || info.GrowsTable {
-		if ext := p.in.r.instance.GetExport(c, wasmbin.ExportMemCapBytes); ext != nil && ext.Global() != nil {
+		if ext := p.st.instance.GetExport(c, wasmbin.ExportMemCapBytes); ext != nil && ext.Global() != nil {
 			ext.Global().Set(c, wasmtime.ValI64(int64(capBytes-p.kernelBytes)))
 		}
 	}
@@ -298,8 +304,8 @@ func (p *pluginState) setInput(store *wasmtime.Store, input []byte) error {
 		}
 		if h == 0 {
 			if p.denied > 0 {
-				return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: p.in.limits.MemoryBytes, Requested: p.denied,
-					Message: fmt.Sprintf("the input of %d bytes does not fit in the plugin's memory cap of %d bytes", len(input), p.in.limits.MemoryBytes)}
+				return &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: p.st.limits.MemoryBytes, Requested: p.denied,
+					Message: fmt.Sprintf("the input of %d bytes does not fit in the plugin's memory cap of %d bytes", len(input), p.st.limits.MemoryBytes)}
 			}
 			return newError(KindHost, "the plugin kernel could not hold an input of %d bytes", len(input))
 		}
@@ -309,11 +315,65 @@ func (p *pluginState) setInput(store *wasmtime.Store, input []byte) error {
 	return err
 }
 
+// pluginCall is one call of a plugin function: Extism's rules around the
+// call of the export.
+type pluginCall struct {
+	p           *pluginState
+	function    string
+	input       []byte
+	outputBytes uint64
+
+	output    []byte     // what the function set, at most outputBytes
+	truncated bool       // the function set more than outputBytes
+	exit      *guestExit // the function ended in proc_exit
+}
+
+// run is the call's body (store.call): the input in, the function called,
+// then its return code read: the i32 result, 0 for a function without
+// one (Extism's rule), or the status of a proc_exit, which Extism's SDKs
+// read as the return code (0: success, with the output set so far). A
+// non-zero code or an error set is a plugin_error; a failing exit after a
+// denied growth is the denial's.
+func (pc *pluginCall) run() ([]Value, error) {
+	s := pc.p.st
+	if err := pc.p.setInput(s.wt, pc.input); err != nil {
+		return nil, err
+	}
+	exp, _ := s.module.Export(pc.function)
+	values, err := callFunction(s.wt, s.instance, pc.function, nil, exp.Results)
+	var rc int32
+	if err != nil {
+		code, exited := wasiExitStatus(err)
+		if !exited {
+			return nil, err
+		}
+		pc.exit = &guestExit{code: code}
+		if s.exitAfterDenial(code) {
+			return nil, pc.exit
+		}
+		rc = int32(code)
+	} else if len(values) == 1 {
+		rc = values[0].I32()
+	}
+	output, perr := pc.p.result(s.wt, pc.function, rc, pc.exit != nil, pc.outputBytes)
+	if perr != nil {
+		return values, perr
+	}
+	if uint64(len(output)) > pc.outputBytes {
+		output, pc.truncated = output[:pc.outputBytes], true
+	}
+	pc.output = output
+	if pc.exit != nil {
+		return values, pc.exit
+	}
+	return values, nil
+}
+
 // result reads what a plugin function left in the kernel: its output (at
 // most limit+1 bytes copied, so the caller can tell it was cut), or the
 // plugin_error it reported (an error message set, or a non-zero return
-// code).
-func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32, limit uint64) ([]byte, *Error) {
+// code rc, which exited says was a proc_exit status).
+func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32, exited bool, limit uint64) ([]byte, *Error) {
 	data := p.mem.UnsafeData(store)
 	if h := binary.LittleEndian.Uint64(data[kernelError:]); h != 0 || rc != 0 {
 		msg := ""
@@ -323,7 +383,9 @@ func (p *pluginState) result(store wasmtime.Storelike, fn string, rc int32, limi
 				msg = protocol.CutUTF8(msg, MaxPluginErrorBytes)
 			}
 		}
-		if msg == "" {
+		if msg == "" && exited {
+			msg = fmt.Sprintf("plugin function %s exited with status %d", protocol.Quote(fn), rc)
+		} else if msg == "" {
 			msg = fmt.Sprintf("plugin function %s returned %d", protocol.Quote(fn), rc)
 		}
 		return nil, &Error{Kind: KindPluginError, Message: msg, Function: fn, ReturnCode: rc}
@@ -370,290 +432,4 @@ func kernelBlock(data []byte, h uint64) ([]byte, bool) {
 		return nil, false
 	}
 	return data[h : h+used], true
-}
-
-// extern returns what the plugin's import extism:host/env::name links to:
-// a kernel export or one of the host functions below.
-func (p *pluginState) extern(r *run, name string) wasmtime.AsExtern {
-	if f := extismABI[name]; f.kernel {
-		return p.kernel.GetExport(r.store, name).Func()
-	}
-	i32, i64 := wasmtime.NewValType(wasmtime.KindI32), wasmtime.NewValType(wasmtime.KindI64)
-	vt := func(ts ...*wasmtime.ValType) []*wasmtime.ValType { return ts }
-	var ty *wasmtime.FuncType
-	var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
-	switch name {
-	case "config_get":
-		ty, fn = wasmtime.NewFuncType(vt(i64), vt(i64)), p.configGet
-	case "var_get":
-		ty, fn = wasmtime.NewFuncType(vt(i64), vt(i64)), p.varGet
-	case "var_set":
-		ty, fn = wasmtime.NewFuncType(vt(i64, i64), vt()), p.varSet
-	case "get_log_level":
-		ty = wasmtime.NewFuncType(vt(), vt(i32))
-		fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-			return []wasmtime.Val{wasmtime.ValI32(0)}, nil // trace: every line is forwarded
-		}
-	default: // log_<level>
-		level := LogLevel(strings.TrimPrefix(name, "log_"))
-		ty = wasmtime.NewFuncType(vt(i64), vt())
-		fn = func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-			return p.logLine(r, c, level, args)
-		}
-	}
-	return wasmtime.NewFunc(r.store, ty, fn)
-}
-
-// stop records why a host function stopped the guest and returns the trap.
-func (p *pluginState) stop(e *Error) *wasmtime.Trap {
-	p.trap = e
-	return wasmtime.NewTrap("sandboxd: " + e.Message)
-}
-
-func (p *pluginState) badHandle(fn, what string, h uint64) *wasmtime.Trap {
-	return p.stop(&Error{Kind: KindTrap, TrapCode: TrapCodeHost,
-		Message: fmt.Sprintf("%s::%s: %s %d is not a live kernel block", ExtismEnvModule, fn, what, h)})
-}
-
-// kernelCall calls a kernel function from inside a host function. Its
-// instructions run under the call's fences, so the nested call can be where
-// fuel, the deadline or a cancellation stops the guest: that trap is
-// returned as it is (asTrap) and must be the host function's own, or the
-// run is classified by whatever the host function says next (a bad handle)
-// instead of by the fence. Every nested kernel call goes through here.
-//
-// The call goes through callNested (one cgo call in the caller's context),
-// not wasmtime-go's Func.Call, which fetches the function's type every
-// time: those types left native memory behind that no store's end gave
-// back (30 one-shot runs of a var_get loop: 20 → 247 MiB).
-func (p *pluginState) kernelCall(c *wasmtime.Caller, name string, arg int64, nres int) (int64, *wasmtime.Trap) {
-	out, err, ok := callNested(c, p.kernel, name, []Value{ValueI64(arg)}, nres)
-	if !ok {
-		return 0, wasmtime.NewTrap("sandboxd: the plugin kernel has no function " + name)
-	}
-	if err != nil {
-		return 0, asTrap(err)
-	}
-	if nres == 0 {
-		return 0, nil
-	}
-	return out[0].I64(), nil
-}
-
-// block returns the live block h where it lies in the kernel's memory
-// (valid until the next kernel call), or a bad-handle trap naming fn and
-// what the handle is.
-func (p *pluginState) block(c *wasmtime.Caller, fn, what string, h uint64) ([]byte, *wasmtime.Trap) {
-	b, ok := kernelBlock(p.mem.UnsafeData(c), h)
-	if !ok {
-		return nil, p.badHandle(fn, what, h)
-	}
-	return b, nil
-}
-
-// charge takes the fuel for copying n bytes for the guest, before the copy:
-// a plugin without the fuel stops with fuel_exhausted and nothing copied.
-func (p *pluginState) charge(c *wasmtime.Caller, n int) *wasmtime.Trap {
-	fuel := copyFuel(uint64(n))
-	if fuel == 0 || consumeFuel(c, fuel) {
-		return nil
-	}
-	return p.stop(fuelError(p.in.r.req.Limits))
-}
-
-// copyOut charges for b and returns a copy of it.
-func (p *pluginState) copyOut(c *wasmtime.Caller, b []byte) ([]byte, *wasmtime.Trap) {
-	if trap := p.charge(c, len(b)); trap != nil {
-		return nil, trap
-	}
-	return append([]byte(nil), b...), nil
-}
-
-// release frees block h (the ABI gives the host ownership of the handles
-// passed to it).
-func (p *pluginState) release(c *wasmtime.Caller, h uint64) *wasmtime.Trap {
-	_, trap := p.kernelCall(c, "free", int64(h), 0)
-	return trap
-}
-
-// take copies block h out of the kernel, paying for the copy, and frees it.
-func (p *pluginState) take(c *wasmtime.Caller, fn, what string, h uint64) ([]byte, *wasmtime.Trap) {
-	b, trap := p.block(c, fn, what, h)
-	if trap != nil {
-		return nil, trap
-	}
-	if b, trap = p.copyOut(c, b); trap != nil {
-		return nil, trap
-	}
-	if trap := p.release(c, h); trap != nil {
-		return nil, trap
-	}
-	return b, nil
-}
-
-// give allocates a kernel block holding b, paying for the copy, and returns
-// its handle. If the kernel cannot hold b within the memory cap the guest
-// stops with memory_limit_exceeded: the handle 0 would tell it that the
-// var or config key is absent, and a plugin would go on with wrong state
-// (a counter restarting from zero).
-func (p *pluginState) give(c *wasmtime.Caller, b []byte) (int64, *wasmtime.Trap) {
-	if len(b) == 0 {
-		return 0, nil
-	}
-	if trap := p.charge(c, len(b)); trap != nil {
-		return 0, trap
-	}
-	h, trap := p.kernelCall(c, "alloc", int64(len(b)), 1)
-	if trap != nil {
-		return 0, trap
-	}
-	if h == 0 {
-		l := p.in.limits.MemoryBytes
-		return 0, p.stop(&Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: l, Requested: max(p.denied, p.kernelBytes+uint64(len(b))),
-			Message: fmt.Sprintf("the plugin kernel cannot hold a value of %d bytes within the memory cap of %d bytes", len(b), l)})
-	}
-	copy(p.mem.UnsafeData(c)[h:], b)
-	return h, nil
-}
-
-// asTrap passes on the trap of a nested call (fuel or the deadline ran out
-// inside the kernel).
-func asTrap(err error) *wasmtime.Trap {
-	if t, ok := err.(*wasmtime.Trap); ok {
-		return t
-	}
-	return wasmtime.NewTrap(cleanMessage(err.Error()))
-}
-
-func (p *pluginState) configGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	h := uint64(args[0].I64())
-	key, trap := p.take(c, "config_get", "key", h)
-	if trap != nil {
-		return nil, trap
-	}
-	v, found := p.config[string(key)]
-	if !found {
-		return []wasmtime.Val{wasmtime.ValI64(0)}, nil
-	}
-	out, trap := p.give(c, []byte(v))
-	return []wasmtime.Val{wasmtime.ValI64(out)}, trap
-}
-
-func (p *pluginState) varGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	h := uint64(args[0].I64())
-	key, trap := p.take(c, "var_get", "key", h)
-	if trap != nil {
-		return nil, trap
-	}
-	v, found := p.vars[string(key)]
-	if !found {
-		return []wasmtime.Val{wasmtime.ValI64(0)}, nil
-	}
-	out, trap := p.give(c, v)
-	return []wasmtime.Val{wasmtime.ValI64(out)}, trap
-}
-
-// varEntryBytes is what each var costs against VarBytes besides its key
-// and value: what the host's map spends on an entry (its slot, the key's
-// and value's allocations; measured at about 90 bytes). Without it 1 MiB
-// of 9-byte vars held 100 MiB of the sidecar's heap.
-const varEntryBytes = 128
-
-// varCost is what a var of key k and value v counts against VarBytes.
-func varCost(k, v int) uint64 { return uint64(k) + uint64(v) + varEntryBytes }
-
-// varSet sets (or, for a value handle of 0, removes) a var. The vars of
-// an instance are bounded by VarBytes, keys and values together plus
-// varEntryBytes each; a set past it stops the call with
-// memory_limit_exceeded (resource vars).
-func (p *pluginState) varSet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	kh, vh := uint64(args[0].I64()), uint64(args[1].I64())
-	key, trap := p.take(c, "var_set", "key", kh)
-	if trap != nil {
-		return nil, trap
-	}
-	k := string(key)
-	old, had := p.vars[k]
-	if vh == 0 {
-		if had {
-			p.varUsed -= varCost(len(k), len(old))
-			delete(p.vars, k)
-		}
-		return nil, nil
-	}
-	vb, trap := p.block(c, "var_set", "value", vh)
-	if trap != nil {
-		return nil, trap
-	}
-	used := p.varUsed + varCost(len(k), len(vb))
-	if had {
-		used -= varCost(len(k), len(old))
-	}
-	if used > p.varBytes { // refused before copying the value
-		return nil, p.stop(&Error{Kind: KindMemoryLimitExceeded, Resource: ResourceVars, Limit: p.varBytes, Requested: used,
-			Message: fmt.Sprintf("var_set of %s would hold %d bytes of vars; the limit is %d (limits.varBytes)", protocol.Quote(string(key)), used, p.varBytes)})
-	}
-	val, trap := p.copyOut(c, vb)
-	if trap != nil {
-		return nil, trap
-	}
-	if trap := p.release(c, vh); trap != nil {
-		return nil, trap
-	}
-	p.vars[k] = val
-	p.varUsed = used
-	return nil, nil
-}
-
-// logLevelOverhead is what a level costs on the wire: `,"level":""` and
-// the level's name, on top of LogLineCost.
-const logLevelOverhead = len(`,"level":""`)
-
-// logLine forwards a plugin's log line with its level, against the same
-// logBytes budget as host::log and at its wire cost.
-func (p *pluginState) logLine(r *run, c *wasmtime.Caller, level LogLevel, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	h := uint64(args[0].I64())
-	s := &r.log
-	if s.full { // dropped without copying, as host::log does
-		if _, ok := kernelBlock(p.mem.UnsafeData(c), h); ok {
-			return nil, p.release(c, h)
-		}
-		return nil, nil
-	}
-	whole, trap := p.block(c, "log_"+string(level), "message", h)
-	if trap != nil {
-		return nil, trap
-	}
-	// Only what can be forwarded is copied: at most MaxLogLineBytes, and
-	// nothing if even those bytes exceed what is left of the budget (a
-	// line costs at least its length).
-	n := min(len(whole), MaxLogLineBytes)
-	if uint64(n) > s.budget-s.used {
-		s.truncated, s.full = true, true
-		return nil, p.release(c, h)
-	}
-	if trap := p.charge(c, n); trap != nil {
-		return nil, trap
-	}
-	line := validUTF8(whole[:n]) // a copy, made before the block is freed
-	if n < len(whole) {
-		s.truncated = true
-	}
-	if trap := p.release(c, h); trap != nil {
-		return nil, trap
-	}
-	if len(line) > MaxLogLineBytes {
-		line = protocol.CutUTF8(line, MaxLogLineBytes)
-	}
-	cost := LogLineCost(line) + uint64(logLevelOverhead+len(level))
-	if cost > s.budget-s.used {
-		s.truncated, s.full = true, true
-		return nil, nil
-	}
-	s.used += cost
-	s.lines++
-	if p.log != nil {
-		p.log(level, line)
-	}
-	return nil, nil
 }

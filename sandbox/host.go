@@ -211,32 +211,33 @@ func capabilityOf(fn string) string {
 	return fn
 }
 
-// hostImports builds the run's externs for the module's imports, in import
-// order. checkImports has already proved each is granted with the right
+// hostImports builds the store's externs for imports (the module's, or
+// those of them WASI's linker does not define), in their order.
+// checkImports has already proved each is granted with the right
 // signature, so the set defined here is exactly the granted ones in use.
-func (r *run) hostImports() []wasmtime.AsExtern {
+func (s *store) hostImports(imports []Import) []wasmtime.AsExtern {
 	var out []wasmtime.AsExtern
-	for _, imp := range r.module.Imports {
-		if imp.Module == ExtismEnvModule && r.plugin != nil { // checkPluginImports checked it
-			out = append(out, r.plugin.extern(r, imp.Name))
+	for _, imp := range imports {
+		if imp.Module == ExtismEnvModule && s.plugin != nil { // checkPluginImports checked it
+			out = append(out, s.plugin.extern(imp.Name))
 			continue
 		}
 		h, _ := lookupHost(imp.Module, imp.Name)
-		ty := r.module.engine.hostTypes.of(h.name)
+		ty := s.module.engine.hostTypes.of(h.name)
 		var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
 		switch h.name {
 		case "log":
-			fn = r.hostLog
+			fn = s.hostLog
 		case "random":
 			fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-				return []wasmtime.Val{wasmtime.ValI64(int64(r.random.next()))}, nil
+				return []wasmtime.Val{wasmtime.ValI64(int64(s.random.next()))}, nil
 			}
 		case "now_ns":
 			fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-				return []wasmtime.Val{wasmtime.ValI64(int64(time.Since(r.started)))}, nil
+				return []wasmtime.Val{wasmtime.ValI64(int64(time.Since(s.cur.started)))}, nil
 			}
 		}
-		out = append(out, wasmtime.NewFunc(r.store, ty, fn))
+		out = append(out, wasmtime.NewFunc(s.wt, ty, fn))
 	}
 	return out
 }
@@ -252,40 +253,40 @@ func valTypes(ks []wasmtime.ValKind) []*wasmtime.ValType {
 // hostLog copies a line out of the guest's exported memory, bounds-checked,
 // and hands it to the run's sink. It never blocks on I/O: the sink only
 // queues (see Request.Log), so a slow reader cannot stall the time fence.
-func (r *run) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+func (s *store) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	ptr, n := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
-	mem := r.guestMemory(c)
+	mem := s.guestMemory(c)
 	if mem == nil {
-		r.hostTrap = "host::log needs the guest to export its memory as \"memory\""
-		return nil, wasmtime.NewTrap(r.hostTrap)
+		s.cur.hostTrap = "host::log needs the guest to export its memory as \"memory\""
+		return nil, wasmtime.NewTrap(s.cur.hostTrap)
 	}
 	data := mem.UnsafeData(c)
 	if ptr+n > uint64(len(data)) {
-		r.hostTrap = fmt.Sprintf("host::log: bytes [%d, %d) lie outside the guest's memory of %d bytes", ptr, ptr+n, len(data))
-		return nil, wasmtime.NewTrap(r.hostTrap)
+		s.cur.hostTrap = fmt.Sprintf("host::log: bytes [%d, %d) lie outside the guest's memory of %d bytes", ptr, ptr+n, len(data))
+		return nil, wasmtime.NewTrap(s.cur.hostTrap)
 	}
-	if r.log.full {
+	if s.cur.log.full {
 		return nil, nil // dropped without copying: a looping guest costs the host almost nothing
 	}
 	if n > MaxLogLineBytes {
 		n = MaxLogLineBytes
-		r.log.truncated = true
+		s.cur.log.truncated = true
 	}
 	line := validUTF8(data[ptr : ptr+n])
 	if len(line) > MaxLogLineBytes { // replacement characters can grow it
 		line = protocol.CutUTF8(line, MaxLogLineBytes)
 	}
-	r.log.emit(line)
+	s.cur.log.emit(line)
 	return nil, nil
 }
 
 // guestMemory is the guest's export "memory". A module may export the
 // host function itself (`(export "run" (func $log))`): called by the host,
 // it has no calling instance to ask, so the run's instance is asked.
-func (r *run) guestMemory(c *wasmtime.Caller) *wasmtime.Memory {
+func (s *store) guestMemory(c *wasmtime.Caller) *wasmtime.Memory {
 	ext := c.GetExport("memory")
-	if ext == nil && r.instance != nil {
-		ext = r.instance.GetExport(c, "memory")
+	if ext == nil && s.instance != nil {
+		ext = s.instance.GetExport(c, "memory")
 	}
 	if ext == nil {
 		return nil

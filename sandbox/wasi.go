@@ -23,6 +23,7 @@ import (
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
+	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
@@ -78,18 +79,18 @@ type wasiRun struct {
 	shim           *wasmtime.Instance // forwards to wasmtime's functions; made on first use
 }
 
-// prepareWASI validates the grant and lays out its files. No store exists
-// yet. The caller closes the result.
-func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error) {
-	g := req.Capabilities.WASI
+// prepareWASI validates the grant of a store of m and lays out its files.
+// No store exists yet. The caller closes the result.
+func (e *Engine) prepareWASI(ctx context.Context, m *Module, caps Capabilities, l limits.Limits) (*wasiRun, error) {
+	g := caps.WASI
 	if err := g.Check(); err != nil {
 		return nil, err
 	}
-	w := &wasiRun{ctx: ctx, grant: g, seeded: req.Capabilities.Random, engine: e}
-	w.out = newOutputSink(req.Limits.OutputBytes, req.Output)
+	w := &wasiRun{ctx: ctx, grant: g, seeded: caps.Random, engine: e}
+	w.out = newOutputSink(l.OutputBytes, nil) // each call gives its own receiver (store.call)
 	argv0 := g.Argv0
 	if argv0 == "" {
-		argv0 = req.Module.ID
+		argv0 = m.ID
 	}
 	w.argv = append([]string{argv0}, g.Args...)
 	for _, a := range w.argv {
@@ -114,7 +115,7 @@ func (e *Engine) prepareWASI(ctx context.Context, req *Request) (*wasiRun, error
 		w.longestPreopen = max(w.longestPreopen, uint64(len(d.Guest)))
 	}
 	if len(g.Files) > 0 {
-		if err := w.layOutFiles(g.Files, req.Limits); err != nil {
+		if err := w.layOutFiles(g.Files, l); err != nil {
 			w.close()
 			return nil, err
 		}
@@ -196,8 +197,8 @@ func (w *wasiRun) close() {
 // instantiate links the module with wasmtime's WASI, our poll_oneoff and
 // random_get and the fuel fence's shadows (wasi_fuel.go) shadowing
 // wasmtime's, and the granted host functions.
-func (r *run) instantiateWASI() (*wasmtime.Instance, error) {
-	linker := wasmtime.NewLinker(r.store.Engine)
+func (s *store) instantiateWASI() (*wasmtime.Instance, error) {
+	linker := wasmtime.NewLinker(s.wt.Engine)
 	defer linker.Close()
 	if err := linker.DefineWasi(); err != nil {
 		return nil, err
@@ -206,37 +207,32 @@ func (r *run) instantiateWASI() (*wasmtime.Instance, error) {
 	i32 := wasmtime.NewValType(wasmtime.KindI32)
 	poll := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32, i32, i32}, []*wasmtime.ValType{i32})
 	if err := linker.FuncNew(WASIModule, "poll_oneoff", poll, func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-		return r.pollOneoff(c, args)
+		return s.pollOneoff(c, args)
 	}); err != nil {
 		return nil, err
 	}
 	rnd := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32}, []*wasmtime.ValType{i32})
-	if err := linker.FuncNew(WASIModule, "random_get", rnd, r.randomGet); err != nil {
+	if err := linker.FuncNew(WASIModule, "random_get", rnd, s.randomGet); err != nil {
 		return nil, err
 	}
-	if err := r.linkShadows(linker); err != nil {
+	if err := s.linkShadows(linker); err != nil {
 		return nil, err
 	}
 	var host []Import
-	for _, imp := range r.module.Imports {
+	for _, imp := range s.module.Imports {
 		if imp.Module != WASIModule {
 			host = append(host, imp)
 		}
 	}
 	if len(host) > 0 {
-		view := *r.module
-		view.Imports = host
-		saved := r.module
-		r.module = &view
-		externs := r.hostImports()
-		r.module = saved
+		externs := s.hostImports(host)
 		for i, imp := range host {
-			if err := linker.Define(r.store, imp.Module, imp.Name, externs[i]); err != nil {
+			if err := linker.Define(s.wt, imp.Module, imp.Name, externs[i]); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return linker.Instantiate(r.store, r.module.wt)
+	return linker.Instantiate(s.wt, s.module.wt)
 }
 
 // guestExit is a proc_exit whose status was already read from wasmtime's
@@ -266,10 +262,10 @@ func wasiExitStatus(err error) (int, bool) {
 // a memory or table growth was denied: a failing exit after a denial is
 // reported as memory_limit_exceeded (with the output), as a trap after one
 // is. A guest that coped and exited 0 has a result.
-func (r *run) exitAfterDenial(code int) bool {
-	info := r.module.info
-	return code != 0 && (r.getGlobalIf(info.GrowsMemory || info.GrowsTable, wasmbin.ExportMemDeniedBytes) > 0 ||
-		r.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied) > 0)
+func (s *store) exitAfterDenial(code int) bool {
+	info := s.module.info
+	return code != 0 && (s.getGlobalIf(info.GrowsMemory || info.GrowsTable, wasmbin.ExportMemDeniedBytes) > 0 ||
+		s.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied) > 0)
 }
 
 // output ends the run's output (forwarding what is pending) and returns
@@ -322,10 +318,10 @@ func inBounds(mem []byte, ptr, n uint64) bool { return ptr+n <= uint64(len(mem))
 // would stop it. Subscriptions on descriptors are answered at once
 // (pollDescriptors): every descriptor a run can have (stdin bytes, the
 // output streams, files) is always ready, so nothing waits.
-func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+func (s *store) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	in, out := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
 	n, neventsPtr := uint64(uint32(args[2].I32())), uint64(uint32(args[3].I32()))
-	mem := r.wasi.memory(c)
+	mem := s.wasi.memory(c)
 	if n == 0 || n > maxSubscriptions || in%8 != 0 || out%8 != 0 || neventsPtr%4 != 0 { // wasmtime's checks too, and our bound
 		return errno(errnoInval)
 	}
@@ -340,25 +336,25 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 	// report every clock that is due.
 	now := time.Now()
 	due := func(mem []byte, i uint64) (userdata uint64, at time.Time, clock bool) {
-		return r.clockDue(mem[in+i*subscriptionSize:][:subscriptionSize], now)
+		return s.clockDue(mem[in+i*subscriptionSize:][:subscriptionSize], now)
 	}
 	var earliest time.Time
 	for i := uint64(0); i < n; i++ {
 		_, at, clock := due(mem, i)
 		if !clock {
-			return r.pollDescriptors(c, in, out, n, neventsPtr, now)
+			return s.pollDescriptors(c, in, out, n, neventsPtr, now)
 		}
 		if i == 0 || at.Before(earliest) {
 			earliest = at
 		}
 	}
 	if time.Until(earliest) >= time.Millisecond {
-		r.wasi.out.flush() // what the guest wrote before sleeping is seen now
+		s.wasi.out.flush() // what the guest wrote before sleeping is seen now
 	}
-	if stop := r.sleepUntil(earliest); stop != stopNone {
-		return nil, r.stopGuest(stop)
+	if stop := s.sleepUntil(earliest); stop != stopNone {
+		return nil, s.stopGuest(stop)
 	}
-	mem = r.wasi.memory(c) // the same memory: the guest could not run meanwhile
+	mem = s.wasi.memory(c) // the same memory: the guest could not run meanwhile
 	woke := time.Now()
 	var events uint32
 	for i := uint64(0); i < n; i++ {
@@ -378,21 +374,21 @@ func (r *run) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Va
 
 // clockDue reads subscription s: when it is a realtime or monotonic clock,
 // its userdata and when it is due, measured from now.
-func (r *run) clockDue(s []byte, now time.Time) (userdata uint64, at time.Time, clock bool) {
-	id := binary.LittleEndian.Uint32(s[16:])
-	if s[8] != eventClock || (id != clockRealtime && id != clockMonotonic) {
+func (s *store) clockDue(sub []byte, now time.Time) (userdata uint64, at time.Time, clock bool) {
+	id := binary.LittleEndian.Uint32(sub[16:])
+	if sub[8] != eventClock || (id != clockRealtime && id != clockMonotonic) {
 		return 0, time.Time{}, false
 	}
-	timeout := binary.LittleEndian.Uint64(s[24:])
-	switch flags := binary.LittleEndian.Uint16(s[40:]); {
+	timeout := binary.LittleEndian.Uint64(sub[24:])
+	switch flags := binary.LittleEndian.Uint16(sub[40:]); {
 	case flags&subAbstime == 0:
 		at = addNanos(now, timeout)
 	case id == clockRealtime:
 		at = now.Add(time.Unix(0, int64(min(timeout, math.MaxInt64))).Sub(now))
 	default:
-		at = addNanos(r.wasi.monoBase, timeout)
+		at = addNanos(s.wasi.monoBase, timeout)
 	}
-	return binary.LittleEndian.Uint64(s), at, true
+	return binary.LittleEndian.Uint64(sub), at, true
 }
 
 // addNanos is t + ns, saturating far in the future.
@@ -405,12 +401,12 @@ func addNanos(t time.Time, ns uint64) time.Time {
 
 // sleepUntil waits until due, the run's deadline or its cancellation, and
 // says which stopped it (stopNone: due came first).
-func (r *run) sleepUntil(due time.Time) stopReason {
+func (s *store) sleepUntil(due time.Time) stopReason {
 	wait := time.Until(due)
 	if wait <= 0 {
 		return stopNone
 	}
-	left := r.fence.remaining()
+	left := s.fence.remaining()
 	stop := stopNone
 	if left <= wait {
 		wait, stop = left, stopTimedOut
@@ -425,7 +421,7 @@ func (r *run) sleepUntil(due time.Time) stopReason {
 		// The timer fired at or after the fence's deadline when that was
 		// the nearer, so the epoch callback agrees it has passed.
 		return stop
-	case <-r.wasi.ctx.Done():
+	case <-s.wasi.ctx.Done():
 		return stopCancelled
 	}
 }

@@ -143,19 +143,19 @@ func (d *descriptors) release() {
 }
 
 // fdClose is fd_close, counted.
-func (r *run) fdClose(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	res, trap := r.forward(c, i, a)
+func (s *store) fdClose(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	res, trap := s.forward(c, i, a)
 	if trap == nil && res[0].I32() == errnoSuccess {
-		r.wasi.fds.closed(uint32(u32(a, 0)))
+		s.wasi.fds.closed(uint32(u32(a, 0)))
 	}
 	return res, trap
 }
 
 // fdRenumber is fd_renumber, counted.
-func (r *run) fdRenumber(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	res, trap := r.forward(c, i, a)
+func (s *store) fdRenumber(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	res, trap := s.forward(c, i, a)
 	if trap == nil && res[0].I32() == errnoSuccess {
-		r.wasi.fds.renumbered(uint32(u32(a, 0)), uint32(u32(a, 1)))
+		s.wasi.fds.renumbered(uint32(u32(a, 0)), uint32(u32(a, 1)))
 	}
 	return res, trap
 }

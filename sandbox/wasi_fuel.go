@@ -70,17 +70,17 @@ type wasiShadow struct {
 	// fuel prices a call from its arguments (and the guest's memory, when
 	// the function reads arrays there). A non-zero errno refuses the call
 	// without forwarding it; a trap stops the guest.
-	fuel func(r *run, c *wasmtime.Caller, name string, a []wasmtime.Val) (fuel uint64, errno int32, trap *wasmtime.Trap)
+	fuel func(r *store, c *wasmtime.Caller, name string, a []wasmtime.Val) (fuel uint64, errno int32, trap *wasmtime.Trap)
 	// after, if set, prices the call once wasmtime's function returned.
 	after func(took time.Duration) uint64
 	// do, if set, is what a paid call does instead of forwarding it as
 	// it is (r.forward).
-	do func(r *run, i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
+	do func(r *store, i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
 }
 
 // free prices what costs the guest nothing, for a shadow that exists for
 // what it does (wasiShadow.do), not for its price.
-func free(*run, *wasmtime.Caller, string, []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+func free(*store, *wasmtime.Caller, string, []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
 	return 0, 0, nil
 }
 
@@ -107,16 +107,16 @@ func shadowTable() []wasiShadow {
 		{name: "fd_tell"},
 		{name: "fd_seek"},
 
-		{name: "fd_write", fuel: iovFuel, do: (*run).transfer},
-		{name: "fd_read", fuel: iovFuel, do: (*run).transfer},
-		{name: "fd_pwrite", fuel: iovFuel, do: (*run).transfer},
-		{name: "fd_pread", fuel: iovFuel, do: (*run).transfer},
-		{name: "fd_close", fuel: free, do: (*run).fdClose},
-		{name: "fd_renumber", fuel: free, do: (*run).fdRenumber},
+		{name: "fd_write", fuel: iovFuel, do: (*store).transfer},
+		{name: "fd_read", fuel: iovFuel, do: (*store).transfer},
+		{name: "fd_pwrite", fuel: iovFuel, do: (*store).transfer},
+		{name: "fd_pread", fuel: iovFuel, do: (*store).transfer},
+		{name: "fd_close", fuel: free, do: (*store).fdClose},
+		{name: "fd_renumber", fuel: free, do: (*store).fdRenumber},
 		{name: "fd_readdir", fuel: readdirFuel, after: func(took time.Duration) uint64 {
 			return uint64(took.Microseconds()) * readdirFuelPerMicrosecond
 		}},
-		{name: "fd_prestat_dir_name", fuel: func(r *run, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+		{name: "fd_prestat_dir_name", fuel: func(r *store, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
 			return copyFuel(min(u32(a, 2), r.wasi.longestPreopen)), 0, nil
 		}},
 		{name: "args_get", fuel: argsFuel},
@@ -127,7 +127,7 @@ func shadowTable() []wasiShadow {
 		{name: "path_filestat_get", fuel: pathFuel(2)},
 		{name: "path_filestat_set_times", fuel: pathFuel(2)},
 		{name: "path_link", fuel: pathFuel(2, 5)},
-		{name: "path_open", fuel: pathFuel(2), do: (*run).pathOpen},
+		{name: "path_open", fuel: pathFuel(2), do: (*store).pathOpen},
 		{name: "path_readlink", fuel: pathFuel(1)},
 		{name: "path_remove_directory", fuel: pathFuel(1)},
 		{name: "path_rename", fuel: pathFuel(1, 4)},
@@ -140,7 +140,7 @@ func shadowTable() []wasiShadow {
 // array is argument 1, its length argument 2). wasmtime walks the array to
 // the first non-empty buffer and transfers that one only, so that is what
 // is charged: every iovec named, and the bytes of that buffer.
-func iovFuel(r *run, c *wasmtime.Caller, name string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+func iovFuel(r *store, c *wasmtime.Caller, name string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
 	iovs, n := u32(a, 1), u32(a, 2)
 	if n > maxIovecs {
 		return 0, errnoInval, nil
@@ -171,22 +171,22 @@ func iovFuel(r *run, c *wasmtime.Caller, name string, a []wasmtime.Val) (uint64,
 // wasmtime reads the whole directory and stats every entry on each call,
 // even for a 0-byte buffer (300 ms for 10,000 entries), so that is charged
 // by the time it took, after the call (wasiShadow.after).
-func readdirFuel(_ *run, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+func readdirFuel(_ *store, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
 	return copyFuel(u32(a, 2)), 0, nil
 }
 
-func argsFuel(r *run, _ *wasmtime.Caller, _ string, _ []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+func argsFuel(r *store, _ *wasmtime.Caller, _ string, _ []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
 	return copyFuel(r.wasi.argvBytes), 0, nil
 }
 
-func envFuel(r *run, _ *wasmtime.Caller, _ string, _ []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+func envFuel(r *store, _ *wasmtime.Caller, _ string, _ []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
 	return copyFuel(r.wasi.envBytes), 0, nil
 }
 
 // pathFuel prices a path_* function whose paths' lengths are the arguments
 // after the given pointer positions.
-func pathFuel(ptrs ...int) func(*run, *wasmtime.Caller, string, []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
-	return func(_ *run, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+func pathFuel(ptrs ...int) func(*store, *wasmtime.Caller, string, []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
+	return func(_ *store, _ *wasmtime.Caller, _ string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
 		var fuel uint64
 		for _, p := range ptrs {
 			n := u32(a, p+1)
@@ -201,8 +201,8 @@ func pathFuel(ptrs ...int) func(*run, *wasmtime.Caller, string, []wasmtime.Val) 
 
 // wasiTrap stops the guest for a bad argument, classified as the
 // out-of-bounds trap it is (like host::log's).
-func (r *run) wasiTrap(msg string) *wasmtime.Trap {
-	r.hostTrap = msg
+func (s *store) wasiTrap(msg string) *wasmtime.Trap {
+	s.cur.hostTrap = msg
 	return wasmtime.NewTrap(msg)
 }
 
@@ -210,13 +210,13 @@ func (r *run) wasiTrap(msg string) *wasmtime.Trap {
 // functions the module imports. Those whose price cannot be above zero for
 // this run (arguments and environment under 1 KiB, preopen names under
 // 1 KiB) are left to wasmtime.
-func (r *run) linkShadows(linker *wasmtime.Linker) error {
-	w := r.wasi
+func (s *store) linkShadows(linker *wasmtime.Linker) error {
+	w := s.wasi
 	shim, err := w.engine.wasiShim()
 	if err != nil {
 		return err
 	}
-	for _, imp := range r.module.Imports {
+	for _, imp := range s.module.Imports {
 		i, ok := shadowIndex[imp.Name]
 		if imp.Module != WASIModule || !ok || wasiShadows[i].fuel == nil {
 			continue
@@ -228,7 +228,7 @@ func (r *run) linkShadows(linker *wasmtime.Linker) error {
 			continue
 		}
 		if err := linker.FuncNew(WASIModule, imp.Name, shim.types[i], func(c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-			return r.shadowed(i, c, a)
+			return s.shadowed(i, c, a)
 		}); err != nil {
 			return err
 		}
@@ -256,9 +256,9 @@ func shadowTypes() ([]*wasmtime.FuncType, error) {
 
 // shadowed runs shadow i: price, charge, forward, and charge what is paid
 // after.
-func (r *run) shadowed(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	s := &wasiShadows[i]
-	fuel, e, trap := s.fuel(r, c, s.name, a)
+func (s *store) shadowed(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	sh := &wasiShadows[i]
+	fuel, e, trap := sh.fuel(s, c, sh.name, a)
 	if trap != nil {
 		return nil, trap
 	}
@@ -268,16 +268,16 @@ func (r *run) shadowed(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 	if fuel > 0 && !consumeFuel(c, fuel) {
 		return nil, fuelTrap()
 	}
-	if s.do != nil {
-		return s.do(r, i, c, a)
+	if sh.do != nil {
+		return sh.do(s, i, c, a)
 	}
-	if s.after == nil {
-		return r.forward(c, i, a)
+	if sh.after == nil {
+		return s.forward(c, i, a)
 	}
 	start := time.Now()
-	res, trap := r.forward(c, i, a)
+	res, trap := s.forward(c, i, a)
 	if trap == nil {
-		if fuel := s.after(time.Since(start)); fuel > 0 && !consumeFuel(c, fuel) {
+		if fuel := sh.after(time.Since(start)); fuel > 0 && !consumeFuel(c, fuel) {
 			return nil, fuelTrap()
 		}
 	}
@@ -290,14 +290,14 @@ func (r *run) shadowed(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 // "memory" and calls each function on the host's behalf is instantiated in
 // the run's store on first use (hence the one extra instance a WASI run may
 // have). It is compiled once per engine.
-func (r *run) forward(c *wasmtime.Caller, i int, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	w := r.wasi
+func (s *store) forward(c *wasmtime.Caller, i int, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	w := s.wasi
 	if w.shim == nil {
 		ext := c.GetExport("memory")
 		if ext == nil || ext.Memory() == nil {
 			return nil, wasmtime.NewTrap(wasiShadows[i].name + " needs the guest to export its memory as \"memory\"")
 		}
-		inst, err := r.instantiateShim(c, ext.Memory())
+		inst, err := s.instantiateShim(c, ext.Memory())
 		if err != nil {
 			return nil, wasmtime.NewTrap("sandboxd: WASI shim: " + cleanMessage(err.Error()))
 		}
@@ -312,21 +312,21 @@ func (r *run) forward(c *wasmtime.Caller, i int, a []wasmtime.Val) ([]wasmtime.V
 
 // instantiateShim instantiates the shim in the caller's store over mem,
 // the guest's memory, and wasmtime's own functions.
-func (r *run) instantiateShim(c *wasmtime.Caller, mem *wasmtime.Memory) (*wasmtime.Instance, error) {
-	s, err := r.wasi.engine.wasiShim()
+func (s *store) instantiateShim(c *wasmtime.Caller, mem *wasmtime.Memory) (*wasmtime.Instance, error) {
+	shim, err := s.wasi.engine.wasiShim()
 	if err != nil {
 		return nil, err
 	}
 	imports := make([]wasmtime.AsExtern, 0, 1+len(wasiShadows))
 	imports = append(imports, mem)
 	for _, sh := range wasiShadows {
-		ext := s.wasi.Get(c, WASIModule, sh.name)
+		ext := shim.wasi.Get(c, WASIModule, sh.name)
 		if ext == nil {
 			return nil, fmt.Errorf("wasmtime defines no %s", sh.name)
 		}
 		imports = append(imports, ext)
 	}
-	return wasmtime.NewInstance(c, s.mod, imports)
+	return wasmtime.NewInstance(c, shim.mod, imports)
 }
 
 // wasiShimModule is the shim, compiled once per engine, and a linker
@@ -428,27 +428,27 @@ func wasiFuncType(name string) (*wasmtime.FuncType, error) {
 // splitmix64 stream (the one host::random draws from), little-endian;
 // others the operating system's. Paid before: randomFuelPerKiB per KiB
 // begun.
-func (r *run) randomGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+func (s *store) randomGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	buf, n := u32(args, 0), u32(args, 1)
-	mem := r.wasi.memory(c)
+	mem := s.wasi.memory(c)
 	if !inBounds(mem, buf, n) {
-		return nil, r.wasiTrap(fmt.Sprintf("random_get: bytes [%d, %d) lie outside the guest's memory of %d bytes", buf, buf+n, len(mem)))
+		return nil, s.wasiTrap(fmt.Sprintf("random_get: bytes [%d, %d) lie outside the guest's memory of %d bytes", buf, buf+n, len(mem)))
 	}
 	if fuel := (n + 1023) / 1024 * randomFuelPerKiB; fuel > 0 && !consumeFuel(c, fuel) {
 		return nil, fuelTrap()
 	}
 	fill := func(dst []byte) error { _, err := crand.Read(dst); return err }
-	if r.wasi.seeded {
-		fill = func(dst []byte) error { r.random.fill(dst); return nil }
+	if s.wasi.seeded {
+		fill = func(dst []byte) error { s.random.fill(dst); return nil }
 	}
 	// In slices, the fence checked between them (wasi_transfer.go): 1 GiB
 	// took 12 s in one call.
-	stop, err := fillSliced(mem[buf:buf+n], fill, r.fenceStop)
+	stop, err := fillSliced(mem[buf:buf+n], fill, s.fenceStop)
 	if err != nil {
 		return nil, wasmtime.NewTrap("sandboxd: random_get: " + err.Error())
 	}
 	if stop != stopNone {
-		return nil, r.stopGuest(stop)
+		return nil, s.stopGuest(stop)
 	}
 	return errno(errnoSuccess)
 }
@@ -530,15 +530,15 @@ const (
 // whole call with EBADF. A descriptor's state comes from wasmtime's own
 // fd_fdstat_get, fd_tell and fd_seek, whose results are written into the
 // first 32 bytes of the events buffer before the events are.
-func (r *run) pollDescriptors(c *wasmtime.Caller, in, out, n, neventsPtr uint64, now time.Time) ([]wasmtime.Val, *wasmtime.Trap) {
+func (s *store) pollDescriptors(c *wasmtime.Caller, in, out, n, neventsPtr uint64, now time.Time) ([]wasmtime.Val, *wasmtime.Trap) {
 	type state struct{ read, write, hangup bool }
 	states := map[uint32]state{}
-	mem := r.wasi.memory(c)
+	mem := s.wasi.memory(c)
 	for i := uint64(0); i < n; i++ {
-		s := mem[in+i*subscriptionSize:][:subscriptionSize]
-		switch s[8] {
+		sub := mem[in+i*subscriptionSize:][:subscriptionSize]
+		switch sub[8] {
 		case eventClock:
-			if _, _, ok := r.clockDue(s, now); !ok {
+			if _, _, ok := s.clockDue(sub, now); !ok {
 				return errno(errnoInval) // a CPU-time clock, as wasmtime answers
 			}
 			continue
@@ -546,7 +546,7 @@ func (r *run) pollDescriptors(c *wasmtime.Caller, in, out, n, neventsPtr uint64,
 		default:
 			return errno(errnoInval)
 		}
-		fd := binary.LittleEndian.Uint32(s[16:])
+		fd := binary.LittleEndian.Uint32(sub[16:])
 		st, seen := states[fd]
 		if !seen {
 			if !consumeFuel(c, descriptorFuel) {
@@ -554,24 +554,24 @@ func (r *run) pollDescriptors(c *wasmtime.Caller, in, out, n, neventsPtr uint64,
 			}
 			var e int32
 			var trap *wasmtime.Trap
-			if st, e, trap = r.descriptorState(c, fd, out); trap != nil {
+			if st, e, trap = s.descriptorState(c, fd, out); trap != nil {
 				return nil, trap
 			} else if e != 0 {
 				return errno(errnoBadf)
 			}
 			states[fd] = st
-			mem = r.wasi.memory(c)
-			s = mem[in+i*subscriptionSize:][:subscriptionSize]
+			mem = s.wasi.memory(c)
+			sub = mem[in+i*subscriptionSize:][:subscriptionSize]
 		}
-		if (s[8] == eventFdRead && !st.read) || (s[8] == eventFdWrite && !st.write) {
+		if (sub[8] == eventFdRead && !st.read) || (sub[8] == eventFdWrite && !st.write) {
 			return errno(errnoBadf)
 		}
 	}
 	var events uint64
 	for i := uint64(0); i < n; i++ {
-		s := mem[in+i*subscriptionSize:][:subscriptionSize]
+		sub := mem[in+i*subscriptionSize:][:subscriptionSize]
 		ev := mem[out+events*eventSize:][:eventSize]
-		if userdata, at, clock := r.clockDue(s, now); clock {
+		if userdata, at, clock := s.clockDue(sub, now); clock {
 			if at.After(now) {
 				continue
 			}
@@ -579,9 +579,9 @@ func (r *run) pollDescriptors(c *wasmtime.Caller, in, out, n, neventsPtr uint64,
 			binary.LittleEndian.PutUint64(ev, userdata)
 			ev[10] = eventClock
 		} else {
-			st := states[binary.LittleEndian.Uint32(s[16:])]
-			userdata := binary.LittleEndian.Uint64(s)
-			kind := s[8]
+			st := states[binary.LittleEndian.Uint32(sub[16:])]
+			userdata := binary.LittleEndian.Uint64(sub)
+			kind := sub[8]
 			clear(ev)
 			binary.LittleEndian.PutUint64(ev, userdata)
 			ev[10] = kind
@@ -600,9 +600,9 @@ func (r *run) pollDescriptors(c *wasmtime.Caller, in, out, n, neventsPtr uint64,
 // bytes of the guest's memory) for the answers: readable or writable as a
 // poll subscription means, and for a readable file whether its position
 // is at or past its end. A non-zero errno: fd is no descriptor.
-func (r *run) descriptorState(c *wasmtime.Caller, fd uint32, scratch uint64) (st struct{ read, write, hangup bool }, e int32, trap *wasmtime.Trap) {
+func (s *store) descriptorState(c *wasmtime.Caller, fd uint32, scratch uint64) (st struct{ read, write, hangup bool }, e int32, trap *wasmtime.Trap) {
 	call := func(name string, args ...wasmtime.Val) (int32, *wasmtime.Trap) {
-		res, trap := r.forward(c, shadowIndex[name], args)
+		res, trap := s.forward(c, shadowIndex[name], args)
 		if trap != nil {
 			return 0, trap
 		}
@@ -612,7 +612,7 @@ func (r *run) descriptorState(c *wasmtime.Caller, fd uint32, scratch uint64) (st
 	if e, trap = call("fd_fdstat_get", i32(uint64(fd)), i32(scratch)); trap != nil || e != 0 {
 		return st, e, trap
 	}
-	mem := r.wasi.memory(c)
+	mem := s.wasi.memory(c)
 	filetype := mem[scratch]
 	rights := binary.LittleEndian.Uint64(mem[scratch+fdstatRightsBase:])
 	if filetype == filetypeDir {
@@ -625,11 +625,11 @@ func (r *run) descriptorState(c *wasmtime.Caller, fd uint32, scratch uint64) (st
 	if e, trap = call("fd_tell", i32(uint64(fd)), i32(scratch)); trap != nil || e != 0 {
 		return st, e, trap
 	}
-	pos := binary.LittleEndian.Uint64(r.wasi.memory(c)[scratch:])
+	pos := binary.LittleEndian.Uint64(s.wasi.memory(c)[scratch:])
 	if e, trap = call("fd_seek", i32(uint64(fd)), wasmtime.ValI64(0), i32(whenceEnd), i32(scratch)); trap != nil || e != 0 {
 		return st, e, trap
 	}
-	size := binary.LittleEndian.Uint64(r.wasi.memory(c)[scratch:])
+	size := binary.LittleEndian.Uint64(s.wasi.memory(c)[scratch:])
 	if e, trap = call("fd_seek", i32(uint64(fd)), wasmtime.ValI64(int64(pos)), i32(whenceSet), i32(scratch)); trap != nil || e != 0 {
 		return st, e, trap
 	}

@@ -46,19 +46,19 @@ const (
 // pathOpen is path_open: a descriptor is reserved (wasi_fds.go), what the
 // path names is checked, wasmtime opens it under the watchdog, and what it
 // opened is checked again.
-func (r *run) pathOpen(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+func (s *store) pathOpen(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	// The look before the open resolves the path a second time: it pays
 	// for that as the open did (pathFuel).
 	if !consumeFuel(c, u32(a, 3)*pathFuelPerByte) {
 		return nil, fuelTrap()
 	}
-	fds := &r.wasi.fds
+	fds := &s.wasi.fds
 	if e := fds.reserve(); e != errnoSuccess {
 		return errno(e)
 	}
 	// A look that fails (no such file, a dirfd that is not a directory)
 	// says nothing: wasmtime's open answers as it would have.
-	kind, e, trap := r.pathKind(c, a)
+	kind, e, trap := s.pathKind(c, a)
 	if trap != nil {
 		fds.unreserve()
 		return nil, trap
@@ -67,19 +67,19 @@ func (r *run) pathOpen(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 		fds.unreserve()
 		return errno(errnoAcces)
 	}
-	stop := r.watchOpen()
-	res, trap := r.forward(c, i, a)
+	stop := s.watchOpen()
+	res, trap := s.forward(c, i, a)
 	stop()
 	if trap != nil || res[0].I32() != errnoSuccess {
 		fds.unreserve()
 		return res, trap
 	}
-	fd := binary.LittleEndian.Uint32(r.wasi.memory(c)[u32(a, 8):])
+	fd := binary.LittleEndian.Uint32(s.wasi.memory(c)[u32(a, 8):])
 	fds.host[fd] = true
-	if kind, trap := r.fdKind(c, fd); trap != nil {
+	if kind, trap := s.fdKind(c, fd); trap != nil {
 		return nil, trap
 	} else if kind != filetypeDir && kind != filetypeRegular {
-		if _, trap := r.forward(c, shadowIndex["fd_close"], []wasmtime.Val{wasmtime.ValI32(int32(fd))}); trap != nil {
+		if _, trap := s.forward(c, shadowIndex["fd_close"], []wasmtime.Val{wasmtime.ValI32(int32(fd))}); trap != nil {
 			return nil, trap
 		}
 		fds.closed(fd)
@@ -100,26 +100,26 @@ func openable(kind uint8, lookupFlags uint64) bool {
 // path_filestat_get (same directory, lookup flags and path), through 64
 // bytes of the guest's memory borrowed and put back (the guest's thread
 // is here).
-func (r *run) pathKind(c *wasmtime.Caller, a []wasmtime.Val) (uint8, int32, *wasmtime.Trap) {
+func (s *store) pathKind(c *wasmtime.Caller, a []wasmtime.Val) (uint8, int32, *wasmtime.Trap) {
 	var kind uint8
-	e, trap := r.borrowScratch(c, filestatSize, func(scratch uint64) (int32, *wasmtime.Trap) {
-		res, trap := r.forward(c, shadowIndex["path_filestat_get"], []wasmtime.Val{a[0], a[1], a[2], a[3], wasmtime.ValI32(int32(uint32(scratch)))})
+	e, trap := s.borrowScratch(c, filestatSize, func(scratch uint64) (int32, *wasmtime.Trap) {
+		res, trap := s.forward(c, shadowIndex["path_filestat_get"], []wasmtime.Val{a[0], a[1], a[2], a[3], wasmtime.ValI32(int32(uint32(scratch)))})
 		if trap != nil || res[0].I32() != errnoSuccess {
 			return res0(res), trap
 		}
-		kind = r.wasi.memory(c)[scratch+filestatFiletype]
+		kind = s.wasi.memory(c)[scratch+filestatFiletype]
 		return errnoSuccess, nil
 	})
 	return kind, e, trap
 }
 
 // fdKind is the filetype of the guest's descriptor fd (fd_fdstat_get).
-func (r *run) fdKind(c *wasmtime.Caller, fd uint32) (uint8, *wasmtime.Trap) {
+func (s *store) fdKind(c *wasmtime.Caller, fd uint32) (uint8, *wasmtime.Trap) {
 	var kind uint8
-	_, trap := r.borrowScratch(c, fdstatSize, func(scratch uint64) (int32, *wasmtime.Trap) {
-		res, trap := r.forward(c, shadowIndex["fd_fdstat_get"], []wasmtime.Val{wasmtime.ValI32(int32(fd)), wasmtime.ValI32(int32(uint32(scratch)))})
+	_, trap := s.borrowScratch(c, fdstatSize, func(scratch uint64) (int32, *wasmtime.Trap) {
+		res, trap := s.forward(c, shadowIndex["fd_fdstat_get"], []wasmtime.Val{wasmtime.ValI32(int32(fd)), wasmtime.ValI32(int32(uint32(scratch)))})
 		if trap == nil && res[0].I32() == errnoSuccess {
-			kind = r.wasi.memory(c)[scratch]
+			kind = s.wasi.memory(c)[scratch]
 		}
 		return res0(res), trap
 	})
@@ -136,15 +136,15 @@ func res0(res []wasmtime.Val) int32 {
 // borrowScratch lends f n bytes at the start of the guest's memory (8-
 // aligned) and puts back what was there. A memory too small for them
 // lends nothing: f is not called and the answer is EFAULT.
-func (r *run) borrowScratch(c *wasmtime.Caller, n uint64, f func(scratch uint64) (int32, *wasmtime.Trap)) (int32, *wasmtime.Trap) {
-	mem := r.wasi.memory(c)
+func (s *store) borrowScratch(c *wasmtime.Caller, n uint64, f func(scratch uint64) (int32, *wasmtime.Trap)) (int32, *wasmtime.Trap) {
+	mem := s.wasi.memory(c)
 	if uint64(len(mem)) < n {
 		return errnoFault, nil
 	}
 	saved := make([]byte, n)
 	copy(saved, mem)
 	e, trap := f(0)
-	copy(r.wasi.memory(c), saved)
+	copy(s.wasi.memory(c), saved)
 	return e, trap
 }
 
@@ -155,19 +155,19 @@ func (r *run) borrowScratch(c *wasmtime.Caller, n uint64, f func(scratch uint64)
 // guest's, hence every thread: only a guest ever blocks opening a FIFO
 // here, and each such open is refused after.) The returned func disarms
 // it and waits for it.
-func (r *run) watchOpen() (stop func()) {
+func (s *store) watchOpen() (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTimer(max(r.fence.remaining(), 0))
+		t := time.NewTimer(max(s.fence.remaining(), 0))
 		defer t.Stop()
 		select {
 		case <-done:
 			return
 		case <-t.C:
-		case <-r.wasi.ctx.Done():
+		case <-s.wasi.ctx.Done():
 		}
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()

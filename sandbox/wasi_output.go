@@ -237,3 +237,10 @@ func (s *outputSink) finish() *Output {
 	}
 	return &Output{Stdout: s.streams[0].kept, Stderr: s.streams[1].kept, Truncated: s.truncated}
 }
+
+// restart readies the sink for a store's next call. Only between calls.
+func (s *outputSink) restart(budget uint64, forward func(stream string, data []byte)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset(budget, forward)
+}

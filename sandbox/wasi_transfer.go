@@ -43,12 +43,12 @@ var transfers = map[string]transferArgs{
 // (scratchIovec), saved before and put back after. The guest's thread is
 // inside this call, so nothing of the guest sees it, and the guest's own
 // list is never touched (it may lie inside the buffer).
-func (r *run) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+func (s *store) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	at := transfers[wasiShadows[i].name]
-	mem := r.wasi.memory(c)
+	mem := s.wasi.memory(c)
 	iovs, n := u32(a, 1), u32(a, 2)
 	if iovs%4 != 0 || !inBounds(mem, iovs, n*8) {
-		return r.forward(c, i, a) // wasmtime traps on the list, moving nothing
+		return s.forward(c, i, a) // wasmtime traps on the list, moving nothing
 	}
 	var buf, size uint64
 	for k := uint64(0); k < n && size == 0; k++ {
@@ -56,7 +56,7 @@ func (r *run) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 		buf, size = uint64(binary.LittleEndian.Uint32(e)), uint64(binary.LittleEndian.Uint32(e[4:]))
 	}
 	if size <= transferSlice {
-		return r.forward(c, i, a)
+		return s.forward(c, i, a)
 	}
 	args := append([]wasmtime.Val(nil), a...)
 	args[2] = wasmtime.ValI32(1)
@@ -64,7 +64,7 @@ func (r *run) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 	var done uint64
 	for done < size {
 		lo, piece := buf+done, min(size-done, transferSlice)
-		mem = r.wasi.memory(c)
+		mem = s.wasi.memory(c)
 		iov := scratchIovec(uint64(len(mem)), lo, lo+piece)
 		var saved [8]byte
 		copy(saved[:], mem[iov:iov+8])
@@ -74,11 +74,11 @@ func (r *run) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 		if at.offset >= 0 {
 			args[at.offset] = wasmtime.ValI64(a[at.offset].I64() + int64(done))
 		}
-		res, trap := r.forward(c, i, args)
+		res, trap := s.forward(c, i, args)
 		if trap != nil {
 			return nil, trap
 		}
-		mem = r.wasi.memory(c)
+		mem = s.wasi.memory(c)
 		e := res[0].I32()
 		moved := uint64(binary.LittleEndian.Uint32(mem[result:]))
 		copy(mem[iov:iov+8], saved[:])
@@ -92,11 +92,11 @@ func (r *run) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.
 		if moved < piece {
 			break
 		}
-		if stop := r.fenceStop(); stop != stopNone && done < size {
-			return nil, r.stopGuest(stop)
+		if stop := s.fenceStop(); stop != stopNone && done < size {
+			return nil, s.stopGuest(stop)
 		}
 	}
-	binary.LittleEndian.PutUint32(r.wasi.memory(c)[result:], uint32(done))
+	binary.LittleEndian.PutUint32(s.wasi.memory(c)[result:], uint32(done))
 	return errno(errnoSuccess)
 }
 
@@ -114,11 +114,11 @@ func scratchIovec(memLen, lo, hi uint64) uint64 {
 // fenceStop says whether the run's deadline has passed or it was
 // cancelled, for host work that checks between slices (the epoch callback
 // cannot run while the guest's thread is in a host call).
-func (r *run) fenceStop() stopReason {
-	if r.wasi != nil && r.wasi.ctx.Err() != nil {
+func (s *store) fenceStop() stopReason {
+	if s.wasi != nil && s.wasi.ctx.Err() != nil {
 		return stopCancelled
 	}
-	if r.fence.remaining() <= 0 {
+	if s.fence.remaining() <= 0 {
 		return stopTimedOut
 	}
 	return stopNone
@@ -126,8 +126,8 @@ func (r *run) fenceStop() stopReason {
 
 // stopGuest stops the guest from inside a host function for stop, and
 // records it so the run is classified as if the epoch callback had.
-func (r *run) stopGuest(stop stopReason) *wasmtime.Trap {
-	r.fence.stopBy(stop)
+func (s *store) stopGuest(stop stopReason) *wasmtime.Trap {
+	s.fence.stopBy(stop)
 	if stop == stopCancelled {
 		return wasmtime.NewTrap("sandboxd: run cancelled")
 	}
