@@ -460,7 +460,8 @@ func TestCLIUsageErrors(t *testing.T) {
 }
 
 // sandboxd [COMMAND] --help prints its usage to stdout and exits 0;
-// --version is the version command.
+// --version is the version command; a usage error exits 1 (a command's)
+// or 2 (no command, or an unknown one).
 func TestCLIHelpAndVersion(t *testing.T) {
 	sandboxd := func(args ...string) cliResult {
 		t.Helper()
@@ -482,7 +483,13 @@ func TestCLIHelpAndVersion(t *testing.T) {
 		{[]string{"serve", "--help"}, "-max-concurrency"},
 		{[]string{"serve", "-h"}, "-max-concurrency"},
 		{[]string{"run", "--help"}, "Usage: sandboxd run FILE"},
+		{[]string{"run", "--help"}, "-wasi\n"},
+		{[]string{"run", "--wasi", "-h"}, "-table-elements uint"},
+		{[]string{"run", "--wasi", "-h"}, "memory cap in MiB (all linear memories and table storage together)"},
+		{[]string{"call", "-h"}, "-memories uint"},
 		{[]string{"run", fixture("well_behaved.wat"), "-help"}, "Exit codes:"},
+		{[]string{"completion", "bash"}, "complete -F _sandboxd sandboxd"},
+		{[]string{"man"}, ".TH SANDBOXD 1"},
 	} {
 		r := sandboxd(c.args...)
 		if r.code != 0 || !strings.Contains(r.stdout, c.want) || r.stderr != "" {
@@ -495,10 +502,17 @@ func TestCLIHelpAndVersion(t *testing.T) {
 			t.Errorf("sandboxd %s: want exit 0 and %q, got %s", arg, want, r)
 		}
 	}
-	for _, args := range [][]string{{"serve", "--bogus"}, {"run", "--bogus"}, {"bogus"}, {}} {
+	for _, args := range [][]string{{"serve", "--bogus"}, {"run", "--bogus"}, {"completion", "tcsh"}, {"man", "extra"}} {
 		if r := sandboxd(args...); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "sandboxd") {
 			t.Errorf("sandboxd %s: want exit 1 with usage on stderr only, got %s", strings.Join(args, " "), r)
 		}
+	}
+	// No command: the usage on stdout, exit 2; an unknown one: on stderr.
+	if r := sandboxd(); r.code != 2 || !strings.Contains(r.stdout, "sandboxd serve [flags]") || r.stderr != "" {
+		t.Errorf("sandboxd: want exit 2 with the usage on stdout, got %s", r)
+	}
+	if r := sandboxd("bogus"); r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, `unknown command "bogus"`) {
+		t.Errorf("sandboxd bogus: want exit 2 with the usage on stderr, got %s", r)
 	}
 }
 
