@@ -98,9 +98,15 @@ class PackagingTest(unittest.TestCase):
         # then a script in the user's own folder and `python -m sandboxd`.
         with tempfile.TemporaryDirectory(prefix="sandboxd-venv-") as home:
             venv = os.path.join(home, "venv")
-            subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=300)
             python = os.path.join(venv, "bin", "python")
-            out = pip(python, "install", str(CLIENT))
+            try:
+                import ensurepip  # noqa: F401 (Debian ships it apart, in python3-venv)
+            except ImportError:  # a venv without pip, filled by this pip
+                subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=300)
+                out = pip(sys.executable, "--python", python, "install", str(CLIENT))
+            else:
+                subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=300)
+                out = pip(python, "install", str(CLIENT))
             self.assertNotIn("warning", out.lower(), out)
             work = os.path.join(home, "project")
             os.mkdir(work)
