@@ -507,6 +507,11 @@ func TestCLIHelpAndVersion(t *testing.T) {
 			t.Errorf("sandboxd %s: want exit 1 with usage on stderr only, got %s", strings.Join(args, " "), r)
 		}
 	}
+	// A bad flag: the problem, then where the flags are (a parent that
+	// keeps the tail of a sidecar's stderr keeps the problem).
+	if r := sandboxd("serve", "--bogus"); r.stderr != "flag provided but not defined: -bogus\nRun \"sandboxd serve -h\" for its flags.\n" {
+		t.Errorf("sandboxd serve --bogus: stderr %q", r.stderr)
+	}
 	// No command: the usage on stdout, exit 2; an unknown one: on stderr.
 	if r := sandboxd(); r.code != 2 || !strings.Contains(r.stdout, "sandboxd serve [flags]") || r.stderr != "" {
 		t.Errorf("sandboxd: want exit 2 with the usage on stdout, got %s", r)

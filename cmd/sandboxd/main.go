@@ -70,8 +70,9 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // parseCommandLine parses a command's flags (before or after positional
 // arguments). -h or --help prints the command's usage to stdout and ends
-// the command with status 0; a bad flag prints the problem and the usage
-// to stderr and ends it with status 1. ok is false when the command must
+// the command with status 0; a bad flag prints the problem and where the
+// flags are listed to stderr (a parent keeping the tail of a sidecar's
+// stderr keeps the problem) and ends it with status 1. ok is false when the command must
 // end with status. A *flagTable as stdout only takes fs (see flagsOf).
 func parseCommandLine(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (positional []string, status int, ok bool) {
 	if t, isTable := stdout.(*flagTable); isTable {
@@ -88,8 +89,8 @@ func parseCommandLine(fs *flag.FlagSet, args []string, stdout, stderr io.Writer)
 		fs.Usage()
 		fs.SetOutput(stderr)
 		return nil, 0, false
-	case err != nil:
-		fs.Usage()
+	case err != nil: // the flag package printed the problem; the flags would bury it
+		fmt.Fprintf(stderr, "Run \"%s -h\" for its flags.\n", fs.Name())
 		return nil, exitUsage, false
 	}
 	return positional, 0, true
