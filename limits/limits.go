@@ -63,7 +63,7 @@ type Limits struct {
 // functions), starts with a table of 16,509 elements and 10.3 MiB of
 // memory, runs "1+1" in 12 MiB, and its compile takes 21-24 s of CPU,
 // 512-768 MiB of data, and 46-125 s of wall-clock time on the shared
-// machine at loads of 5-10.
+// machine at loads of 5-10 (at load 17 it got 16 s of CPU in 183 s).
 const (
 	DefaultFuel        = 100_000_000
 	DefaultTimeout     = time.Second
@@ -79,7 +79,8 @@ const (
 
 	// DefaultCompileTimeout lets goja's compile finish on a machine whose
 	// cores are shared 5 ways (125 s measured); a module is compiled once
-	// and cached.
+	// and cached. It is wall-clock time: no wall-clock default holds at
+	// any load.
 	DefaultCompileTimeout = 3 * time.Minute
 	// DefaultCompileMemoryBytes is about three times what goja's compile
 	// needs.
