@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
 )
@@ -284,5 +286,55 @@ func TestWantsWASI(t *testing.T) {
 		if got := wantsWASI(c.args); got != c.want {
 			t.Errorf("wantsWASI(%q) = %v, want %v", c.args, got, c.want)
 		}
+	}
+}
+
+// sandboxdCLI runs the binary with args under a hang bound.
+func sandboxdCLI(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: exitCode(err)}
+}
+
+// Through the binary: what -h shows of the modes, the new commands, and
+// the statuses of usage errors (1 for a command's, 2 for no command or an
+// unknown one).
+func TestCLIUsageStatuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // in stdout
+	}{
+		{[]string{"run", "--help"}, "-wasi\n"},
+		{[]string{"run", "--wasi", "-h"}, "-table-elements uint"},
+		{[]string{"run", "--wasi", "-h"}, "memory cap in MiB (all linear memories and table storage together)"},
+		{[]string{"call", "-h"}, "-memories uint"},
+		{[]string{"completion", "bash"}, "complete -F _sandboxd sandboxd"},
+		{[]string{"man"}, ".TH SANDBOXD 1"},
+	} {
+		if r := sandboxdCLI(t, c.args...); r.code != 0 || !strings.Contains(r.stdout, c.want) || r.stderr != "" {
+			t.Errorf("sandboxd %s: want exit 0 and %q on stdout, got %s", strings.Join(c.args, " "), c.want, r)
+		}
+	}
+	for _, args := range [][]string{{"completion", "tcsh"}, {"man", "extra"}} {
+		if r := sandboxdCLI(t, args...); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "sandboxd") {
+			t.Errorf("sandboxd %s: want exit 1 with the problem on stderr only, got %s", strings.Join(args, " "), r)
+		}
+	}
+	// A bad flag: the problem, then where the flags are (a parent that
+	// keeps the tail of a sidecar's stderr keeps the problem).
+	if r := sandboxdCLI(t, "serve", "--bogus"); r.stderr != "flag provided but not defined: -bogus\nRun \"sandboxd serve -h\" for its flags.\n" {
+		t.Errorf("sandboxd serve --bogus: stderr %q", r.stderr)
+	}
+	// No command: the usage on stdout, exit 2; an unknown one: on stderr.
+	if r := sandboxdCLI(t); r.code != 2 || !strings.Contains(r.stdout, "sandboxd serve [flags]") || r.stderr != "" {
+		t.Errorf("sandboxd: want exit 2 with the usage on stdout, got %s", r)
+	}
+	if r := sandboxdCLI(t, "bogus"); r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, `unknown command "bogus"`) {
+		t.Errorf("sandboxd bogus: want exit 2 with the usage on stderr, got %s", r)
 	}
 }
