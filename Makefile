@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/sandboxd
 export SANDBOXD_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build install demo test test-go test-python test-node bench fuzz clean wasi-guests plugins
+.PHONY: all build binary node-package install demo test test-go test-python test-node bench fuzz clean wasi-guests plugins
 
 all: build
 
@@ -14,16 +14,39 @@ all: build
 # a cold start waits for (the sidecar and its compile child; see
 # docs/performance.md). Where it cannot, the usual dynamic binary.
 STATIC_LDFLAGS := -linkmode external -extldflags "-static -Wl,--no-warnings"
-build:
+binary:
 	$(GO) build -trimpath -ldflags='$(STATIC_LDFLAGS)' -o $(BIN) ./cmd/sandboxd 2>/dev/null || \
 		$(GO) build -trimpath -o $(BIN) ./cmd/sandboxd
 
+# Everything the checkout's clients install from: the binary (which the
+# Python wheel and the npm package carry, see clients/*/README.md) and the
+# Node client ready to be installed from clients/node without an install
+# script: its dependencies and dist/, each remade only when what it is made
+# from changed.
+build: binary node-package
+
+NODE_CLIENT := clients/node
+node-package: $(NODE_CLIENT)/dist/index.js
+$(NODE_CLIENT)/node_modules/.package-lock.json: $(NODE_CLIENT)/package-lock.json $(NODE_CLIENT)/package.json
+	cd $(NODE_CLIENT) && npm ci --no-audit --no-fund
+$(NODE_CLIENT)/dist/index.js: $(NODE_CLIENT)/node_modules/.package-lock.json $(NODE_CLIENT)/tsconfig.json $(wildcard $(NODE_CLIENT)/src/*.ts)
+	cd $(NODE_CLIENT) && node node_modules/typescript/bin/tsc -p tsconfig.json
+
 # Install the binary as $(DESTDIR)$(PREFIX)/bin/sandboxd (PREFIX=$$HOME/.local
-# for a user install; DESTDIR for packaging).
+# for a user install; DESTDIR for packaging), with its man page and its
+# bash, zsh and fish completions, which the binary makes from its own flags.
 PREFIX  ?= /usr/local
-install: build
-	install -d $(DESTDIR)$(PREFIX)/bin
+SHARE   := $(DESTDIR)$(PREFIX)/share
+install: binary
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/man/man1 $(SHARE)/bash-completion/completions \
+		$(SHARE)/zsh/site-functions $(SHARE)/fish/vendor_completions.d
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/sandboxd
+	$(BIN) man > $(SHARE)/man/man1/sandboxd.1
+	$(BIN) completion bash > $(SHARE)/bash-completion/completions/sandboxd
+	$(BIN) completion zsh > $(SHARE)/zsh/site-functions/_sandboxd
+	$(BIN) completion fish > $(SHARE)/fish/vendor_completions.d/sandboxd.fish
+	chmod 0644 $(SHARE)/man/man1/sandboxd.1 $(SHARE)/bash-completion/completions/sandboxd \
+		$(SHARE)/zsh/site-functions/_sandboxd $(SHARE)/fish/vendor_completions.d/sandboxd.fish
 
 # The main job: build, then real runs through the CLI and the sidecar.
 demo: build
@@ -51,7 +74,7 @@ test-python: build
 	cd clients/python && PYTHONPATH=src python3 -m unittest discover -s tests -v
 
 test-node: build
-	cd clients/node && npm ci --no-audit --no-fund && npm test
+	cd clients/node && npm test
 
 # The benchmark table (see bench/README.md); builds the Node client it measures.
 bench: build

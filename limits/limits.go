@@ -51,18 +51,40 @@ type Limits struct {
 }
 
 // Documented defaults. Every default is also within DefaultMaximums.
+//
+// They are chosen so that what the documented toolchains produce runs
+// without asking for more (measured with sandboxd's own compile child, on
+// the 2-core development machine; the table is in docs/protocol.md, "The
+// default limits, and the programs they fit"): C (wasi-libc) and Rust programs need a few MiB and a table of
+// under 200 elements; Go programs and Go PDK plugins (2-3 MB of wasm) 3
+// MiB of memory and tables of about 6,000 elements, and compile in 6 s;
+// the largest ordinary program measured, a JavaScript interpreter built
+// from github.com/dop251/goja for wasip1 (19 MB of wasm, 12,400
+// functions), starts with a table of 16,509 elements and 10.3 MiB of
+// memory, runs "1+1" in 12 MiB, and its compile takes 21-24 s of CPU,
+// 512-768 MiB of data, and 46-125 s of wall-clock time on the shared
+// machine at loads of 5-10 (at load 17 it got 16 s of CPU in 183 s).
 const (
-	DefaultFuel          = 100_000_000
-	DefaultTimeout       = time.Second
-	DefaultMemoryBytes   = 16 << 20
-	DefaultTableElements = 10_000
+	DefaultFuel        = 100_000_000
+	DefaultTimeout     = time.Second
+	DefaultMemoryBytes = 16 << 20
+	// DefaultTableElements holds a Go program six times goja's size (Go
+	// tables have about 1.3 elements per function); table storage counts
+	// against MemoryBytes too, 8 bytes per element (800 KB at this cap).
+	DefaultTableElements = 100_000
 	DefaultInstances     = 1
 	DefaultMemories      = 1
 	DefaultLogBytes      = 1 << 20
 	DefaultOutputBytes   = 1 << 20
 
-	DefaultCompileTimeout     = 30 * time.Second
-	DefaultCompileMemoryBytes = 1 << 30
+	// DefaultCompileTimeout lets goja's compile finish on a machine whose
+	// cores are shared 5 ways (125 s measured); a module is compiled once
+	// and cached. It is wall-clock time: no wall-clock default holds at
+	// any load.
+	DefaultCompileTimeout = 3 * time.Minute
+	// DefaultCompileMemoryBytes is about three times what goja's compile
+	// needs.
+	DefaultCompileMemoryBytes = 2 << 30
 )
 
 // WasmPageSize is the size of one wasm linear-memory page.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -379,10 +380,15 @@ func (s *Server) dispatch(req request) (exit bool) {
 		if hook, ok := testMethods[req.method]; ok {
 			hook()
 		}
-		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %s", protocol.Quote(req.method)))
+		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %s (methods: %s)", protocol.Quote(req.method), requestMethods))
 	}
 	return false
 }
+
+// requestMethods lists the methods a request may name, for -32601's
+// message (as an unknown field's message lists the fields).
+var requestMethods = strings.Join([]string{MethodInitialize, MethodRun, MethodCompile, protocol.MethodInstantiate,
+	protocol.MethodCall, protocol.MethodRelease, MethodStats, MethodShutdown}, ", ")
 
 func (s *Server) countRequest() {
 	s.mu.Lock()

@@ -440,8 +440,8 @@ func TestServerInitialize(t *testing.T) {
 				t.Errorf("capabilities %+v", r.Capabilities)
 			}
 			wantDef := map[string]uint64{"fuel": 100000000, "timeoutMs": 1000, "memoryBytes": 16777216,
-				"tableElements": 10000, "instances": 1, "memories": 1, "logBytes": 1048576, "outputBytes": 1048576,
-				"compileTimeoutMs": 30000, "compileMemoryBytes": 1 << 30}
+				"tableElements": 100000, "instances": 1, "memories": 1, "logBytes": 1048576, "outputBytes": 1048576,
+				"compileTimeoutMs": 180000, "compileMemoryBytes": 2 << 30}
 			wantMax := map[string]uint64{"fuel": 1125899906842624, "timeoutMs": 600000, "memoryBytes": 4294967296,
 				"tableElements": 10000000, "instances": 16, "memories": 16, "logBytes": 67108864, "outputBytes": 67108864,
 				"compileTimeoutMs": 300000, "compileMemoryBytes": 4 << 30}
@@ -574,7 +574,7 @@ func TestServerCompile(t *testing.T) {
 	wantError(t, m, rpc.CodeInvalidParams, "function: unknown field")
 	h.request(`4`, "nosuchmethod", nil)
 	m, _ = h.response(`4`)
-	wantError(t, m, rpc.CodeMethodNotFound, "nosuchmethod")
+	wantError(t, m, rpc.CodeMethodNotFound, `unknown method "nosuchmethod" (methods: initialize, run, compile, instantiate, call, release, stats, shutdown)`)
 }
 
 func TestServerRunErrorKinds(t *testing.T) {

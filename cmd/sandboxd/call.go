@@ -10,9 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
@@ -27,20 +25,6 @@ const maxCLIInputBytes = 64 << 20
 // exits 10; a fence or another failure exits with its kind's code.
 func callMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd call", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: sandboxd call FILE FUNCTION [--input TEXT | --input-file F] [--config K=V]... [--allow-wasi] [--allow-log] [--loop N] [flags]
-
-Calls an Extism plugin function (a module importing extism:host/env) and
-writes the bytes it outputs to stdout, unchanged. With --loop N the same
-instance is called N times (vars persist between the calls); when N > 1
-each output is followed by a newline (with N = 1 the bytes are exactly the
-output, as without --loop). Log lines ([guest log] LEVEL: line) and the
-plugin's WASI stdout and stderr go to stderr. Exit codes as for sandboxd
-run, and 10 for a plugin error (the plugin's message is printed on stderr).
-Flags:`)
-		fs.PrintDefaults()
-	}
-	def := limits.Defaults()
 	input := fs.String("input", "", "the input, as text")
 	inputFile := fs.String("input-file", "", "read the input bytes from this file (at most 64 MiB)")
 	var configs multiFlag
@@ -48,13 +32,13 @@ Flags:`)
 	allowWASI := fs.Bool("allow-wasi", false, "grant WASI preview1 (plugins built with the Go PDK need it)")
 	allowLog := fs.Bool("allow-log", false, "grant the log functions (log_info … and host::log)")
 	loop := fs.Int("loop", 1, "call the function this many times on the same instance")
-	fuel := fs.Uint64("fuel", def.Fuel, "fuel budget of each call (instructions)")
-	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline of each call in milliseconds")
-	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB for the instance's life (the plugin's memory and the kernel's together)")
-	logBytes := fs.Uint64("log-bytes", def.LogBytes, "guest log bytes kept per call")
-	outputBytes := fs.Uint64("output-bytes", def.OutputBytes, "bytes of each call's output kept (and of WASI stdout and stderr); the rest is dropped")
-	compileTimeoutMs := fs.Uint64("compile-timeout-ms", uint64(def.CompileTimeout/time.Millisecond), "compile deadline in milliseconds")
-	compileMemoryMB := fs.Uint64("compile-memory-mb", def.CompileMemoryBytes>>20, "compile memory limit in MiB (the compile process's data size)")
+	readLimits := cliLimitFlags(fs, map[string]string{
+		"fuel":         "fuel budget of each call (instructions)",
+		"timeout-ms":   "wall-clock deadline of each call in milliseconds",
+		"memory-mb":    "memory cap in MiB for the instance's life (the plugin's memory and the kernel's, tables included)",
+		"log-bytes":    "guest log bytes kept per call",
+		"output-bytes": "bytes of each call's output kept (and of WASI stdout and stderr); the rest is dropped",
+	})
 	varBytes := fs.Uint64("var-bytes", sandbox.DefaultVarBytes, "cap on the plugin's vars (keys and values together)")
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
 	if !ok {
@@ -97,16 +81,9 @@ Flags:`)
 	if *varBytes == 0 || *varBytes > sandbox.MaxVarBytes {
 		return fail("--var-bytes: must be in [1, %d]", sandbox.MaxVarBytes)
 	}
-	l := def
-	l.Fuel, l.Timeout, l.MemoryBytes, l.LogBytes = *fuel, limits.Millis(*timeoutMs), mibBytes(*memoryMB), *logBytes
-	l.OutputBytes = *outputBytes
-	l.CompileTimeout, l.CompileMemoryBytes = limits.Millis(*compileTimeoutMs), mibBytes(*compileMemoryMB)
-	if err := l.Validate(limits.HardMaximums()); err != nil {
-		var fe *limits.FieldError
-		if errors.As(err, &fe) && fe.Field == "outputBytes" {
-			return fail("--output-bytes: %s", fe.Problem)
-		}
-		return fail("%s", cliLimitError(err))
+	l, err := readLimits()
+	if err != nil {
+		return fail("%v", err)
 	}
 	caps := sandbox.Capabilities{Log: *allowLog}
 	if *allowWASI {

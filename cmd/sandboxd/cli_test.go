@@ -460,18 +460,9 @@ func TestCLIUsageErrors(t *testing.T) {
 }
 
 // sandboxd [COMMAND] --help prints its usage to stdout and exits 0;
-// --version is the version command.
+// --version is the version command (TestCLIUsageStatuses has the rest).
 func TestCLIHelpAndVersion(t *testing.T) {
-	sandboxd := func(args ...string) cliResult {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, binPath, args...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: exitCode(err)}
-	}
+	sandboxd := func(args ...string) cliResult { t.Helper(); return sandboxdCLI(t, args...) }
 	for _, c := range []struct {
 		args []string
 		want string // in stdout
@@ -495,7 +486,7 @@ func TestCLIHelpAndVersion(t *testing.T) {
 			t.Errorf("sandboxd %s: want exit 0 and %q, got %s", arg, want, r)
 		}
 	}
-	for _, args := range [][]string{{"serve", "--bogus"}, {"run", "--bogus"}, {"bogus"}, {}} {
+	for _, args := range [][]string{{"serve", "--bogus"}, {"run", "--bogus"}} {
 		if r := sandboxd(args...); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "sandboxd") {
 			t.Errorf("sandboxd %s: want exit 1 with usage on stderr only, got %s", strings.Join(args, " "), r)
 		}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"strings"
 	"unicode"
@@ -55,6 +57,87 @@ var limitFlagNouns = map[string]string{"instances": "wasm instances per store"}
 // --max-instances bounds the live long-lived instances (instantiate), so
 // the maximum of the per-store instances limit is --max-store-instances.
 var renamedLimitFlags = map[string]string{"max-instances": "max-store-instances"}
+
+// cliLimit is how the one-shot commands (run, run --wasi, call) take a
+// limit: its flag, in the unit a shell user types (MiB for the byte
+// limits of memory, milliseconds for time).
+type cliLimit struct {
+	field string // its wire name in limits.Fields
+	flag  string
+	mib   bool // the flag counts MiB of a byte limit
+	usage string
+}
+
+// cliLimits gives every limit of limits.Fields a flag in every one-shot
+// command (TestEveryLimitHasAFlagInEveryCommand): a limit that one
+// command's guests cannot reach (log bytes of a WASI program, which has
+// no host::log) is still accepted and validated there, like a sidecar
+// request's.
+var cliLimits = []cliLimit{
+	{"fuel", "fuel", false, "fuel budget (instructions)"},
+	{"timeoutMs", "timeout-ms", false, "wall-clock deadline in milliseconds"},
+	{"memoryBytes", "memory-mb", true, "memory cap in MiB (all linear memories and table storage together)"},
+	{"tableElements", "table-elements", false, "cap on the elements of each table"},
+	{"instances", "instances", false, "cap on the wasm instances in the run's store"},
+	{"memories", "memories", false, "number of linear memories allowed"},
+	{"logBytes", "log-bytes", false, "total guest log bytes kept"},
+	{"outputBytes", "output-bytes", false, "bytes of a WASI program's stdout and of its stderr kept (each); the rest is dropped"},
+	{"compileTimeoutMs", "compile-timeout-ms", false, "compile deadline in milliseconds"},
+	{"compileMemoryBytes", "compile-memory-mb", true, "compile memory limit in MiB (the compile process's data size)"},
+}
+
+// cliLimitFlags registers the flags of cliLimits on fs, starting from
+// limits.Defaults(); usage replaces the usage of the flags it names
+// (sandboxd call's limits are each call's, or the instance's). The
+// function it returns reads the flags back into a validated Limits, or an
+// error naming the flag.
+func cliLimitFlags(fs *flag.FlagSet, usage map[string]string) func() (limits.Limits, error) {
+	def := limits.Defaults()
+	fields := map[string]limits.Field{}
+	for _, f := range limits.Fields {
+		fields[f.Name] = f
+	}
+	vals := make([]*uint64, len(cliLimits))
+	for i, c := range cliLimits {
+		v := fields[c.field].Get(def)
+		if c.mib {
+			v >>= 20
+		}
+		text := c.usage
+		if u, ok := usage[c.flag]; ok {
+			text = u
+		}
+		vals[i] = fs.Uint64(c.flag, v, text)
+	}
+	return func() (limits.Limits, error) {
+		l := def
+		for i, c := range cliLimits {
+			v := *vals[i]
+			if c.mib {
+				v = mibBytes(v)
+			}
+			fields[c.field].Set(&l, v)
+		}
+		if err := l.Validate(limits.HardMaximums()); err != nil {
+			return l, errors.New(cliLimitError(err))
+		}
+		return l, nil
+	}
+}
+
+// cliLimitError names the flag of a limit Validate refused: "--fuel:
+// must be > 0".
+func cliLimitError(err error) string {
+	var fe *limits.FieldError
+	if errors.As(err, &fe) {
+		for _, c := range cliLimits {
+			if c.field == fe.Field {
+				return fmt.Sprintf("--%s: %s", c.flag, fe.Problem)
+			}
+		}
+	}
+	return err.Error()
+}
 
 // parseInterspersed parses flags that may come before or after positional
 // arguments (flag.Parse alone stops at the first positional).

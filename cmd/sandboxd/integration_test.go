@@ -42,8 +42,8 @@ func TestSidecarInitialize(t *testing.T) {
 		t.Errorf("framing %q", res.Capabilities.Framing)
 	}
 	wantDefaults := map[string]uint64{"fuel": 100000000, "timeoutMs": 1000, "memoryBytes": 16777216,
-		"tableElements": 10000, "instances": 1, "memories": 1, "logBytes": 1048576, "outputBytes": 1048576,
-		"compileTimeoutMs": 30000, "compileMemoryBytes": 1 << 30, "varBytes": 1 << 20}
+		"tableElements": 100000, "instances": 1, "memories": 1, "logBytes": 1048576, "outputBytes": 1048576,
+		"compileTimeoutMs": 180000, "compileMemoryBytes": 2 << 30, "varBytes": 1 << 20}
 	wantMax := map[string]uint64{"fuel": 1125899906842624, "timeoutMs": 600000, "memoryBytes": 4294967296,
 		"tableElements": 10000000, "instances": 16, "memories": 16, "logBytes": 67108864, "outputBytes": 67108864,
 		"compileTimeoutMs": 300000, "compileMemoryBytes": 4 << 30, "varBytes": 64 << 20}

@@ -1,12 +1,15 @@
 // Command sandboxd runs untrusted WebAssembly under fuel, deadline and
 // memory fences.
 //
-//	sandboxd serve [flags]        the JSON-RPC sidecar on stdin/stdout
-//	sandboxd run FILE [flags]     one run, for shell users
-//	sandboxd call FILE FUNCTION   an Extism plugin function, output on stdout
-//	sandboxd version              (or --version)
+//	sandboxd serve [flags]                 the JSON-RPC sidecar on stdin/stdout
+//	sandboxd run FILE [flags]              one run, for shell users
+//	sandboxd run FILE --wasi [-- ARGS...]  a WASI program
+//	sandboxd call FILE FUNCTION            an Extism plugin function, output on stdout
+//	sandboxd completion bash|zsh|fish      a shell completion script
+//	sandboxd man                           the manual page
+//	sandboxd version                       (or --version)
 //
-// See README.md and docs/protocol.md.
+// See README.md and docs/protocol.md; commands.go lists the commands.
 package main
 
 import (
@@ -22,16 +25,11 @@ import (
 // version is reported by `sandboxd version` and the sidecar's initialize.
 const version = "0.1.0"
 
-const usage = `sandboxd runs untrusted WebAssembly under fuel, deadline and memory fences.
-
-Usage:
-  sandboxd serve [flags]                 serve JSON-RPC on stdin/stdout (see docs/protocol.md)
-  sandboxd run FILE [flags]              run one export of a .wasm or .wat file
-  sandboxd call FILE FUNCTION [flags]    call an Extism plugin function; its output goes to stdout
-  sandboxd version                       print the version (also --version)
-
-Run "sandboxd serve -h", "sandboxd run -h" or "sandboxd call -h" for their flags.
-`
+// exitNoCommand is the status of sandboxd without a command, or with one it
+// does not know: 2, as Go's flag package and most CLIs give a usage error.
+// (A command's own usage errors exit 1, the host kind's code: 2 is
+// fuel_exhausted for the commands that run a guest.)
+const exitNoCommand = 2
 
 func main() {
 	if sandbox.IsCompileChild() { // the engine's compile fence re-executes us
@@ -42,8 +40,8 @@ func main() {
 
 func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 1
+		fmt.Fprint(stdout, usage())
+		return exitNoCommand
 	}
 	switch args[0] {
 	case "serve":
@@ -55,36 +53,44 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runMain(args[1:], stdout, stderr)
 	case "call":
 		return callMain(args[1:], stdout, stderr) // call.go
+	case "completion":
+		return completionMain(args[1:], stdout, stderr) // completion.go
+	case "man":
+		return manMain(args[1:], stdout, stderr) // man.go
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "sandboxd %s (wasmtime-go %s)\n", version, wasmtimeVersion())
 		return 0
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	}
-	fmt.Fprintf(stderr, "sandboxd: unknown command %q\n\n%s", args[0], usage)
-	return 1
+	fmt.Fprintf(stderr, "sandboxd: unknown command %q\n\n%s", args[0], usage())
+	return exitNoCommand
 }
 
 // parseCommandLine parses a command's flags (before or after positional
 // arguments). -h or --help prints the command's usage to stdout and ends
-// the command with status 0; a bad flag prints the problem and the usage
-// to stderr and ends it with status 1. ok is false when the command must
-// end with status.
+// the command with status 0; a bad flag prints the problem and where the
+// flags are listed to stderr (a parent keeping the tail of a sidecar's
+// stderr keeps the problem) and ends it with status 1. ok is false when the command must
+// end with status. A *flagTable as stdout only takes fs (see flagsOf).
 func parseCommandLine(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (positional []string, status int, ok bool) {
-	printUsage := fs.Usage // flag.NewFlagSet sets a default
-	fs.Usage = func() {}   // printed below, on the stream that fits
+	if t, isTable := stdout.(*flagTable); isTable {
+		t.fs = fs
+		return nil, 0, false
+	}
+	fs.Usage = func() {} // printed below, on the stream that fits
 	fs.SetOutput(stderr)
 	positional, err := parseInterspersed(fs, args)
-	fs.Usage = printUsage
+	fs.Usage = func() { printCommandUsage(fs) }
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(stdout)
 		fs.Usage()
 		fs.SetOutput(stderr)
 		return nil, 0, false
-	case err != nil:
-		fs.Usage()
+	case err != nil: // the flag package printed the problem; the flags would bury it
+		fmt.Fprintf(stderr, "Run \"%s -h\" for its flags.\n", fs.Name())
 		return nil, exitUsage, false
 	}
 	return positional, 0, true

@@ -11,9 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"time"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/rpc"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
@@ -23,24 +21,11 @@ const exitUsage = 1
 
 func runMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sandboxd run FILE [--invoke NAME] [--arg V]... [flags]\n       sandboxd run FILE --wasi [flags] [-- ARGS...]   (a WASI program: sandboxd run --wasi -h)\n\nFILE is a .wasm or .wat file. Flags:")
-		fs.PrintDefaults()
-		fmt.Fprintln(fs.Output(), "\nExit codes: 0 ok, 1 host/usage error, 2 fuel_exhausted, 3 timeout, 4 memory_limit_exceeded,\n5 disallowed_import, 6 invalid_module, 7 export, 8 trap, 9 cancelled (SIGINT),\n10 plugin_error (sandboxd call), 11 compile_limit_exceeded.")
-	}
-	def := limits.Defaults()
 	invoke := fs.String("invoke", "run", "the export to call")
 	var argTexts multiFlag
 	fs.Var(&argTexts, "arg", "an argument, parsed by the export's parameter type (repeat for each; floats accept nan, inf, -inf, -0 and 0x<bits>)")
-	fuel := fs.Uint64("fuel", def.Fuel, "fuel budget (instructions)")
-	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline in milliseconds")
-	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB (all linear memories and table storage together)")
-	tableElems := fs.Uint64("table-elements", def.TableElements, "cap on the elements of each table")
-	memories := fs.Uint64("memories", def.Memories, "number of linear memories allowed")
-	logBytes := fs.Uint64("log-bytes", def.LogBytes, "total guest log bytes kept")
-	compileTimeoutMs := fs.Uint64("compile-timeout-ms", uint64(def.CompileTimeout/time.Millisecond), "compile deadline in milliseconds")
-	compileMemoryMB := fs.Uint64("compile-memory-mb", def.CompileMemoryBytes>>20, "compile memory limit in MiB (the compile process's data size)")
+	fs.Bool("wasi", false, "run a WASI preview1 program instead: its flags are listed by sandboxd run --wasi -h")
+	readLimits := cliLimitFlags(fs, nil)
 	allowLog := fs.Bool("allow-log", false, "grant host::log")
 	seed := fs.String("seed", "", "grant host::random, seeded with this unsigned integer")
 	allowClock := fs.Bool("allow-clock", false, "grant host::now_ns")
@@ -54,12 +39,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	l := def
-	l.Fuel, l.Timeout, l.MemoryBytes = *fuel, limits.Millis(*timeoutMs), mibBytes(*memoryMB)
-	l.TableElements, l.Memories, l.LogBytes = *tableElems, *memories, *logBytes
-	l.CompileTimeout, l.CompileMemoryBytes = limits.Millis(*compileTimeoutMs), mibBytes(*compileMemoryMB)
-	if err := l.Validate(limits.HardMaximums()); err != nil {
-		fmt.Fprintf(stderr, "sandboxd run: %s\n", cliLimitError(err))
+	l, err := readLimits()
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd run: %v\n", err)
 		return exitUsage
 	}
 	caps := sandbox.Capabilities{Log: *allowLog, Clock: *allowClock}
@@ -116,17 +98,6 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return out.failure(err)
 	}
 	return out.success(mod, res)
-}
-
-func cliLimitError(err error) string {
-	var fe *limits.FieldError
-	if errors.As(err, &fe) {
-		name := map[string]string{"timeoutMs": "--timeout-ms", "memoryBytes": "--memory-mb", "tableElements": "--table-elements",
-			"logBytes": "--log-bytes", "fuel": "--fuel", "memories": "--memories", "instances": "--instances",
-			"compileTimeoutMs": "--compile-timeout-ms", "compileMemoryBytes": "--compile-memory-mb"}[fe.Field]
-		return name + ": " + fe.Problem
-	}
-	return err.Error()
 }
 
 // logPrinter prints guest log lines, escaped, through a printQueue:

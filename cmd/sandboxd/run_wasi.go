@@ -9,10 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"time"
 
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
@@ -22,13 +21,18 @@ import (
 const maxCLIStdinBytes = 64 << 20
 
 // wantsWASI says whether a `sandboxd run` command line asks for WASI
-// (--wasi before any "--").
+// (--wasi before any "--", or --wasi=V for any true V the flag package
+// reads: run's own --wasi flag only lists the mode in -h).
 func wantsWASI(args []string) bool {
 	for _, a := range args {
-		switch a {
-		case "--":
+		if a == "--" {
 			return false
-		case "--wasi", "-wasi", "--wasi=true", "-wasi=true":
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if name != "wasi" || !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if on, err := strconv.ParseBool(value); !hasValue || (err == nil && on) {
 			return true
 		}
 	}
@@ -49,34 +53,15 @@ func runWASIMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	fs := flag.NewFlagSet("sandboxd run --wasi", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: sandboxd run FILE --wasi [--env K=V]... [--dir HOST[:GUEST][:rw]]... [--file GUEST=HOSTFILE]... [flags] [-- ARGS...]
-
-Runs a WASI preview1 program (docs/wasi.md). Its argv is the file's base name
-and ARGS; its environment exactly the --env pairs; its stdin this command's
-stdin (read to the end first, at most 64 MiB); its stdout and stderr this
-command's, unchanged, as it writes them. --dir preopens a host directory at
-GUEST (default: HOST as given), read-only unless :rw; --file makes HOSTFILE's
-bytes a read-only file at the absolute path GUEST. The exit status is the
-guest's exit code, or for a failure its kind's code (see sandboxd run -h).
-Flags:`)
-		fs.PrintDefaults()
-	}
-	def := limits.Defaults()
 	fs.Bool("wasi", true, "grant WASI preview1 (this mode)")
 	invoke := fs.String("invoke", "", "the export to call (default _start)")
 	var envs, dirs, files multiFlag
 	fs.Var(&envs, "env", "an environment variable NAME=VALUE (repeat for each)")
 	fs.Var(&dirs, "dir", "preopen HOST[:GUEST][:rw] (repeat for each)")
 	fs.Var(&files, "file", "a read-only file GUEST=HOSTFILE (repeat for each)")
-	fuel := fs.Uint64("fuel", def.Fuel, "fuel budget (instructions)")
-	timeoutMs := fs.Uint64("timeout-ms", uint64(def.Timeout/time.Millisecond), "wall-clock deadline in milliseconds")
-	memoryMB := fs.Uint64("memory-mb", def.MemoryBytes>>20, "memory cap in MiB (all linear memories together)")
+	readLimits := cliLimitFlags(fs, nil)
 	maxOpenFiles := fs.Int("max-open-files", sandbox.DefaultMaxOpenFiles, "host descriptors the guest may hold, preopens included (past it path_open gets EMFILE)")
-	outputBytes := fs.Uint64("output-bytes", def.OutputBytes, "bytes of stdout and of stderr kept (each); the rest is dropped")
 	seed := fs.String("seed", "", "make random_get deterministic, seeded with this unsigned integer")
-	compileTimeoutMs := fs.Uint64("compile-timeout-ms", uint64(def.CompileTimeout/time.Millisecond), "compile deadline in milliseconds")
-	compileMemoryMB := fs.Uint64("compile-memory-mb", def.CompileMemoryBytes>>20, "compile memory limit in MiB (the compile process's data size)")
 	asJSON := fs.Bool("json", false, "print one JSON object, the sidecar's run result (stdout and stderr inside it) or {\"error\": ...}, instead of passing the output through")
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
 	if !ok {
@@ -89,15 +74,9 @@ Flags:`)
 	if len(positional) != 1 {
 		return fail("give exactly one FILE (.wasm or .wat)")
 	}
-	l := def
-	l.Fuel, l.Timeout, l.MemoryBytes, l.OutputBytes = *fuel, limits.Millis(*timeoutMs), mibBytes(*memoryMB), *outputBytes
-	l.CompileTimeout, l.CompileMemoryBytes = limits.Millis(*compileTimeoutMs), mibBytes(*compileMemoryMB)
-	if err := l.Validate(limits.HardMaximums()); err != nil {
-		var fe *limits.FieldError
-		if errors.As(err, &fe) && fe.Field == "outputBytes" {
-			return fail("--output-bytes: %s", fe.Problem)
-		}
-		return fail("%s", cliLimitError(err))
+	l, err := readLimits()
+	if err != nil {
+		return fail("%v", err)
 	}
 	grant := &sandbox.WASI{Argv0: guestArgv0(positional[0]), Args: guestArgs, Env: map[string]string{}}
 	for _, kv := range envs {

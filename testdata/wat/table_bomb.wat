@@ -1,6 +1,6 @@
 ;; table_bomb.wat - grows a table instead of memory.
 ;; Attacks: host memory through table elements: table.grow by 100000.
-;; Fence: the table cap (tableElements, default 10000): table.grow returns -1.
+;; Fence: the table cap (tableElements, default 100000; 1 + 100000 is past it): table.grow returns -1.
 ;; Expected: kind table (the `unreachable` after the denied grow is attributed
 ;;           to the table cap); the table stays at 1 element.
 (module

@@ -1,7 +1,8 @@
 /**
- * Finding the `sandboxd` binary: an explicit path, `$SANDBOXD_BIN`, `PATH`,
- * then `bin/sandboxd` of the sandboxd checkout this package (or the current
- * directory) is in.
+ * Finding the `sandboxd` binary: an explicit path, `$SANDBOXD_BIN`, the
+ * binary this package carries (`npm pack` puts it in the package's `bin/`),
+ * `PATH`, then `bin/sandboxd` of the sandboxd checkout this package (or the
+ * current directory) is in.
  *
  * @module
  */
@@ -13,7 +14,16 @@ import { SidecarError } from "./errors.js";
 
 /** The hint every "binary not found" error carries. */
 export const BUILD_HINT =
-  "build it with `make build` in the sandboxd repository (needs Go and gcc), then pass { binary }, set SANDBOXD_BIN, or put it on PATH (`make install`)";
+  "build it with `make build` in the sandboxd repository (needs Go and gcc), then pass { binary }, set SANDBOXD_BIN, or put it on PATH (`make install`); `npm install <checkout>/clients/node` (or the tarball `npm pack` makes there) installs a package that finds or carries it";
+
+/** Where a package made by `npm pack` keeps the binary it carries (with what `make build` puts next to it). */
+export const bundleDir: string = join(dirname(dirname(fileURLToPath(import.meta.url))), "bin");
+
+/** The binary this package carries, if it does (a package linked from a checkout does not). */
+export function bundledBinary(dir: string = bundleDir): string | undefined {
+  const candidate = join(dir, "sandboxd");
+  return isExecutableFile(candidate) ? candidate : undefined;
+}
 
 /** The module path in a sandboxd checkout's go.mod. */
 const GO_MODULE = "github.com/sandboxd/sandboxd";
@@ -85,13 +95,14 @@ export function checkoutRoots(): string[] {
 
 /**
  * Finds the sidecar binary: `explicit` (a path, or a bare name searched on
- * PATH), else `$SANDBOXD_BIN`, else `sandboxd` on PATH, else `bin/sandboxd`
- * of the sandboxd checkout that holds this package or the current directory
- * (see {@link findCheckout}). A configured path that is not executable is an
+ * PATH), else `$SANDBOXD_BIN`, else the binary this package carries (in
+ * `bundle`), else `sandboxd` on PATH, else `bin/sandboxd` of the sandboxd
+ * checkout that holds this package or the current directory (see
+ * {@link findCheckout}). A configured path that is not executable is an
  * error, not a fall-through. Throws a {@link SidecarError} (reason
  * `missing`) naming every place it looked and how to build the binary.
  */
-export function findBinary(explicit?: string, roots: string[] = checkoutRoots()): string {
+export function findBinary(explicit?: string, roots: string[] = checkoutRoots(), bundle: string = bundleDir): string {
   let wanted: string;
   let from: string;
   if (explicit !== undefined && explicit !== "") {
@@ -101,7 +112,7 @@ export function findBinary(explicit?: string, roots: string[] = checkoutRoots())
     wanted = process.env["SANDBOXD_BIN"];
     from = "$SANDBOXD_BIN";
   } else {
-    return findDefault(roots);
+    return findDefault(roots, bundle);
   }
   const looksLikePath = isAbsolute(wanted) || wanted.includes("/") || wanted.includes(sep);
   if (looksLikePath) {
@@ -118,9 +129,9 @@ export function findBinary(explicit?: string, roots: string[] = checkoutRoots())
   });
 }
 
-function findDefault(roots: string[]): string {
-  const onPath = searchPath("sandboxd");
-  if (onPath !== undefined) return onPath;
+function findDefault(roots: string[], bundle: string): string {
+  const found = bundledBinary(bundle) ?? searchPath("sandboxd");
+  if (found !== undefined) return found;
   const checkouts: string[] = [];
   for (const start of roots) {
     const root = findCheckout(start);
@@ -134,7 +145,7 @@ function findDefault(roots: string[]): string {
       ? `the sandboxd checkout at ${checkouts.join(" or ")} has no bin/sandboxd`
       : `neither this package nor the current directory is inside a sandboxd checkout (looked above ${roots.join(" and ")})`;
   throw new SidecarError(
-    `sandboxd binary not found: $SANDBOXD_BIN is not set, there is no sandboxd on PATH, and ${where}; ${BUILD_HINT}`,
+    `sandboxd binary not found: $SANDBOXD_BIN is not set, this package carries none, there is no sandboxd on PATH, and ${where}; ${BUILD_HINT}`,
     { reason: "missing" },
   );
 }

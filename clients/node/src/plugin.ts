@@ -40,7 +40,7 @@ export interface Instantiated {
 }
 
 /**
- * A live instance of a module in the sidecar, from {@link Sidecar.plugin}.
+ * A live instance of a module in the sidecar, from {@link Sidecar.instantiate} (or its other name, {@link Sidecar.plugin}).
  * Calls run one at a time in the order they were made (the sidecar queues
  * them per instance); calls to different instances run concurrently.
  * Release it with {@link Plugin.release} or `await using`. It dies with
@@ -62,7 +62,7 @@ export class Plugin {
   private releasing: Promise<void> | undefined;
   private closedBy: string | undefined;
 
-  /** @internal Made by {@link Sidecar.plugin}. */
+  /** @internal Made by {@link Sidecar.instantiate}. */
   constructor(channel: PluginChannel, made: Instantiated) {
     this.channel = channel;
     this.id = made.instance;

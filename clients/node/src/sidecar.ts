@@ -194,13 +194,16 @@ export class Sidecar {
    * plugin) vars persist between calls. The instance lives in the sidecar
    * process and dies with it.
    *
+   * Any module can be instantiated; {@link Sidecar.plugin} is the same
+   * method by the name Extism users know.
+   *
    * @throws {TooManyInstances} the sidecar has its maximum of live instances.
    * @throws every run outcome of instantiation ({@link DisallowedImport},
    *   {@link InvalidModule}, {@link Timeout} in `_initialize`, …),
    *   {@link Cancelled} when `signal` aborts, {@link InvalidParams},
    *   {@link SidecarError}.
    */
-  async plugin(options: PluginOptions): Promise<Plugin> {
+  async instantiate(options: PluginOptions): Promise<Plugin> {
     const params = instantiateParams(options);
     const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput };
     const raw = await this.send(InstantiateRequest, params, state, options.signal);
@@ -226,6 +229,11 @@ export class Sidecar {
       exports: raw.exports,
       usage,
     });
+  }
+
+  /** {@link Sidecar.instantiate}: an Extism plugin (or any module) kept live for many calls. */
+  plugin(options: PluginOptions): Promise<Plugin> {
+    return this.instantiate(options);
   }
 
   /**

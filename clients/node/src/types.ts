@@ -234,7 +234,7 @@ export interface RunResult extends CallResult {
   moduleId: string;
 }
 
-/** Options of {@link Sidecar.plugin}: a module and what its instance is given for its life. */
+/** Options of {@link Sidecar.instantiate} (and {@link Sidecar.plugin}): a module and what its instance is given for its life. */
 export interface PluginOptions extends ModuleSource {
   /**
    * The instance's limits. `memoryBytes`, `tableElements`, `instances`,

@@ -193,7 +193,7 @@ describe("a missing binary", () => {
     assert.match(err.message, /\/nonexistent\/dir\/sandboxd/);
   });
 
-  it("nothing given: $SANDBOXD_BIN, then PATH, then the checkout's bin/", async () => {
+  it("nothing given: $SANDBOXD_BIN, then the binary the package carries, then PATH, then the checkout's bin/", async () => {
     const saved = { bin: process.env["SANDBOXD_BIN"], path: process.env["PATH"] };
     const tmp = mkdtempSync(join(tmpdir(), "sandboxd-lookup-"));
     const fakeCheckout = (name: string, module: string, binary: boolean): string => {
@@ -209,7 +209,7 @@ describe("a missing binary", () => {
       process.env["PATH"] = "/nonexistent-a:/nonexistent-b";
       const err = await rejection(Promise.resolve().then(() => findBinary(undefined, [tmp, "/"])));
       assert.ok(err instanceof SidecarError && err.reason === "missing", String(err));
-      for (const part of ["$SANDBOXD_BIN is not set", "no sandboxd on PATH", "inside a sandboxd checkout", tmp, BUILD_HINT]) {
+      for (const part of ["$SANDBOXD_BIN is not set", "this package carries none", "no sandboxd on PATH", "inside a sandboxd checkout", tmp, BUILD_HINT]) {
         assert.ok(err.message.includes(part), `${JSON.stringify(part)} missing from: ${err.message}`);
       }
 
@@ -235,6 +235,11 @@ describe("a missing binary", () => {
       process.env["SANDBOXD_BIN"] = "";
       process.env["PATH"] = `/nonexistent-a:${join(requireBinary(), "..")}`;
       assert.equal(findBinary(undefined, [repo]), resolve(binaryPath));
+      // the binary the package carries (npm pack's bin/) comes before PATH, after $SANDBOXD_BIN
+      const packed = join(fakeCheckout("packed", "example.com/none", true), "bin");
+      assert.equal(findBinary(undefined, [repo], packed), join(packed, "sandboxd"));
+      process.env["SANDBOXD_BIN"] = binaryPath;
+      assert.equal(findBinary(undefined, [repo], packed), resolve(binaryPath));
     } finally {
       if (saved.bin === undefined) delete process.env["SANDBOXD_BIN"];
       else process.env["SANDBOXD_BIN"] = saved.bin;

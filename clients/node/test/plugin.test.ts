@@ -235,12 +235,12 @@ describe("instances of a plain module", () => {
   });
   after(() => sb.close());
 
-  it("a second call sees the first call's global and memory writes", async () => {
-    await using p = await sb.plugin({ wat: STATEFUL, limits: callLimits });
+  it("a second call sees the first call's global and memory writes (sb.instantiate)", async () => {
+    await using p = await sb.instantiate({ wat: STATEFUL, limits: callLimits });
     assert.deepEqual((await p.call("add", undefined, { args: [5] })).values, [5]);
     assert.deepEqual((await p.call("add", undefined, { args: [10] })).values, [15]);
     assert.deepEqual((await p.call("calls")).values, [2]);
-    await using fresh = await sb.plugin({ wat: STATEFUL, limits: callLimits });
+    await using fresh = await sb.instantiate({ wat: STATEFUL, limits: callLimits });
     assert.deepEqual((await fresh.call("calls")).values, [0]);
   });
 

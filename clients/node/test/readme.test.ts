@@ -1,10 +1,11 @@
-// The package installs from a clean directory, and README.md's Node snippet
-// works as printed: it is extracted from README.md (so the README cannot
+// The package installs, linked from the checkout or as the tarball npm pack
+// makes, offline and with no install script, and README.md's Node snippets
+// work as printed: each is extracted from README.md (so the README cannot
 // drift), run against the real binary found the way a user's would be, and
 // what it prints is compared with the README's output block.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join, resolve } from "node:path";
 import { describe, it } from "node:test";
@@ -101,39 +102,73 @@ describe("README.md", () => {
   it("the plugin Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("plugin-node", repoDir));
 });
 
-describe("npm install <dir>", () => {
-  it("builds the package from a clean copy (prepare) and it runs", async () => {
-    const binary = requireBinary();
-    const root = mkdtempSync(join(tmpdir(), "sandboxd-install-"));
+/** npm, as the running `npm test` was started (its CLI through this node), or npm on PATH. */
+function npm(args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<{ stdout: string; stderr: string }> {
+  const npmCli = process.env["npm_execpath"];
+  const [cmd, pre] = npmCli ? [process.execPath, [npmCli]] : ["npm", []];
+  return exec(cmd, [...pre, ...args], { cwd, env, timeout: 600_000, maxBuffer: 16 << 20 });
+}
+
+/** Fails on any npm warning (npm 11 warns on stderr, e.g. about install scripts). */
+function assertNoWarning(what: string, out: { stdout: string; stderr: string }): void {
+  assert.doesNotMatch(out.stdout + out.stderr, /warn/i, `${what} warned:\n${out.stdout}${out.stderr}`);
+}
+
+/**
+ * In a fresh project outside the checkout: installs `spec` offline with no
+ * warning, runs README.md's Node snippet there (printing also which binary
+ * the client found) and `npx sandboxd version`; returns that binary.
+ */
+async function installAndRun(spec: string): Promise<string> {
+  const dir = project("sandboxd-consumer-");
+  try {
+    assertNoWarning("npm install", await npm(["install", "--offline", "--no-audit", "--no-fund", spec], dir));
+    writeFileSync(join(dir, "example.mjs"), readmeBlock("snippet: node") + 'console.log((await import("sandboxd")).findBinary());\n');
+    const { stdout } = await exec(process.execPath, ["example.mjs"], { cwd: dir, env: userEnv(), timeout: 60_000 });
+    const lines = stdout.split("\n");
+    const used = lines.at(-2)!;
+    assert.equal(lines.slice(0, -2).join("\n") + "\n", readmeBlock("output: node"));
+    const version = await npm(["exec", "--offline", "--", "sandboxd", "version"], dir, userEnv());
+    assert.match(version.stdout, /^sandboxd 0\.1\.0 \(wasmtime-go v[0-9.]+\)\n$/);
+    assertNoWarning("npx sandboxd", version);
+    return used;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe("installing the package", () => {
+  it("has no script npm runs when it installs the package (npm 11 warns about those)", () => {
+    const scripts = JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8")).scripts ?? {};
+    for (const name of ["preinstall", "install", "postinstall", "prepublish", "preprepare", "prepare", "postprepare"]) {
+      assert.equal(scripts[name], undefined, `package.json has a ${name} script`);
+    }
+  });
+
+  it("npm install <checkout>/clients/node: a link, offline, no warning; the client and npx use the checkout's binary", async () => {
+    const binary = resolve(requireBinary());
+    assert.ok(existsSync(join(packageDir, "dist", "index.js")), "dist/ is built by make build");
+    assert.equal(await installAndRun(packageDir), resolve(repoDir, "bin", "sandboxd"));
+    assert.equal(resolve(repoDir, "bin", "sandboxd"), binary);
+  });
+
+  it("npm pack: the tarball carries dist/, the binary and vscode-jsonrpc, and installs offline with no warning", async () => {
+    requireBinary();
+    const out = mkdtempSync(join(tmpdir(), "sandboxd-pack-"));
     try {
-      // the package's files as a clean checkout has them: no node_modules, no dist
-      const pkg = join(root, "pkg");
-      for (const f of ["package.json", "package-lock.json", ".npmrc", "tsconfig.json", "README.md", "src", "scripts"]) {
-        cpSync(join(packageDir, f), join(pkg, f), { recursive: true });
+      const packed = await npm(["pack", "--pack-destination", out], packageDir);
+      assert.ok(!existsSync(join(packageDir, "bin")), "postpack left the copy of bin/ in the package");
+      const tarball = join(out, packed.stdout.trim().split("\n").at(-1)!);
+      const { stdout: listing } = await exec("tar", ["tzvf", tarball], { maxBuffer: 16 << 20 });
+      for (const want of [/^-rwxr-xr-x .* package\/bin\/sandboxd$/m, /package\/dist\/index\.js$/m, /package\/sandboxd\.sh$/m,
+        /package\/node_modules\/vscode-jsonrpc\/package\.json$/m]) {
+        assert.match(listing, want);
       }
-      const consumer = project("sandboxd-consumer-");
-      try {
-        const npmCli = process.env["npm_execpath"];
-        const [cmd, pre] = npmCli ? [process.execPath, [npmCli]] : ["npm", []];
-        await exec(cmd, [...pre, "install", "--prefer-offline", "--no-audit", "--no-fund", pkg], {
-          cwd: consumer,
-          timeout: 240_000,
-        });
-        assert.ok(existsSync(join(pkg, "dist", "index.js")), "prepare did not build dist/");
-        const program = `
-          import { Sidecar } from "sandboxd";
-          const sb = await Sidecar.spawn({ binary: ${JSON.stringify(binary)} });
-          const r = await sb.run({ wat: '(module (func (export "add") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))', function: "add", args: [2, 40] });
-          console.log(r.values[0]);
-          await sb.close();`;
-        writeFileSync(join(consumer, "check.mjs"), program);
-        const { stdout } = await exec(process.execPath, ["check.mjs"], { cwd: consumer, timeout: 30_000 });
-        assert.equal(stdout.trim(), "42");
-      } finally {
-        rmSync(consumer, { recursive: true, force: true });
-      }
+      const used = await installAndRun(tarball);
+      assert.match(used, /\/node_modules\/sandboxd\/bin\/sandboxd$/);
+      assert.ok(!used.startsWith(repoDir), used);
     } finally {
-      rmSync(root, { recursive: true, force: true });
+      rmSync(out, { recursive: true, force: true });
     }
   });
 });

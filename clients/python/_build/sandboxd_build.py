@@ -5,9 +5,20 @@ package too, and pip installs build requirements from PyPI into an
 isolated environment. Where PyPI is out of reach (this project's machines,
 many CI sandboxes) ``pip install ./clients/python`` would then fail. This
 backend requires nothing, so pip's isolated build environment stays empty
-and the install works offline. The package is pure Python: a wheel is a zip
-of ``src/sandboxd`` plus three metadata files (PEP 427, PEP 566), and an
-editable install is a wheel holding one ``.pth`` file (PEP 660).
+and the install works offline. A wheel is a zip of ``src/sandboxd`` plus
+three metadata files (PEP 427, PEP 566), and an editable install is a wheel
+holding one ``.pth`` file (PEP 660).
+
+The wheel carries the sandboxd binary, as ruff's and uv's carry theirs: a
+copy of the checkout's ``bin/`` directory (the binary and whatever ``make
+build`` puts next to it) as ``sandboxd/bin/``, which the client runs before
+looking anywhere else. ``make binary`` in the checkout (this package's
+``../..``) brings ``bin/sandboxd`` up to date first (a second or so when it
+is), so the wheel never carries a stale build; where make or Go is missing
+an existing ``bin/sandboxd`` is taken as it is. Because it holds a native
+program, the wheel is tagged for this platform (``py3-none-linux_x86_64``),
+not ``any``. An editable install carries no binary: the client then finds
+the checkout's ``bin/sandboxd`` itself.
 
 Metadata comes from pyproject.toml's ``[project]`` table: read with tomllib
 where it exists (3.11+), else with :func:`_read_project_table`, which
@@ -21,6 +32,11 @@ import hashlib
 import io
 import os
 import re
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
 import tarfile
 import time
 import zipfile
@@ -30,6 +46,12 @@ from typing import Dict, List, Optional, Tuple
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "sandboxd"
 SOURCE = ROOT / "src" / PACKAGE
+
+#: The module path in a sandboxd checkout's go.mod.
+GO_MODULE = "github.com/sandboxd/sandboxd"
+
+#: A file of a wheel: its path in the zip, its bytes, its mode.
+WheelFile = Tuple[str, bytes, int]
 
 #: Zip entries need a timestamp; a fixed one makes builds reproducible.
 _EPOCH = time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH", "315532800")))[:6]
@@ -79,34 +101,80 @@ def metadata() -> str:
     return "\n".join(lines) + "\n\n" + (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def _package_files() -> List[Tuple[str, bytes]]:
+def _package_files() -> List[WheelFile]:
     files = []
     for path in sorted(SOURCE.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            files.append((path.relative_to(SOURCE.parent).as_posix(), path.read_bytes()))
+            files.append((path.relative_to(SOURCE.parent).as_posix(), path.read_bytes(), 0o644))
     return files
 
 
-def _write_wheel(directory: str, files: List[Tuple[str, bytes]]) -> str:
+def checkout() -> Optional[Path]:
+    """The sandboxd checkout this package is in (``../..``, whose go.mod
+    declares the module), or None: an unpacked sdist is in none."""
+    root = ROOT.parent.parent
+    try:
+        for line in (root / "go.mod").read_text(encoding="utf-8").splitlines():
+            fields = line.split()
+            if fields[:1] == ["module"]:
+                return root if fields[1:2] == [GO_MODULE] else None
+    except OSError:
+        pass
+    return None
+
+
+def bundle_files() -> List[WheelFile]:
+    """The checkout's ``bin/`` as ``sandboxd/bin/``, after ``make binary``
+    has brought ``bin/sandboxd`` up to date."""
+    root = checkout()
+    if root is None:
+        raise RuntimeError("the sandboxd wheel carries the sandboxd binary, built in a sandboxd checkout: build it "
+                           "from the checkout's clients/python (pip install <checkout>/clients/python), not from "
+                           "an sdist")
+    binary = root / "bin" / "sandboxd"
+    if shutil.which("make") and shutil.which(os.environ.get("GO", "go")):
+        proc = subprocess.run(["make", "-C", str(root), "binary"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if proc.returncode != 0:
+            raise RuntimeError("`make binary` in %s failed (it needs Go and gcc):\n%s"
+                               % (root, proc.stdout.decode("utf-8", "replace")[-4000:]))
+    elif not os.access(str(binary), os.X_OK):
+        raise RuntimeError("%s is missing and there is no make and Go to build it with" % binary)
+    else:
+        print("sandboxd_build: no make or Go here: the wheel carries %s as it is" % binary, file=sys.stderr)
+    files = []
+    for path in sorted((root / "bin").rglob("*")):
+        if path.is_file():
+            mode = 0o755 if os.access(str(path), os.X_OK) else 0o644
+            files.append(("%s/bin/%s" % (PACKAGE, path.relative_to(root / "bin").as_posix()), path.read_bytes(), mode))
+    return files
+
+
+def platform_tag() -> str:
+    """This platform's wheel tag (PEP 425): linux_x86_64, macosx_14_0_arm64."""
+    return re.sub(r"[-.]", "_", sysconfig.get_platform())
+
+
+def _write_wheel(directory: str, files: List[WheelFile], tag: str) -> str:
     p = project()
     dist = _dist_name(p)
     info = dist + ".dist-info"
+    wheel = "Wheel-Version: 1.0\nGenerator: sandboxd_build\nRoot-Is-Purelib: %s\nTag: %s\n" % (
+        "true" if tag.endswith("-any") else "false", tag)
     files = files + [
-        (info + "/METADATA", metadata().encode("utf-8")),
-        (info + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: sandboxd_build\n"
-                          b"Root-Is-Purelib: true\nTag: py3-none-any\n"),
+        (info + "/METADATA", metadata().encode("utf-8"), 0o644),
+        (info + "/WHEEL", wheel.encode("ascii"), 0o644),
     ]
     record = io.StringIO()
-    for name, data in files:
+    for name, data, _ in files:
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
         record.write("%s,sha256=%s,%d\n" % (name, digest, len(data)))
     record.write(info + "/RECORD,,\n")
-    files.append((info + "/RECORD", record.getvalue().encode("utf-8")))
-    filename = dist + "-py3-none-any.whl"
+    files.append((info + "/RECORD", record.getvalue().encode("utf-8"), 0o644))
+    filename = "%s-%s.whl" % (dist, tag)
     with zipfile.ZipFile(os.path.join(directory, filename), "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in files:
+        for name, data, mode in files:
             entry = zipfile.ZipInfo(name, _EPOCH)
-            entry.external_attr = 0o644 << 16
+            entry.external_attr = (stat.S_IFREG | mode) << 16  # pip keeps the executable bits of regular files
             entry.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(entry, data)
     return filename
@@ -129,14 +197,14 @@ def get_requires_for_build_editable(config_settings: Optional[dict] = None) -> L
 
 def build_wheel(wheel_directory: str, config_settings: Optional[dict] = None,
                 metadata_directory: Optional[str] = None) -> str:
-    return _write_wheel(wheel_directory, _package_files())
+    return _write_wheel(wheel_directory, _package_files() + bundle_files(), "py3-none-" + platform_tag())
 
 
 def build_editable(wheel_directory: str, config_settings: Optional[dict] = None,
                    metadata_directory: Optional[str] = None) -> str:
     """PEP 660: a wheel whose only module is a .pth putting src/ on sys.path."""
     pth = (str(SOURCE.parent) + "\n").encode("utf-8")
-    return _write_wheel(wheel_directory, [("_%s_editable.pth" % PACKAGE, pth)])
+    return _write_wheel(wheel_directory, [("_%s_editable.pth" % PACKAGE, pth, 0o644)], "py3-none-any")
 
 
 def build_sdist(sdist_directory: str, config_settings: Optional[dict] = None) -> str:
@@ -145,7 +213,7 @@ def build_sdist(sdist_directory: str, config_settings: Optional[dict] = None) ->
     members = [("PKG-INFO", metadata().encode("utf-8"))]
     for rel in ("pyproject.toml", "README.md", "_build/sandboxd_build.py"):
         members.append((rel, (ROOT / rel).read_bytes()))
-    members += [("src/" + name, data) for name, data in _package_files()]
+    members += [("src/" + name, data) for name, data, _ in _package_files()]
     with tarfile.open(os.path.join(sdist_directory, filename), "w:gz", format=tarfile.PAX_FORMAT) as tf:
         for name, data in members:
             entry = tarfile.TarInfo("%s/%s" % (dist, name))

@@ -536,6 +536,12 @@ class LifecycleTest(IntegrationTest):
         # The caller is blocked reading the sidecar's output for its own
         # answer: SIGINT interrupts that read, raises KeyboardInterrupt and
         # cancels the run; the sidecar keeps serving.
+        # Python raises KeyboardInterrupt only where SIGINT has its default
+        # handler: a test run started with & by a non-interactive shell (a
+        # CI job, `nohup make test &`) inherits SIGINT ignored, and Python
+        # then leaves it ignored. The test installs the handler it relies on.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
         sb = sandboxd.Sidecar(binary=self.BIN)
         self.addCleanup(sb.close)
         sb.run(wat=wat("well_behaved.wat"), function="add", args=[1, 2])

@@ -147,7 +147,8 @@ class RunParamsTest(unittest.TestCase):
 
 class BinaryLookupTest(unittest.TestCase):
     HINT = ("build it with `make build` in the sandboxd repository (needs Go and gcc), "
-            "then pass binary=..., set SANDBOXD_BIN, or put it on PATH (`make install`)")
+            "then pass binary=..., set SANDBOXD_BIN, or put it on PATH (`make install`); "
+            "`pip install <checkout>/clients/python` installs a package that carries it")
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="sandboxd-lookup-")
@@ -195,12 +196,23 @@ class BinaryLookupTest(unittest.TestCase):
                          os.path.join(repo, "bin", "sandboxd"))
         self.assertEqual(self.lookup(["/", os.path.join(repo, "clients")]), os.path.join(repo, "bin", "sandboxd"))
 
+    def test_bundled_binary_comes_before_path_and_checkout(self):
+        # what an installed wheel has: sandboxd/bin/sandboxd next to the package
+        bundle = os.path.join(self.checkout("wheel"), "bin")
+        repo = self.checkout("repo")
+        with mock.patch.object(_process, "BUNDLE_DIR", bundle):
+            self.assertEqual(self.lookup([repo], "/usr/bin/sandboxd"), os.path.join(bundle, "sandboxd"))
+            with mock.patch.dict(os.environ, {"SANDBOXD_BIN": "/usr/bin/true"}):
+                self.assertEqual(_process.find_binary(None), "/usr/bin/true")
+        with mock.patch.object(_process, "BUNDLE_DIR", os.path.join(self.tmp.name, "none")):
+            self.assertEqual(self.lookup([repo], "/usr/bin/sandboxd"), "/usr/bin/sandboxd")
+
     def test_not_found_names_every_place(self):
         with self.assertRaises(sandboxd.SidecarError) as cm:
             self.lookup([self.tmp.name, "/"])
         message = str(cm.exception)
-        for part in ("$SANDBOXD_BIN is not set", "no sandboxd on PATH", "inside a sandboxd checkout",
-                     self.tmp.name, self.HINT):
+        for part in ("$SANDBOXD_BIN is not set", "this package carries none", "no sandboxd on PATH",
+                     "inside a sandboxd checkout", self.tmp.name, self.HINT):
             self.assertIn(part, message)
 
     def test_checkout_without_binary_says_so(self):

@@ -247,7 +247,7 @@ class WatPluginTest(PluginTestCase):
 
 class InstanceTest(PluginTestCase):
     def test_stateful_plain_module(self):
-        with self.sb.plugin(wat=STATEFUL) as p:
+        with self.sb.instantiate(wat=STATEFUL) as p:  # plugin() by the protocol's name
             self.assertFalse(p.is_plugin)
             self.assertEqual(p.call("incr", args=[5]).values, [5])
             r = p.call("incr", args=[sandboxd.I64(7)])
@@ -427,7 +427,7 @@ class AsyncPluginTest(IntegrationTest):
                         await q.release()
 
                 # cancelling the awaiting task stops a running call and closes the instance
-                async with sb.plugin(wat=STATEFUL) as s:
+                async with sb.instantiate(wat=STATEFUL) as s:
                     task = asyncio.ensure_future(s.call("spin", timeout=WAIT, fuel=max_fuel))
                     for _ in range(WAIT * 100):
                         if (await sb.stats())["inFlight"] >= 1:

@@ -402,7 +402,15 @@ class AsyncSidecar:
         checked here, before anything is awaited. Cancelling the awaiting
         task cancels the instantiation (an instance made anyway is
         released)."""
-        opts = plugin_options(keywords, "plugin()")
+        return self._instantiate(keywords, "plugin()")
+
+    def instantiate(self, **keywords: Any) -> PluginOpening:
+        """:meth:`plugin` by the protocol's name, for any module (see
+        :meth:`sandboxd.Sidecar.instantiate`)."""
+        return self._instantiate(keywords, "instantiate()")
+
+    def _instantiate(self, keywords: Dict[str, Any], caller: str) -> PluginOpening:
+        opts = plugin_options(keywords, caller)
         params = instantiate_params(opts)
 
         async def open() -> AsyncPlugin:

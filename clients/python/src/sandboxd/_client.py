@@ -591,7 +591,16 @@ class Sidecar:
         lives in the sidecar process and dies with it. Ctrl-C while
         waiting cancels the instantiation.
         """
-        opts = plugin_options(keywords, "plugin()")
+        return self._instantiate(keywords, "plugin()")
+
+    def instantiate(self, **keywords: Any) -> Plugin:
+        """:meth:`plugin` by the protocol's name, for any module: an
+        instance that keeps its memory and globals between calls
+        (``p.call("add", args=[5])``). Same keywords, same errors."""
+        return self._instantiate(keywords, "instantiate()")
+
+    def _instantiate(self, keywords: Dict[str, Any], caller: str) -> Plugin:
+        opts = plugin_options(keywords, caller)
         params = instantiate_params(opts)
         conn = self._connection()
         call, out = conn.start("instantiate", params, opts.on_log, parse_instantiated, opts.on_output,

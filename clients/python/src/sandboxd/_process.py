@@ -16,7 +16,12 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from .errors import InvalidParams, SidecarError
 
 BUILD_HINT = ("build it with `make build` in the sandboxd repository (needs Go and gcc), "
-              "then pass binary=..., set SANDBOXD_BIN, or put it on PATH (`make install`)")
+              "then pass binary=..., set SANDBOXD_BIN, or put it on PATH (`make install`); "
+              "`pip install <checkout>/clients/python` installs a package that carries it")
+
+#: Where a wheel keeps the files it carries: the sandboxd binary and what
+#: `make build` puts next to it (a copy of the checkout's bin/).
+BUNDLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")
 
 #: How much of the sidecar's stderr is kept for error reports.
 STDERR_TAIL_BYTES = 4096
@@ -57,12 +62,20 @@ def checkout_roots() -> List[str]:
     return [os.path.dirname(os.path.abspath(__file__)), os.getcwd()]
 
 
+def bundled_binary() -> Optional[str]:
+    """The binary this package carries (an installed wheel has it; a
+    package used from its source tree does not)."""
+    path = os.path.join(BUNDLE_DIR, "sandboxd")
+    return path if _executable(path) else None
+
+
 def find_binary(binary: Optional[str]) -> str:
     """Resolve the sidecar executable: ``binary``, else $SANDBOXD_BIN, else
-    ``sandboxd`` on PATH, else ``bin/sandboxd`` of the sandboxd checkout
-    this package or the current directory is in (see :func:`find_checkout`).
-    A configured path that does not exist is an error (not a silent
-    fall-through, which would run some other build)."""
+    the binary this package carries, else ``sandboxd`` on PATH, else
+    ``bin/sandboxd`` of the sandboxd checkout this package or the current
+    directory is in (see :func:`find_checkout`). A configured path that
+    does not exist is an error (not a silent fall-through, which would run
+    some other build)."""
     if binary is not None:
         candidate, source = os.fspath(binary), "binary=%r" % (binary,)
     elif os.environ.get("SANDBOXD_BIN"):
@@ -81,9 +94,16 @@ def find_binary(binary: Optional[str]) -> str:
 
 
 def _find_default() -> str:
-    found = shutil.which("sandboxd")
+    found = bundled_binary() or shutil.which("sandboxd")
     if found is not None:
         return found
+    return checkout_binary()
+
+
+def checkout_binary() -> str:
+    """``bin/sandboxd`` of the checkout this package or the current
+    directory is in; a SidecarError naming where it looked if there is
+    none."""
     roots = checkout_roots()
     checkouts: List[str] = []
     for start in roots:
@@ -99,8 +119,8 @@ def _find_default() -> str:
     else:
         where = ("neither this package nor the current directory is inside a sandboxd checkout "
                  "(looked above %s)" % " and ".join(roots))
-    raise SidecarError("the sandboxd binary was not found: $SANDBOXD_BIN is not set, there is no sandboxd "
-                       "on PATH, and %s; %s" % (where, BUILD_HINT))
+    raise SidecarError("the sandboxd binary was not found: $SANDBOXD_BIN is not set, this package carries "
+                       "none, there is no sandboxd on PATH, and %s; %s" % (where, BUILD_HINT))
 
 
 def sidecar_argv(binary: str, args: Sequence[str], max_concurrency: Optional[int]) -> List[str]:
