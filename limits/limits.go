@@ -65,7 +65,13 @@ type Limits struct {
 // 512-768 MiB of data, and 46-125 s of wall-clock time on the shared
 // machine at loads of 5-10 (at load 17 it got 16 s of CPU in 183 s).
 const (
-	DefaultFuel        = 100_000_000
+	// DefaultFuel is the default maximum's (2^50, weeks of compute): the
+	// deadline is the fence a run meets unless it asks for fuel. Fuel is
+	// the deterministic fence (the same count on every machine), so it is
+	// for those who want one; at about 1.3 G fuel a second, a budget of
+	// 100 M stopped a run after 0.08 s, long before a deadline of
+	// seconds that was all its caller had asked for.
+	DefaultFuel        = 1 << 50
 	DefaultTimeout     = time.Second
 	DefaultMemoryBytes = 16 << 20
 	// DefaultTableElements holds a Go program six times goja's size (Go

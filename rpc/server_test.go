@@ -439,7 +439,7 @@ func TestServerInitialize(t *testing.T) {
 				r.Capabilities.Framing != string(framing) {
 				t.Errorf("capabilities %+v", r.Capabilities)
 			}
-			wantDef := map[string]uint64{"fuel": 100000000, "timeoutMs": 1000, "memoryBytes": 16777216,
+			wantDef := map[string]uint64{"fuel": 1 << 50, "timeoutMs": 1000, "memoryBytes": 16777216,
 				"tableElements": 100000, "instances": 1, "memories": 1, "logBytes": 1048576, "outputBytes": 1048576,
 				"compileTimeoutMs": 180000, "compileMemoryBytes": 2 << 30}
 			wantMax := map[string]uint64{"fuel": 1125899906842624, "timeoutMs": 600000, "memoryBytes": 4294967296,

@@ -338,3 +338,35 @@ func TestInvalidModulesStayInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestFuelBoundaryIsExact: a call that needs more fuel than its budget is
+// fuel_exhausted, even when it ends between two of wasmtime's fuel checks
+// (function entries and loop headers): add needs 4 and fib(10) 182. Before,
+// --fuel 3 ran add and reported 3 consumed, and fib(10) ran with 180.
+func TestFuelBoundaryIsExact(t *testing.T) {
+	m := compileFixture(t, "well_behaved")
+	for _, c := range []struct {
+		fn   string
+		arg  []sandbox.Value
+		need uint64
+	}{
+		{"add", []sandbox.Value{sandbox.ValueI32(2), sandbox.ValueI32(40)}, 4},
+		{"fib", []sandbox.Value{sandbox.ValueI32(10)}, 182},
+	} {
+		for _, budget := range []uint64{c.need - 2, c.need - 1, c.need, c.need + 1} {
+			l := hangLimits()
+			l.Fuel = budget
+			res, err := engine(t).Run(context.Background(), sandbox.Request{Module: m, Function: c.fn, Args: c.arg, Limits: l})
+			if budget < c.need {
+				se := wantKind(t, err, sandbox.KindFuelExhausted)
+				if se.Usage == nil || se.Usage.FuelConsumed != budget || se.Budget != budget {
+					t.Errorf("%s with %d fuel: %+v, want fuel_exhausted having consumed the budget", c.fn, budget, se)
+				}
+				continue
+			}
+			if err != nil || res.FuelConsumed != c.need {
+				t.Errorf("%s with %d fuel: %v, %+v; want success consuming %d", c.fn, budget, err, res, c.need)
+			}
+		}
+	}
+}

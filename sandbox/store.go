@@ -187,7 +187,13 @@ func (s *store) call(ctx context.Context, c callSpec, body func() ([]Value, erro
 	if s.plugin != nil {
 		s.plugin.beginCall(c.log)
 	}
-	if err := s.wt.SetFuel(l.Fuel); err != nil {
+	// One unit more than the budget: wasmtime checks fuel only at
+	// function entries and loop headers, so straight-line code can end
+	// past the budget, and what is left then reads 0 however far past.
+	// With the spare unit, "nothing left" means the budget was overrun,
+	// and the call is fuel_exhausted (below) rather than a success that
+	// used more than it was given.
+	if err := s.wt.SetFuel(l.Fuel + 1); err != nil {
 		return outcome{err: &Error{Kind: KindHost, Message: "setting fuel: " + cleanMessage(err.Error()), err: err}}
 	}
 	for _, g := range s.bound.denied { // a refusal an earlier call coped with is not this call's
@@ -227,6 +233,15 @@ func (s *store) call(ctx context.Context, c callSpec, body func() ([]Value, erro
 	values, err := body()
 	elapsed := time.Since(s.cur.started)
 	usage := s.usage()
+	if usage.FuelConsumed > l.Fuel {
+		// The body ended past the budget, between two checks: returned,
+		// exited or reported a plugin error on fuel it did not have.
+		usage.FuelConsumed = l.Fuel
+		if err == nil || isExit(err) || KindOf(err) == KindPluginError {
+			releaseWasmtimeError(err)
+			err = fuelError(l)
+		}
+	}
 	res := &Result{Values: values, Usage: usage, Elapsed: elapsed, LogLines: s.cur.log.lines,
 		LogTruncated: s.cur.log.truncated, Output: s.wasi.output()}
 	var pe *Error
@@ -358,7 +373,7 @@ func (s *store) guestBytes(st wasmtime.Storelike) uint64 {
 func (s *store) usage() Usage {
 	var u Usage
 	if left, err := s.wt.GetFuel(); err == nil {
-		u.FuelConsumed = s.cur.limits.Fuel - left
+		u.FuelConsumed = s.cur.limits.Fuel + 1 - left // the spare unit of call
 	}
 	u.PeakMemoryBytes = s.guestBytes(s.wt)
 	if s.plugin != nil {
@@ -397,4 +412,18 @@ func (s *store) close() {
 		s.fence = nil
 	}
 	s.wasi.close()
+}
+
+// isExit says whether err is the guest's proc_exit (without freeing it).
+func isExit(err error) bool {
+	var ge *guestExit
+	var werr *wasmtime.Error
+	if errors.As(err, &ge) {
+		return true
+	}
+	if errors.As(err, &werr) {
+		_, ok := werr.ExitStatus()
+		return ok
+	}
+	return false
 }

@@ -41,7 +41,7 @@ func TestSidecarInitialize(t *testing.T) {
 	if res.Capabilities.Framing != "content-length" {
 		t.Errorf("framing %q", res.Capabilities.Framing)
 	}
-	wantDefaults := map[string]uint64{"fuel": 100000000, "timeoutMs": 1000, "memoryBytes": 16777216,
+	wantDefaults := map[string]uint64{"fuel": 1 << 50, "timeoutMs": 1000, "memoryBytes": 16777216,
 		"tableElements": 100000, "instances": 1, "memories": 1, "logBytes": 1048576, "outputBytes": 1048576,
 		"compileTimeoutMs": 180000, "compileMemoryBytes": 2 << 30, "varBytes": 1 << 20}
 	wantMax := map[string]uint64{"fuel": 1125899906842624, "timeoutMs": 600000, "memoryBytes": 4294967296,

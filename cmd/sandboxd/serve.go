@@ -102,6 +102,15 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer func() { trace.Stop(); f.Close() }()
 	}
 
+	def, maxLimits := defaults(), maximums()
+	// A default the operator did not set follows a maximum they lowered
+	// below it (--max-fuel 1000000 alone caps the default fuel too),
+	// rather than refusing to start.
+	for _, f := range limits.Fields {
+		if f.Get(def) > f.Get(maxLimits) && !flagSet(fs, "default-"+kebab(f.Name)) {
+			f.Set(&def, f.Get(maxLimits))
+		}
+	}
 	if *cacheEntries == 0 {
 		*cacheEntries = sandbox.CacheOff
 	}
@@ -134,7 +143,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// limits carry their own (the same defaults unless overridden).
 	eng, err := sandbox.NewEngine(sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
 		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs, MaxCompiles: *maxCompiles,
-		CompileTimeout: defaults().CompileTimeout, CompileMemoryBytes: defaults().CompileMemoryBytes, WASIDirs: wasiDirs,
+		CompileTimeout: def.CompileTimeout, CompileMemoryBytes: def.CompileMemoryBytes, WASIDirs: wasiDirs,
 		MaxInstances: *maxInstances, InstanceIdle: *instanceIdle, MaxOpenFiles: *maxOpenFiles})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
@@ -146,7 +155,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	srv, err := rpc.NewServer(sidecarEngine{eng: eng, idle: *instanceIdle}, rpc.Options{
 		Framing: rpc.Framing(*framing), MaxConcurrency: *maxConc, MaxQueue: *maxQueue, MaxMessageBytes: *maxMsg,
-		MaxQueueBytes: *maxQueueBytes, OutputHighWater: *highWater, Defaults: defaults(), Maximums: maximums(), Logger: logger,
+		MaxQueueBytes: *maxQueueBytes, OutputHighWater: *highWater, Defaults: def, Maximums: maxLimits, Logger: logger,
 		DefaultVarBytes: *defaultVarBytes, MaxVarBytes: *maxVarBytes,
 		Version: version, EngineVersion: wasmtimeVersion(),
 	})
