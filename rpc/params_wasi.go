@@ -55,7 +55,7 @@ func decodeWASI(raw json.RawMessage) (*protocol.WASI, error) {
 		}
 		w.Env = make(map[string]string, len(entries))
 		for k, val := range entries {
-			s, err := stringField(val, wasiField+".env."+k)
+			s, err := stringField(val, wasiField+".env."+protocol.Escape(k))
 			if err != nil {
 				return nil, err
 			}

@@ -27,7 +27,7 @@ func TestDecodeWASIGrantRefusedAtDecode(t *testing.T) {
 		{`{"files":{"/x":"1"},"dirs":[{"host":"/h","guest":"/"}]}`, `capabilities.wasi.files: files live in a read-only tree preopened at "/", which capabilities.wasi.dirs[0] also claims`},
 		{`{"args":["ok","a\u0000b"]}`, `capabilities.wasi.args[1]: must not contain a NUL byte`},
 		{`{"env":{"K":"\u0000"}}`, `capabilities.wasi.env.K: must not contain a NUL byte`},
-		{`{"env":{"K\u0000":"v"}}`, "capabilities.wasi.env.K\x00: must not contain a NUL byte"},
+		{`{"env":{"K\u0000":"v"}}`, `capabilities.wasi.env.K\x00: must not contain a NUL byte`},
 		{`{"env":{"A=B":"c"}}`, `capabilities.wasi.env: name "A=B" must be non-empty and contain no '='`},
 		{`{"env":{"":"c"}}`, `capabilities.wasi.env: name "" must be non-empty`},
 		{`{"dirs":[{"host":"","guest":"/a"}]}`, `capabilities.wasi.dirs[0].host: must not be empty`},

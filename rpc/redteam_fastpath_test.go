@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
@@ -139,15 +140,37 @@ func (o *oracle) fault(field string) { o.faults = append(o.faults, field) }
 
 // member is the field path of a member: the params' own members by name
 // alone, a member named "" by its parent (as the messages say `unknown
-// field ""`).
+// field ""`). The name is the parent's, so it is shown as messages show
+// it.
 func member(parent, name string) string {
 	switch {
 	case name == "":
 		return parent
 	case parent == "params":
-		return name
+		return shown(name)
 	}
-	return parent + "." + name
+	return parent + "." + shown(name)
+}
+
+// shown is a name of the parent's as a message shows it in a field path
+// (docs/protocol.md, *What messages quote*): at most its first 64 bytes,
+// cut on a UTF-8 boundary and followed by "…" where cut, with control and
+// format characters and invalid UTF-8 escaped in Go's syntax, no quotes.
+func shown(name string) string {
+	cut := name
+	if len(cut) > 64 {
+		n := 64
+		for n > 0 && !utf8.RuneStart(cut[n]) {
+			n--
+		}
+		cut = cut[:n]
+	}
+	q := strconv.Quote(cut)
+	q = q[1 : len(q)-1]
+	if len(cut) < len(name) {
+		q += "…"
+	}
+	return q
 }
 
 // object is v as an object whose members are all in allowed (unknown
@@ -485,12 +508,12 @@ func (o *oracle) wasi(v any) *protocol.WASI {
 			w.Env = map[string]string{}
 			for _, k := range env.names() {
 				val, _ := env.get(k)
-				w.Env[k] = o.str(val, field+".env."+k)
+				w.Env[k] = o.str(val, field+".env."+shown(k))
 				if k == "" || strings.Contains(k, "=") {
 					o.fault(field + ".env")
 				}
 				if strings.Contains(k+w.Env[k], "\x00") {
-					o.fault(field + ".env." + k)
+					o.fault(field + ".env." + shown(k))
 				}
 			}
 		}
@@ -585,7 +608,7 @@ func (o *oracle) config(v any) map[string]string {
 		}
 		for _, k := range v.names() {
 			val, _ := v.get(k)
-			out[k] = o.str(val, "config."+k)
+			out[k] = o.str(val, "config."+shown(k))
 		}
 	case []any:
 		o.fault("config")
@@ -725,6 +748,18 @@ var redteamDecodeSeeds = []string{
 	`{"module":{"wat":"x"},"input":"aGk=","config":{"a":"b","a":"c"}}`,
 	`{"module":{"wat":"x"},"input":{"text":"hi"},"config":null}`,
 	`{"module":{"wat":"x"},"":1}`,
+	// Issue 26: a field path shows the parent's names escaped and cut
+	// (docs/protocol.md, What messages quote); the oracle expected them
+	// raw and stopped at the first control character.
+	"{\"\x7f\":{}}",
+	"{\"\b\":{}}",
+	`{"module":{"\u007f":{}}}`,
+	`{"module":{"wat":"x"},"config":{"\u001b[31m":1}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"env":{"\u001b":1}}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"env":{"K\u0000":"v"}}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"env":{"` + strings.Repeat("é", 40) + `":1}}}}`,
+	`{"module":{"wat":"x"},"limits":{"` + strings.Repeat("x", 63) + `é":1}}`,
+	`{"module":{"wat":"x"},"` + strings.Repeat("\u202e", 30) + `":1}`,
 	`{"module":{"wat":"x"},"unknown":1,"other":2}`,
 	`{}`,
 }
