@@ -18,7 +18,13 @@
 //	encode.go     responses and notifications as bytes
 //	outbox.go     the output: ordering, back-pressure, the drain deadline
 //	stats.go      initialize's and stats' results
-//	params.go     decoding and validating run and compile params
+//	wire.go       the params of every method as shapes: each object's
+//	              members, declared once
+//	params.go     reading params through their shapes: the object reader
+//	              and the readers of strings, numbers, bytes
+//	params_run.go run and compile params: module, limits, capabilities, args
+//	params_instance.go  instantiate, call and release params
+//	params_wasi.go      capabilities.wasi
 //	errors.go     errors as JSON-RPC error objects
 //
 // Framing itself (Content-Length and ndjson) is internal/framing, shared

@@ -57,7 +57,7 @@ func (s *Server) prepare(j *job) {
 		s.respond(j, CompileResultOf(mod.Info(), info), nil)
 		return
 	}
-	spec, err := decodeScreenedRun(raw, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeRun(raw, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.respond(j, nil, ErrorObject(err))
 		return
@@ -80,7 +80,7 @@ func (s *Server) prepareRun(j *job) (ready bool) {
 	}()
 	raw := j.params
 	j.params = nil // the decoded form replaces it
-	spec, err := decodeScreenedRun(raw, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeRun(raw, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.respond(j, nil, ErrorObject(err))
 		return false

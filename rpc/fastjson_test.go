@@ -1,37 +1,18 @@
 package rpc
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/internal/jsonscan"
 )
 
-// The walkers of fastjson.go read what encoding/json reads, for every
-// valid input: strings (escapes, surrogates, invalid UTF-8), objects
-// (duplicate and escaped keys) and arrays.
+// The reader of params.go reads what encoding/json reads, for every
+// valid input: objects (duplicate and escaped keys) and arrays.
 
-func FuzzValidString(f *testing.F) {
-	for _, s := range []string{`"plain"`, `"a\nb\t\"q\"\\\/"`, `"\u0041\u00e9\u4e16"`, `"\ud83d\ude00"`,
-		`"\ud83d"`, `"\ud83d\u0041"`, `"\ude00\ud83d"`, `"\ud83dx"`, "\"caf\xc3\xa9\"", "\"bad \xff\xfe utf8\"",
-		"\"\xed\xa0\x80\"", `""`, `"\\u0041"`, `"tail\\"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, lit []byte) {
-		lit = bytes.TrimSpace(lit) // the walkers hand over values without the space around them
-		var want string
-		if json.Unmarshal(lit, &want) != nil || len(lit) == 0 || lit[0] != '"' {
-			return // not a valid string literal
-		}
-		if got := validString(lit); got != want {
-			t.Fatalf("validString(%q) = %q, encoding/json reads %q", lit, got, want)
-		}
-	})
-}
-
-func FuzzValidObject(f *testing.F) {
+func FuzzShapeRead(f *testing.F) {
 	for _, s := range []string{`{}`, `{"wat":"x"}`, `{"wat":"a","wat":"b"}`, `{"\u0077at":"x"}`, `{ "id" : "s" , "path":[1,{"a":"}"}] }`,
 		`{"wat":{"nested":"{\"}"}}`, `{"id":null,"wat":true}`, `{"x":1}`} {
 		f.Add([]byte(s))
@@ -42,30 +23,37 @@ func FuzzValidObject(f *testing.F) {
 			return
 		}
 		for k, v := range want {
-			if isNull(v) && contains([]string{"wat", "wasm", "id", "path"}, k) {
+			if isNull(v) && slices.Contains(moduleShape.names, k) {
 				delete(want, k) // a known member given null is absent
 			}
 		}
-		got, err := validObject(data, "module", "wat", "wasm", "id", "path")
+		var m members
+		err := moduleShape.read(data, &m)
+		got := map[string]json.RawMessage{}
+		for i, name := range moduleShape.names {
+			if m.values[i] != nil {
+				got[name] = m.values[i]
+			}
+		}
 		for k := range want {
 			switch k {
 			case "wat", "wasm", "id", "path":
 			default:
 				if err == nil {
-					t.Fatalf("validObject(%q) accepted the unknown field %q", data, k)
+					t.Fatalf("moduleShape.read(%q) accepted the unknown field %q", data, k)
 				}
 				return
 			}
 		}
 		if err != nil {
-			t.Fatalf("validObject(%q): %v", data, err)
+			t.Fatalf("moduleShape.read(%q): %v", data, err)
 		}
 		if len(got) != len(want) {
-			t.Fatalf("validObject(%q) = %q, encoding/json reads %q", data, got, want)
+			t.Fatalf("moduleShape.read(%q) = %q, encoding/json reads %q", data, got, want)
 		}
 		for k, v := range want {
 			if !sameJSON(t, got[k], v) {
-				t.Fatalf("validObject(%q)[%q] = %s, encoding/json reads %s", data, k, got[k], v)
+				t.Fatalf("moduleShape.read(%q)[%q] = %s, encoding/json reads %s", data, k, got[k], v)
 			}
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Seed corpora live in testdata/fuzz/<FuzzName>/; `go test` runs them.
@@ -53,13 +54,14 @@ func FuzzScreen(f *testing.F) {
 	})
 }
 
-// FuzzDecodeRun: arbitrary params never panic decodeRun or decodeCompile;
+// FuzzDecodeRun: arbitrary params never panic decodeRun or decodeCompile
+// (what is not valid JSON never reaches them: screening answers it);
 // errors are *ParamError; accepted limits are within the maximums.
 func FuzzDecodeRun(f *testing.F) {
 	f.Add([]byte(`{"module":{"wat":"(module)"}}`))
 	def, max := limits.Defaults(), limits.DefaultMaximums()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		spec, err := decodeRun(json.RawMessage(data), def, max)
+		spec, err := decodeRunFully(json.RawMessage(data), def, max)
 		if err != nil {
 			var pe *ParamError
 			if !errors.As(err, &pe) {
@@ -83,7 +85,11 @@ func FuzzDecodeRun(f *testing.F) {
 				t.Fatalf("source %+v has %d fields set", s, n)
 			}
 		}
-		if src, err := decodeCompile(json.RawMessage(data), def, max); err != nil {
+		src, err := decodeCompile(json.RawMessage(data), def, max)
+		if serr := screenedParams(data); serr != nil {
+			src, err = protocol.Source{}, serr
+		}
+		if err != nil {
 			var pe *ParamError
 			if !errors.As(err, &pe) {
 				t.Fatalf("decodeCompile error %T %v is not a *ParamError", err, err)

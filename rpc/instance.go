@@ -128,7 +128,7 @@ func (s *Server) takeTurn(j *job) error {
 	if err != nil {
 		return err
 	}
-	j.callParams, j.params = obj, nil // decoded once, here
+	j.callParams, j.params = obj, nil // read once, here
 	in, err := ie.LookupInstance(id)
 	if err != nil {
 		return err
@@ -255,13 +255,13 @@ func (s *Server) prepareCallNow(j *job, lookupErr error) (ready bool) {
 // decodeCallJob decodes a call's params, or answers the call (a lookup
 // or params error) and returns nil.
 func (s *Server) decodeCallJob(j *job, lookupErr error) *callSpec {
-	obj := j.callParams
-	j.params, j.callParams = nil, nil
+	p := j.callParams
+	j.params, j.callParams = nil, members{}
 	if lookupErr != nil {
 		s.respond(j, nil, ErrorObject(lookupErr))
 		return nil
 	}
-	spec, err := decodeCall(obj, j.inst, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeCall(&p, j.inst, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err)) // the turn is given back

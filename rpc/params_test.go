@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -131,13 +132,42 @@ func TestDecodeRunInvalid(t *testing.T) {
 		paramCase{"timeoutMs overflow 2", `{` + watModule + `,"limits":{"timeoutMs":9223372036855}}`, "limits.timeoutMs: must be <= 600000"},
 	)
 	for _, c := range cases {
-		spec, err := decodeRun(json.RawMessage(c.params), def, max)
+		spec, err := decodeRunFully(json.RawMessage(c.params), def, max)
 		if err == nil {
 			t.Errorf("%s: %s: decoded %+v, want error %q", c.name, c.params, spec, c.want)
 			continue
 		}
 		checkParamErr(t, c.name, c.params, err, c.want)
 	}
+}
+
+// decodeRunFully reads run params from any bytes as the server reads a
+// message's: screening refuses what is not valid JSON, and a module left
+// encoded is decoded (as after a cache miss).
+func decodeRunFully(raw json.RawMessage, def, max limits.Limits) (*runSpec, error) {
+	if err := screenedParams(raw); err != nil {
+		return nil, err
+	}
+	spec, err := decodeRun(raw, def, max)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeEncoded(&spec.source); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// screenedParams is the error of params that are not valid JSON, which
+// the decoders never see on the wire (screening answers -32700 first).
+func screenedParams(raw json.RawMessage) error {
+	if json.Valid(raw) {
+		return nil
+	}
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
+		return paramErr("params", "must be an object, got %s", kindOfJSON(raw))
+	}
+	return paramErr("params", "must be an object: %v", json.Unmarshal(raw, &struct{}{}))
 }
 
 func uintString(v uint64) string { return strconv.FormatUint(v, 10) }
@@ -148,7 +178,7 @@ func TestDecodeRunSeedNegativeMessage(t *testing.T) {
 	def, max := limits.Defaults(), limits.DefaultMaximums()
 	for _, seed := range []string{`-1`, `"-1"`} {
 		params := `{` + watModule + `,"capabilities":{"random":{"seed":` + seed + `}}}`
-		_, err := decodeRun(json.RawMessage(params), def, max)
+		_, err := decodeRunFully(json.RawMessage(params), def, max)
 		if err == nil {
 			t.Fatalf("seed %s accepted", seed)
 		}
@@ -157,7 +187,7 @@ func TestDecodeRunSeedNegativeMessage(t *testing.T) {
 		}
 	}
 	// 0 is indeed accepted.
-	spec, err := decodeRun(json.RawMessage(`{`+watModule+`,"capabilities":{"random":{"seed":0}}}`), def, max)
+	spec, err := decodeRunFully(json.RawMessage(`{`+watModule+`,"capabilities":{"random":{"seed":0}}}`), def, max)
 	if err != nil || !spec.caps.Random || spec.caps.Seed != 0 {
 		t.Errorf("seed 0: %+v, %v", spec, err)
 	}
@@ -167,7 +197,7 @@ func TestDecodeRunValid(t *testing.T) {
 	def, max := limits.Defaults(), limits.DefaultMaximums()
 
 	t.Run("defaults", func(t *testing.T) {
-		spec, err := decodeRun(json.RawMessage(`{"module":{"wat":"(module)"}}`), def, max)
+		spec, err := decodeRunFully(json.RawMessage(`{"module":{"wat":"(module)"}}`), def, max)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +211,7 @@ func TestDecodeRunValid(t *testing.T) {
 			"limits":{"fuel":1000,"timeoutMs":250,"memoryBytes":65536,"tableElements":5,"instances":2,"memories":3,"logBytes":100,
 				"compileTimeoutMs":1500,"compileMemoryBytes":1048576},
 			"capabilities":{"log":true,"clock":true,"random":{"seed":"18446744073709551615"}}}`
-		spec, err := decodeRun(json.RawMessage(params), def, max)
+		spec, err := decodeRunFully(json.RawMessage(params), def, max)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +232,7 @@ func TestDecodeRunValid(t *testing.T) {
 		}
 	})
 	t.Run("partial limits keep defaults", func(t *testing.T) {
-		spec, err := decodeRun(json.RawMessage(`{"module":{"id":"sha256:00"},"limits":{"fuel":7}}`), def, max)
+		spec, err := decodeRunFully(json.RawMessage(`{"module":{"id":"sha256:00"},"limits":{"fuel":7}}`), def, max)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +247,7 @@ func TestDecodeRunValid(t *testing.T) {
 		for _, f := range limits.Fields {
 			parts = append(parts, `"`+f.Name+`":`+uintString(f.Get(max)))
 		}
-		spec, err := decodeRun(json.RawMessage(`{"module":{"path":"a.wat"},"limits":{`+strings.Join(parts, ",")+`}}`), def, max)
+		spec, err := decodeRunFully(json.RawMessage(`{"module":{"path":"a.wat"},"limits":{`+strings.Join(parts, ",")+`}}`), def, max)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +256,7 @@ func TestDecodeRunValid(t *testing.T) {
 		}
 	})
 	t.Run("integral number forms", func(t *testing.T) {
-		spec, err := decodeRun(json.RawMessage(`{"module":{"wat":"x"},"limits":{"fuel":1e3,"timeoutMs":5.0}}`), def, max)
+		spec, err := decodeRunFully(json.RawMessage(`{"module":{"wat":"x"},"limits":{"fuel":1e3,"timeoutMs":5.0}}`), def, max)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +276,7 @@ func TestDecodeRunValid(t *testing.T) {
 		{`18446744073709551615`, math.MaxUint64},
 		{`"12345678901234567890"`, 12345678901234567890},
 	} {
-		spec, err := decodeRun(json.RawMessage(`{"module":{"wat":"x"},"capabilities":{"random":{"seed":`+c.seed+`}}}`), def, max)
+		spec, err := decodeRunFully(json.RawMessage(`{"module":{"wat":"x"},"capabilities":{"random":{"seed":`+c.seed+`}}}`), def, max)
 		if err != nil {
 			t.Errorf("seed %s: %v", c.seed, err)
 			continue
@@ -257,7 +287,7 @@ func TestDecodeRunValid(t *testing.T) {
 	}
 	t.Run("args null and empty", func(t *testing.T) {
 		for _, a := range []string{`null`, `[]`} {
-			spec, err := decodeRun(json.RawMessage(`{"module":{"wat":"x"},"args":`+a+`}`), def, max)
+			spec, err := decodeRunFully(json.RawMessage(`{"module":{"wat":"x"},"args":`+a+`}`), def, max)
 			if err != nil || len(spec.args) != 0 {
 				t.Errorf("args %s: %+v, %v", a, spec, err)
 			}
@@ -265,7 +295,7 @@ func TestDecodeRunValid(t *testing.T) {
 	})
 	t.Run("capabilities null and false", func(t *testing.T) {
 		for _, c := range []string{`null`, `{}`, `{"log":false,"clock":false}`} {
-			spec, err := decodeRun(json.RawMessage(`{"module":{"wat":"x"},"capabilities":`+c+`}`), def, max)
+			spec, err := decodeRunFully(json.RawMessage(`{"module":{"wat":"x"},"capabilities":`+c+`}`), def, max)
 			if err != nil || spec.caps != (protocol.Capabilities{}) {
 				t.Errorf("capabilities %s: %+v, %v", c, spec, err)
 			}

@@ -42,8 +42,8 @@ type job struct {
 	// answered), and what a worker runs instead of a plain run.
 	inst       Instance
 	turn       Turn
-	callParams map[string]json.RawMessage // a call's params, split where it was read
-	inLine     bool                       // counted in Server.inLine; guarded by Server.mu
+	callParams members // a call's params, read where it was read
+	inLine     bool    // counted in Server.inLine; guarded by Server.mu
 	exec       func(queued time.Duration) (any, error)
 
 	phase   phase         // guarded by Server.mu

@@ -20,11 +20,11 @@ import (
 )
 
 // Red team, issue 14: the params of a run are read by walking the text
-// screening checked (fastjson.go) instead of by encoding/json. The
+// screening checked (params.go) instead of by encoding/json. The
 // documented protocol is what encoding/json reads (exact member names,
 // the last of a repeated member counts, escapes and invalid UTF-8 as
 // encoding/json decodes them). FuzzRedteamDecodeRunDifferential compares
-// decodeScreenedRun with an oracle that shares no code with the decoder,
+// decodeRun with an oracle that shares no code with the decoder,
 // so that it also catches a mistake the decoder's helpers would share:
 // encoding/json's Decoder reads the params into plain values (every
 // member kept, in order; numbers as their literal text), and the rules of
@@ -776,7 +776,7 @@ func FuzzRedteamDecodeRunDifferential(f *testing.F) {
 		if !json.Valid(data) {
 			return // screening answers -32700 before any decoding
 		}
-		got, gotErr := decodeScreenedRun(data, def, max)
+		got, gotErr := decodeRun(data, def, max)
 		if gotErr == nil { // a wat or wasm left encoded, decoded as the server does on a miss
 			if gotErr = decodeEncoded(&got.source); gotErr != nil {
 				got = nil
