@@ -14,7 +14,9 @@
 //	              answered inline; back-pressure)
 //	screen.go     envelope screening: what the JSON-RPC layer never sees
 //	queue.go      admission (busy by entries and by bytes), ids, cancel
-//	execute.go    the prepare stage (decode, compile) and the run workers
+//	execute.go    the prepare stage (decode, compile) and a job's run
+//	slots.go      run slots (--max-concurrency, a semaphore): the run
+//	              queue, starting jobs, a slot given back and taken again
 //	encode.go     responses and notifications as bytes
 //	outbox.go     the output: ordering, back-pressure, the drain deadline
 //	stats.go      initialize's and stats' results
