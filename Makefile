@@ -42,8 +42,11 @@ PURE_GO := ./protocol/... ./internal/framing/... ./internal/jsonscan/... ./rpc/.
 
 # -timeout is a hang bound per package: on a loaded machine cmd/sandboxd
 # came near go test's 10-minute default (it takes 2-3 minutes unloaded).
+# staticcheck at a pinned version, fetched through the module proxy.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 test-go:
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	$(GO) mod tidy -diff # go.mod and go.sum list what the code imports, no more
 	$(GO) test -count=1 -timeout 30m ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m $(PURE_GO)
