@@ -213,22 +213,15 @@ func (h *slotServer) event(want string) {
 	}
 }
 
-// until waits for cond, read under the server's lock: a state of the
-// server no response shows, polled (under a hang bound).
+// until waits for cond on the server's state, read under its lock.
 func (h *slotServer) until(what string, cond func(*Server) bool) {
 	h.t.Helper()
 	s := h.eng.srv
-	for start := time.Now(); ; runtime.Gosched() {
+	waitUntil(h.t, what, func() bool {
 		s.mu.Lock()
-		ok := cond(s)
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Since(start) > time.Minute {
-			h.t.Fatalf("never: %s", what)
-		}
-	}
+		defer s.mu.Unlock()
+		return cond(s)
+	})
 }
 
 func (h *slotServer) stats() *protocol.StatsResult {

@@ -1,0 +1,224 @@
+package rpc
+
+// The fuzz targets of run params: any bytes never panic the decoders,
+// and on valid JSON the decoder agrees with the oracle (oracle_test.go).
+// Seed corpora live in testdata/fuzz/<FuzzName>/ too; `go test` runs them.
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// FuzzDecodeRun: arbitrary params never panic decodeRun or decodeCompile
+// (what is not valid JSON never reaches them: screening answers it);
+// errors are *ParamError; accepted limits are within the maximums.
+func FuzzDecodeRun(f *testing.F) {
+	f.Add([]byte(`{"module":{"wat":"(module)"}}`))
+	def, max := limits.Defaults(), limits.DefaultMaximums()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		spec, err := decodeRunFully(json.RawMessage(data), def, max)
+		if err != nil {
+			var pe *ParamError
+			if !errors.As(err, &pe) {
+				t.Fatalf("decodeRun error %T %v is not a *ParamError", err, err)
+			}
+		} else {
+			if spec.function == "" {
+				t.Fatalf("empty function")
+			}
+			if err := spec.limits.Validate(max); err != nil {
+				t.Fatalf("accepted limits %+v: %v", spec.limits, err)
+			}
+			n := 0
+			s := spec.source
+			for _, set := range []bool{s.WAT != "", s.Wasm != nil, s.ID != "", s.Path != ""} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("source %+v has %d fields set", s, n)
+			}
+		}
+		src, err := decodeCompile(json.RawMessage(data), def, max)
+		if serr := screenedParams(data); serr != nil {
+			src, err = protocol.Source{}, serr
+		}
+		if err != nil {
+			var pe *ParamError
+			if !errors.As(err, &pe) {
+				t.Fatalf("decodeCompile error %T %v is not a *ParamError", err, err)
+			}
+		} else if src.CompileTimeout <= 0 || src.CompileTimeout > max.CompileTimeout || src.CompileMemoryBytes == 0 || src.CompileMemoryBytes > max.CompileMemoryBytes {
+			t.Fatalf("accepted compile limits %v, %d", src.CompileTimeout, src.CompileMemoryBytes)
+		}
+	})
+}
+
+// decodeRunSeeds are the inputs the brief names: duplicate members,
+// escaped and case-variant names, nesting in unexpected places, numbers
+// in every spelling, strings with every escape, invalid UTF-8, surrogate
+// halves, NUL, deep nesting and whitespace.
+var decodeRunSeeds = []string{
+	`{"module":{"wat":"(module)"}}`,
+	`{"module":{"wat":"a"},"module":{"id":"sha256:00"}}`,
+	`{"module":{"wat":"a","wat":"b"}}`,
+	`{"module":{"wat":"a","wasm":"AGFzbQEAAAA="}}`,
+	`{"module":{"\u0077at":"(module)"},"\u0066unction":"f"}`,
+	`{"module":{"Wat":"(module)"}}`,
+	`{"Module":{"wat":"(module)"}}`,
+	`{"module":{"wat":"x"},"limits":{"Fuel":1}}`,
+	`{"module":{"wat":"x"},"limits":{"\u0066uel":7,"fuel":8}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":8,"\u0066uel":7}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":1e3}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":1E+3}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":-0}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":1.0}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":1.5}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":1e999999999}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":1e-999999999}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":18446744073709551616}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":18446744073709551615}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":9999999999999999999}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":0.00000000000000000001e20}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":"5"}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":{"fuel":5}}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":[5]}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":null}}`,
+	`{"module":{"wat":"x"},"limits":null}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":5,"fuel":null}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":null,"fuel":5}}`,
+	`{"module":{"wat":"x","wat":null,"path":"p"}}`,
+	`{"module":{"wat":"x"},"limits":[]}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"18446744073709551615"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"\u0031\u0032"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"012"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":" 12"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"NaN"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":1e19}}}`,
+	// Found by the oracle built from encoding/json alone (the old one
+	// shared the decoder's number parsing): a seed string was read as any
+	// float big.ParseFloat takes, binary exponents included ("1p3" was 8),
+	// and a 0 with an exponent past int64 was refused.
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"1p3"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"1e3"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":".5e1"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"5."}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"+12"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"-0"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":"Inf"}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":0e99999999999999999999}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":0.0e-99999999999999999999}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":1e-99999999999999999999}}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":1e99999999999999999999}}`,
+	`{"module":{"wat":"x"},"limits":{"fuel":100e-2}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":00}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"random":{"seed":5,"seed":6}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"log":true,"log":false}}`,
+	`{"module":{"wat":"x"},"capabilities":{"log":"true"}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":true,"wasi":false}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"args":["a\u0000b","\ud800"],"env":{"K":"v","K":"w"}}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"args":["a","b"],"env":{"K":"v","K":"w"},"stdin":{"text":"x","text":"y"},"files":{"/a":"1","/a":{"base64":"AA=="}},"dirs":[{"host":"/h","guest":"/g","writable":null}]}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"dirs":[{"host":"/h","guest":"/g","mode":"rw"}]}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"sockets":true,"args":null}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"files":{"/d/x":"1"},"dirs":[{"host":"/h","guest":"/d/"}]}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"env":{"A=B":"1"},"dirs":[{"host":"","guest":"/g"},{"host":"/h","guest":"/g"}]}}}`,
+	`{"module":{"wat":"x"},"function":"\ud83d\ude00"}`,
+	`{"module":{"wat":"x"},"function":"\ud83d"}`,
+	`{"module":{"wat":"x"},"function":"\ude00\ud83d"}`,
+	`{"module":{"wat":"x"},"function":"\u0000"}`,
+	"{\"module\":{\"wat\":\"x\"},\"function\":\"\xff\xfe\"}",
+	"{\"module\":{\"wat\":\"x\"},\"function\":\"\xed\xa0\x80\"}",
+	"{\"module\":{\"wat\":\"x\"},\"function\":\"\xef\xbb\xbfrun\"}",
+	"{\"mod\xffule\":{\"wat\":\"x\"}}",
+	`{"module":{"wat":"x"},"function":""}`,
+	`{"module":{"wat":"x"},"function":null}`,
+	`{"module":{"wat":"x"},"function":["run"]}`,
+	`{"module":{"wasm":"AGFz\/bQ=="}}`,
+	`{"module":{"wasm":"AGFz\nbQEAAAA="}}`,
+	`{"module":{"wasm":"\r\n"}}`,
+	`{"module":{"wasm":"AGFzbQEAAAA"}}`,
+	`{"module":{"wasm":"AGFzbQEAAAA=\u0000"}}`,
+	"{\"module\":{\"wasm\":\"AGFz\xffbQEAAAA=\"}}",
+	`{"module":{"wasm":""}}`,
+	`{"module":{"wasm":null}}`,
+	`{"module":{"id":"sha256:abc","id":"nope"}}`,
+	`{"module":{"id":"\u0073ha256:abc"}}`,
+	`{"module":{"path":"/tmp/x\u0000y"}}`,
+	`{"module":{}}`,
+	`{"module":[]}`,
+	`{"module":null}`,
+	`{"module":"(module)"}`,
+	`{"module":{"wat":"x"},"args":[1,"2",{"type":"i32","value":3},[4],null,true,-0,1e3,1.0]}`,
+	`{"module":{"wat":"x"},"args":[ 1 , 2 ]}`,
+	`{"module":{"wat":"x"},"args":[]}`,
+	`{"module":{"wat":"x"},"args":null}`,
+	`{"module":{"wat":"x"},"args":{}}`,
+	`{"module":{"wat":"x"},"args":"[]"}`,
+	`{"module":{"wat":"x"},"args":[1],"args":[2,3]}`,
+	`{"module":{"wat":"x"},"args":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]}`,
+	`{"module":{"wat":"x"},"args":["\\",{"\"":"]"},"\"]"]}`,
+	"\t{ \"module\" :\n{\r\"wat\" : \"x\" } , \"args\" : [ ] }\n",
+	`{"module":{"wat":"x"},"input":"aGk=","config":{"a":"b","a":"c"}}`,
+	`{"module":{"wat":"x"},"input":{"text":"hi"},"config":null}`,
+	`{"module":{"wat":"x"},"":1}`,
+	// Issue 26: a field path shows the parent's names escaped and cut
+	// (docs/protocol.md, What messages quote); the oracle expected them
+	// raw and stopped at the first control character.
+	"{\"\x7f\":{}}",
+	"{\"\b\":{}}",
+	`{"module":{"\u007f":{}}}`,
+	`{"module":{"wat":"x"},"config":{"\u001b[31m":1}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"env":{"\u001b":1}}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"env":{"K\u0000":"v"}}}}`,
+	`{"module":{"wat":"x"},"capabilities":{"wasi":{"env":{"` + strings.Repeat("é", 40) + `":1}}}}`,
+	`{"module":{"wat":"x"},"limits":{"` + strings.Repeat("x", 63) + `é":1}}`,
+	`{"module":{"wat":"x"},"` + strings.Repeat("\u202e", 30) + `":1}`,
+	`{"module":{"wat":"x"},"unknown":1,"other":2}`,
+	`{}`,
+}
+
+func FuzzDecodeRunDifferential(f *testing.F) {
+	for _, s := range decodeRunSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"module":{"wat":"x"},"args":[` + strings.Repeat("1,", 999) + `1]}`))
+	f.Add([]byte(`{"module":{"wat":"x"},"args":[` + strings.Repeat("1,", 1000) + `1]}`))
+	f.Add([]byte(`{"module":{"wat":"x"},"args":[` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `]}`))
+	def, max := limits.Defaults(), limits.DefaultMaximums()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return // screening answers -32700 before any decoding
+		}
+		got, gotErr := decodeRun(data, def, max)
+		if gotErr == nil { // a wat or wasm left encoded, decoded as the server does on a miss
+			if gotErr = decodeEncoded(&got.source); gotErr != nil {
+				got = nil
+			}
+		}
+		want, wantArgs, faults := oracleDecodeRun(data, def, max)
+		var pe *ParamError
+		switch {
+		case gotErr != nil && !errors.As(gotErr, &pe):
+			t.Fatalf("%q: not a params error: %v", data, gotErr)
+		case gotErr != nil && want != nil:
+			t.Fatalf("%q: the decoder refuses it (%v), the protocol reads %s", data, gotErr, specSummary(want, wantArgs))
+		case gotErr == nil && want == nil:
+			t.Fatalf("%q: the decoder accepts it (%s), the protocol refuses %q", data, specSummary(got, decodedArgs(t, got)), faults)
+		case gotErr != nil:
+			if !slices.Contains(faults, pe.Field) {
+				t.Fatalf("%q: the decoder names %q (%v), the protocol faults %q", data, pe.Field, gotErr, faults)
+			}
+		default:
+			if g, w := specSummary(got, decodedArgs(t, got)), specSummary(want, wantArgs); g != w {
+				t.Fatalf("%q:\ndecoder:  %s\nprotocol: %s", data, g, w)
+			}
+		}
+	})
+}
