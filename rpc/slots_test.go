@@ -200,6 +200,23 @@ func (h *slotServer) answer(id int) map[string]any {
 	}
 }
 
+// goOutside runs "outside" as id and waits until it has given its slot
+// back.
+func (h *slotServer) goOutside(id int) {
+	h.t.Helper()
+	h.run(id, "outside")
+	h.event("outside")
+	h.event("outside: waiting")
+}
+
+// oneAtATime checks that never more jobs than the one slot ran guest code.
+func (h *slotServer) oneAtATime() {
+	h.t.Helper()
+	if most := h.eng.mostAtOnce(); most != 1 {
+		h.t.Errorf("%d jobs ran guest code at once on one slot", most)
+	}
+}
+
 // event waits for the engine's next event, which must be want.
 func (h *slotServer) event(want string) {
 	h.t.Helper()
@@ -242,9 +259,7 @@ func (h *slotServer) stats() *protocol.StatsResult {
 // takes a slot back; never more than one job runs guest code.
 func TestWithoutSlotLetsOtherJobsRun(t *testing.T) {
 	h := startSlotServer(t)
-	h.run(1, "outside")
-	h.event("outside")
-	h.event("outside: waiting")
+	h.goOutside(1)
 	for id := 2; id <= 4; id++ {
 		h.run(id, "run")
 		h.event("run")
@@ -263,9 +278,7 @@ func TestWithoutSlotLetsOtherJobsRun(t *testing.T) {
 	if st := h.stats(); st.InFlight != 0 || st.Runs["ok"] != 4 {
 		t.Errorf("stats after: inFlight %d runs %v", st.InFlight, st.Runs)
 	}
-	if most := h.eng.mostAtOnce(); most != 1 {
-		t.Errorf("%d jobs ran guest code at once on one slot", most)
-	}
+	h.oneAtATime()
 }
 
 // TestWithoutSlotComesBackFirst: a job coming back from outside waits for
@@ -273,9 +286,7 @@ func TestWithoutSlotLetsOtherJobsRun(t *testing.T) {
 // before it came back.
 func TestWithoutSlotComesBackFirst(t *testing.T) {
 	h := startSlotServer(t)
-	h.run(1, "outside")
-	h.event("outside")
-	h.event("outside: waiting")
+	h.goOutside(1)
 	h.run(2, "gate") // takes the slot
 	h.event("gate")
 	h.run(3, "run") // queued behind 2
@@ -290,9 +301,7 @@ func TestWithoutSlotComesBackFirst(t *testing.T) {
 	h.answer(1)
 	h.event("run")
 	h.answer(3)
-	if most := h.eng.mostAtOnce(); most != 1 {
-		t.Errorf("%d jobs ran guest code at once on one slot", most)
-	}
+	h.oneAtATime()
 }
 
 // TestWithoutSlotCancelledWhileComingBack: a job cancelled while it waits
@@ -300,9 +309,7 @@ func TestWithoutSlotComesBackFirst(t *testing.T) {
 // slot accounting stays right: the next runs still get the one slot.
 func TestWithoutSlotCancelledWhileComingBack(t *testing.T) {
 	h := startSlotServer(t)
-	h.run(1, "outside")
-	h.event("outside")
-	h.event("outside: waiting")
+	h.goOutside(1)
 	h.run(2, "gate")
 	h.event("gate")
 	h.eng.release <- struct{}{}

@@ -298,6 +298,21 @@ type decodeError struct{ err error }
 
 func (e *decodeError) Error() string { return e.err.Error() }
 
+// liveCall is the call a notification's id names, if its caller still
+// waits: once it has returned, no handler of it runs.
+func (c *Client) liveCall(rawID json.RawMessage) *call {
+	id, err := strconv.ParseUint(string(rawID), 10, 64)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.pending[id]; cl != nil && !cl.abandoned {
+		return cl
+	}
+	return nil
+}
+
 func (c *Client) dispatchLog(params json.RawMessage) {
 	var p struct {
 		ID    json.RawMessage `json:"id"`
@@ -308,16 +323,7 @@ func (c *Client) dispatchLog(params json.RawMessage) {
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
-	id, err := strconv.ParseUint(string(p.ID), 10, 64)
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	cl := c.pending[id]
-	if cl != nil && cl.abandoned {
-		cl = nil // its caller has returned: no handler runs after that
-	}
-	c.mu.Unlock()
+	cl := c.liveCall(p.ID)
 	if cl != nil && cl.onLevel != nil {
 		cl.onLevel(p.Seq, p.Level, p.Line) // as onLog below
 	} else if cl != nil && cl.onLog != nil {
@@ -338,16 +344,7 @@ func (c *Client) dispatchOutput(params json.RawMessage) {
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
-	id, err := strconv.ParseUint(string(p.ID), 10, 64)
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	cl := c.pending[id]
-	if cl != nil && cl.abandoned {
-		cl = nil
-	}
-	c.mu.Unlock()
+	cl := c.liveCall(p.ID)
 	if cl != nil && cl.onOutput != nil {
 		cl.onOutput(p.Seq, p.Stream, p.Data) // as dispatchLog: without c.mu
 	}
