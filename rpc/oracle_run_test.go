@@ -112,13 +112,14 @@ func (o *oracle) module(v any) protocol.Source {
 
 // limits: an object of the limits' names; each value an integer in
 // 1..the sidecar's maximum, overlaid on the defaults.
-func (o *oracle) limits(v any, defaults, max limits.Limits) limits.Limits {
+// With extra, the object may have those members too (the caller's).
+func (o *oracle) limits(v any, defaults, max limits.Limits, extra ...string) limits.Limits {
 	l := defaults
 	names := make([]string, len(limits.Fields))
 	for i, f := range limits.Fields {
 		names[i] = f.Name
 	}
-	obj, ok := o.object(v, "limits", names...)
+	obj, ok := o.object(v, "limits", append(names, extra...)...)
 	if !ok {
 		return l
 	}

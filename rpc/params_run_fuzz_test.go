@@ -1,12 +1,14 @@
 package rpc
 
 // The fuzz targets of run params: any bytes never panic the decoders,
-// and on valid JSON the decoder agrees with the oracle (oracle_test.go).
+// and on valid JSON the decoder agrees with the oracle (oracle_test.go),
+// for run and for compile and instantiate, which share run's members.
 // Seed corpora live in testdata/fuzz/<FuzzName>/ too; `go test` runs them.
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -168,6 +170,15 @@ var decodeRunSeeds = []string{
 	`{"module":{"wat":"x"},"input":"aGk=","config":{"a":"b","a":"c"}}`,
 	`{"module":{"wat":"x"},"input":{"text":"hi"},"config":null}`,
 	`{"module":{"wat":"x"},"":1}`,
+	// compile's limits (only the compile ones, a run limit named even
+	// given null) and instantiate's (varBytes, config)
+	`{"module":{"wat":"x"},"limits":{"fuel":null}}`,
+	`{"module":{"wat":"x"},"limits":{"compileTimeoutMs":5,"bogus":1,"fuel":2}}`,
+	`{"module":{"wat":"x"},"limits":{"compileTimeoutMs":5,"compileMemoryBytes":1e6}}`,
+	`{"module":{"wat":"x"},"limits":{"varBytes":5,"fuel":3},"config":{"a":"b"}}`,
+	`{"module":{"wat":"x"},"limits":{"varBytes":0}}`,
+	`{"module":{"wat":"x"},"limits":{"varBytes":67108865}}`,
+	`{"module":{"wat":"x"},"config":null,"capabilities":{"log":true}}`,
 	// Issue 26: a field path shows the parent's names escaped and cut
 	// (docs/protocol.md, What messages quote); the oracle expected them
 	// raw and stopped at the first control character.
@@ -192,6 +203,7 @@ func FuzzDecodeRunDifferential(f *testing.F) {
 	f.Add([]byte(`{"module":{"wat":"x"},"args":[` + strings.Repeat("1,", 1000) + `1]}`))
 	f.Add([]byte(`{"module":{"wat":"x"},"args":[` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `]}`))
 	def, max := limits.Defaults(), limits.DefaultMaximums()
+	vars := varLimits{protocol.DefaultVarBytes, protocol.MaxVarBytes}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if !json.Valid(data) {
 			return // screening answers -32700 before any decoding
@@ -203,22 +215,43 @@ func FuzzDecodeRunDifferential(f *testing.F) {
 			}
 		}
 		want, wantArgs, faults := oracleDecodeRun(data, def, max)
-		var pe *ParamError
-		switch {
-		case gotErr != nil && !errors.As(gotErr, &pe):
-			t.Fatalf("%q: not a params error: %v", data, gotErr)
-		case gotErr != nil && want != nil:
-			t.Fatalf("%q: the decoder refuses it (%v), the protocol reads %s", data, gotErr, specSummary(want, wantArgs))
-		case gotErr == nil && want == nil:
-			t.Fatalf("%q: the decoder accepts it (%s), the protocol refuses %q", data, specSummary(got, decodedArgs(t, got)), faults)
-		case gotErr != nil:
-			if !slices.Contains(faults, pe.Field) {
-				t.Fatalf("%q: the decoder names %q (%v), the protocol faults %q", data, pe.Field, gotErr, faults)
-			}
-		default:
-			if g, w := specSummary(got, decodedArgs(t, got)), specSummary(want, wantArgs); g != w {
-				t.Fatalf("%q:\ndecoder:  %s\nprotocol: %s", data, g, w)
-			}
-		}
+		agree(t, data, "run", gotErr, want != nil, faults,
+			func() string { return specSummary(got, decodedArgs(t, got)) }, func() string { return specSummary(want, wantArgs) })
+
+		// The same bytes as compile's and instantiate's params, which share
+		// run's members.
+		src, gotErr := decodeCompile(data, def, max)
+		wantSrc, faults := oracleDecodeCompile(data, def, max)
+		agree(t, data, "compile", gotErr, wantSrc != nil, faults,
+			func() string { return fmt.Sprintf("%+v", src) }, func() string { return fmt.Sprintf("%+v", *wantSrc) })
+		inst, gotErr := decodeInstantiate(data, def, max, vars)
+		wantInst, faults := oracleDecodeInstantiate(data, def, max, vars)
+		agree(t, data, "instantiate", gotErr, wantInst != nil, faults,
+			func() string { return instantiateSummary(inst) }, func() string { return instantiateSummary(wantInst) })
 	})
+}
+
+// agree fails the test unless the decoder and the oracle agree on data as
+// a method's params: both accept it with the same meaning (got and want
+// render it), or both refuse it, the decoder naming a field the oracle
+// finds at fault.
+func agree(t *testing.T, data []byte, method string, gotErr error, wantOK bool, faults []string, got, want func() string) {
+	t.Helper()
+	var pe *ParamError
+	switch {
+	case gotErr != nil && !errors.As(gotErr, &pe):
+		t.Fatalf("%s %q: not a params error: %v", method, data, gotErr)
+	case gotErr != nil && wantOK:
+		t.Fatalf("%s %q: the decoder refuses it (%v), the protocol reads %s", method, data, gotErr, want())
+	case gotErr == nil && !wantOK:
+		t.Fatalf("%s %q: the decoder accepts it (%s), the protocol refuses %q", method, data, got(), faults)
+	case gotErr != nil:
+		if !slices.Contains(faults, pe.Field) {
+			t.Fatalf("%s %q: the decoder names %q (%v), the protocol faults %q", method, data, pe.Field, gotErr, faults)
+		}
+	default:
+		if g, w := got(), want(); g != w {
+			t.Fatalf("%s %q:\ndecoder:  %s\nprotocol: %s", method, data, g, w)
+		}
+	}
 }
