@@ -48,9 +48,10 @@ func FuzzDecodeRun(f *testing.F) {
 				t.Fatalf("source %+v has %d fields set", s, n)
 			}
 		}
-		src, err := decodeCompile(json.RawMessage(data), def, max)
-		if serr := screenedParams(data); serr != nil {
-			src, err = protocol.Source{}, serr
+		var src protocol.Source
+		err = screenedParams(data)
+		if err == nil {
+			src, err = decodeCompile(json.RawMessage(data), def, max)
 		}
 		if err != nil {
 			var pe *ParamError
