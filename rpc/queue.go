@@ -17,7 +17,8 @@ type phase int
 const (
 	phasePreparing phase = iota // its params are decoded and its module compiled, in its own goroutine
 	phaseQueued                 // in the run queue, waiting for a run slot
-	phaseRunning                // it took a run slot (slots.go), and runs
+	phaseStarting               // it took a run slot (slots.go); its goroutine starts
+	phaseRunning                // it runs, holding a slot (or away from it: withoutSlot)
 )
 
 // job is one admitted run or compile request, from admission to its
@@ -182,7 +183,7 @@ func (s *Server) answerCancelled(j *job) {
 	case j.phase == phaseQueued && j.elem != nil:
 		s.runQueue.Remove(j.elem)
 		j.elem = nil
-	case j.phase == phaseRunning:
+	case j.phase == phaseStarting || j.phase == phaseRunning: // its goroutine answers
 		s.mu.Unlock()
 		return
 	}

@@ -53,9 +53,15 @@ func (s *Server) startQueued() {
 		}
 		j := s.runQueue.Remove(front).(*job)
 		j.elem = nil
-		s.takeSlotLocked(j)
+		j.phase, j.holding = phaseStarting, true
 		s.mu.Unlock()
 		s.goJob(func() {
+			// Counted running from here, where it runs, as stats say: a
+			// cancel that finds it running finds it running guest code
+			// soon after, not waiting for its goroutine to be scheduled.
+			s.mu.Lock()
+			s.runLocked(j)
+			s.mu.Unlock()
 			s.out.waitBelow(s.opts.OutputHighWater)
 			s.execute(j)
 		})
@@ -68,7 +74,8 @@ func (s *Server) startQueued() {
 func (s *Server) startInline(j *job) bool {
 	s.mu.Lock()
 	if j.ctx.Err() == nil && s.state < stateDraining && s.runQueue.Len() == 0 && s.slots.TryAcquire(1) {
-		s.takeSlotLocked(j)
+		j.holding = true
+		s.runLocked(j)
 		j.queuedAt = time.Now()
 		s.mu.Unlock()
 		return true
@@ -78,11 +85,10 @@ func (s *Server) startInline(j *job) bool {
 	return false
 }
 
-// takeSlotLocked marks the job running with the slot it just acquired.
+// runLocked counts a job that holds a slot as running, no longer waiting.
 // Call with s.mu held.
-func (s *Server) takeSlotLocked(j *job) {
+func (s *Server) runLocked(j *job) {
 	j.phase = phaseRunning
-	j.holding = true
 	s.waiting--
 	s.queuedBytes -= j.size
 	s.running++
@@ -95,7 +101,9 @@ func (s *Server) leaveSlotLocked(j *job) bool {
 		return false
 	}
 	j.holding = false
-	s.running--
+	if j.phase == phaseRunning { // a starting job is not counted yet
+		s.running--
+	}
 	return true
 }
 
