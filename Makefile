@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/sandboxd
 export SANDBOXD_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build binary node-package install demo test test-go test-python test-node bench fuzz clean wasi-guests plugins
+.PHONY: all build binary node-package install demo test test-go test-fuzz test-python test-node bench fuzz clean wasi-guests plugins
 
 all: build
 
@@ -54,18 +54,23 @@ demo: build
 	$(BIN) run testdata/wat/logger.wat --allow-log
 	$(GO) run ./clients/go/examples/session
 
-# Every test: Go (engine, sidecar, CLI), the Python client, the Node client.
-test: build test-go test-python test-node
+# Every test: Go (engine, sidecar, CLI), every fuzz target briefly, the
+# Python client, the Node client.
+test: build test-go test-fuzz test-python test-node
 
 # Then the protocol layer and the Go client once more without cgo (they
 # must not link wasmtime), and under the race detector, where the sidecar's
 # concurrency lives and the tests are quick.
-PURE_GO := ./protocol/... ./internal/framing/... ./internal/jsonscan/... ./rpc/... ./clients/go/...
+PURE_GO := ./protocol/... ./internal/framing/... ./internal/jsonscan/... ./internal/rpctest/... ./rpc/... ./clients/go/...
 
 # -timeout is a hang bound per package: on a loaded machine cmd/sandboxd
 # came near go test's 10-minute default (it takes 2-3 minutes unloaded).
+# staticcheck at a pinned version, fetched through the module proxy.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 test-go:
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) mod tidy -diff # go.mod and go.sum list what the code imports, no more
 	$(GO) test -count=1 -timeout 30m ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m $(PURE_GO)
 	$(GO) test -count=1 -timeout 30m -race $(PURE_GO) ./limits/...
@@ -81,12 +86,17 @@ bench: build
 	cd clients/node && npm ci --no-audit --no-fund && npm run build
 	$(GO) run ./bench
 
-# Each fuzz target for FUZZTIME (default 10m), one after another.
+# Every fuzz target of the module for FUZZTIME (default 10m), one after
+# another; .ci/fuzz finds them, and names each failure and its input (now a
+# seed under the package's testdata/fuzz). test-fuzz gives each FUZZBRIEF
+# (default 2s), so that make test sees a target failing on new inputs.
 FUZZTIME ?= 10m
+FUZZBRIEF ?= 2s
 fuzz:
-	for t in FuzzInstrument; do $(GO) test ./sandbox/internal/wasmbin -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
-	for t in FuzzCompile FuzzParseValue FuzzBulkPreserved; do $(GO) test ./sandbox -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
-	for p in ./rpc ./protocol ./internal/framing; do for t in $$($(GO) test $$p -list "^Fuzz" | grep ^Fuzz); do $(GO) test $$p -run "^$$" -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done; done
+	GO=$(GO) .ci/fuzz $(FUZZTIME)
+
+test-fuzz:
+	GO=$(GO) .ci/fuzz $(FUZZBRIEF)
 
 # The WASI test guests of testdata/wasi, rebuilt from the sources beside
 # them. Not part of make test, which uses the committed .wasm files. Needs

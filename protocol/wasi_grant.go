@@ -107,7 +107,7 @@ func (w *WASI) Check() error {
 		}
 	}
 	for _, k := range sortedKeys(w.Env) {
-		field := WASIField + ".env." + k
+		field := WASIField + ".env." + Escape(k) // the parent's name, shown as messages show names
 		if k == "" || strings.Contains(k, "=") {
 			return &GrantError{WASIField + ".env", fmt.Sprintf("name %q must be non-empty and contain no '='", k)}
 		}

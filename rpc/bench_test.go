@@ -59,7 +59,7 @@ func BenchmarkDecodeRun(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		if _, err := decodeScreenedRun(raw, limits.Defaults(), limits.DefaultMaximums()); err != nil {
+		if _, err := decodeRun(raw, limits.Defaults(), limits.DefaultMaximums()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -72,7 +72,7 @@ func BenchmarkDecodeRunWAT(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		if _, err := decodeScreenedRun(raw, limits.Defaults(), limits.DefaultMaximums()); err != nil {
+		if _, err := decodeRun(raw, limits.Defaults(), limits.DefaultMaximums()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -132,7 +132,7 @@ func BenchmarkDecodeCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := decodeCall(obj, in, limits.Defaults(), limits.DefaultMaximums()); err != nil {
+		if _, err := decodeCall(&obj, in, limits.Defaults(), limits.DefaultMaximums()); err != nil {
 			b.Fatal(err)
 		}
 	}

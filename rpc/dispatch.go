@@ -192,7 +192,7 @@ const inlineGrace = 100 * time.Microsecond
 // nothing more is buffered, the dispatcher has nothing queued or in hand
 // (so no earlier message is answered after this one, and a shutdown
 // before it has taken effect), no other request is in flight (so the
-// workers have nothing to run in parallel) and the output is below its
+// slots have nothing else to run in parallel) and the output is below its
 // high water. The run is then decoded, prepared and run here,
 // and its response written from here, with no goroutine woken on the way.
 // While it runs nobody reads: if it takes longer than inlineGrace, the
@@ -310,7 +310,7 @@ func (s *Server) admitInline(req request) (j *job, turnErr error) {
 }
 
 // runAdmitted prepares and runs an admitted job on the calling goroutine
-// (or queues it, when a worker must take it after all); whatever happens,
+// (or queues it, when it must wait for a run slot after all); whatever happens,
 // the job is answered.
 func (s *Server) runAdmitted(j *job, turnErr error) {
 	defer s.recoverJob(j)

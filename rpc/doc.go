@@ -6,22 +6,45 @@
 // package and the Go client build without cgo (cmd/sandboxd adapts
 // *sandbox.Engine to it). The files, by job:
 //
-//	options.go    Options, their defaults and validation
-//	engine.go     the Engine interface the server drives
-//	lifecycle.go  Server, Serve and its one state machine: open → shutting
-//	              down → draining → closed
-//	dispatch.go   the reader, its inbox and the dispatcher (fast methods
-//	              answered inline; back-pressure)
-//	screen.go     envelope screening: what the JSON-RPC layer never sees
-//	queue.go      admission (busy by entries and by bytes), ids, cancel
-//	execute.go    the prepare stage (decode, compile) and the run workers
-//	encode.go     responses and notifications as bytes
-//	outbox.go     the output: ordering, back-pressure, the drain deadline
-//	stats.go      initialize's and stats' results
-//	params.go     decoding and validating run and compile params
-//	errors.go     errors as JSON-RPC error objects
+//	doc.go              this list
+//	options.go          Options, their defaults and validation
+//	engine.go           the Engine interface the server drives
+//	instance.go         instances: the InstanceEngine interface, and
+//	                    instantiate, call, release and plugin runs as jobs
+//	lifecycle.go        Server, Serve and its one state machine: open →
+//	                    shutting down → draining → closed
+//	dispatch.go         the reader, its inbox and the dispatcher (fast
+//	                    methods answered inline; back-pressure), and the
+//	                    runs the reader runs itself
+//	screen.go           envelope screening: what the JSON-RPC layer never
+//	                    sees; ids by value
+//	queue.go            jobs: admission (busy by entries and by bytes),
+//	                    ids in flight, cancel, the one response, shutdown
+//	execute.go          the prepare stage (decode, compile) and a job's run
+//	execute_wasi.go     what a WASI run adds: defaults, its result, output
+//	                    notifications
+//	slots.go            run slots (--max-concurrency, a semaphore): the run
+//	                    queue, starting jobs, a slot given back and taken
+//	                    again
+//	encode.go           responses and log notifications as bytes
+//	outbox.go           the output: ordering, back-pressure, the drain
+//	                    deadline
+//	stats.go            initialize's and stats' results
+//	wire.go             the params of every method as shapes: each
+//	                    object's members, declared once
+//	params.go           reading params through their shapes: the object
+//	                    reader and the readers of strings, numbers, bytes
+//	params_run.go       run and compile params: module, limits,
+//	                    capabilities, args
+//	params_instance.go  instantiate, call and release params
+//	params_wasi.go      capabilities.wasi
+//	errors.go           errors as JSON-RPC error objects
+//	compat.go           the names that moved to package protocol, kept
+//	faults.go           fault injection (build tag sandboxd_faults)
 //
 // Framing itself (Content-Length and ndjson) is internal/framing, shared
 // with the Go client; the wire types, values and kinds are package
-// protocol.
+// protocol. The tests drive the real Server over the fake engine of
+// internal/rpctest (shared with the Go client's tests), each file beside
+// the unit it tests.
 package rpc

@@ -14,7 +14,7 @@ import (
 // request, so several calls may be in progress at once (at most the
 // server's MaxQueue); it must return a cached module without waiting for
 // other compiles, and honour ctx. Run is called by at most MaxConcurrency
-// workers at once and must honour ctx within a few ticks. Errors that
+// jobs at once (its run slots) and must honour ctx within a few ticks. Errors that
 // describe an outcome are *protocol.Error or implement protocol.Outcome;
 // anything else is reported as kind host.
 type Engine interface {

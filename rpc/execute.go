@@ -12,11 +12,11 @@ import (
 // obtains the module (Engine.Compile, which returns cached modules at
 // once). A request that may have to wait for a compile (or is large to
 // decode) is prepared in a goroutine of its own, so it holds no run
-// worker, and runs of modules already compiled never wait behind a
+// slot, and runs of modules already compiled never wait behind a
 // compile; a small run whose module is cached is prepared where it was
 // read, which saves a goroutine and a hand-off. A prepared run then waits
-// in the run queue for one of MaxConcurrency workers, or is run at once by
-// the goroutine that read it (runInline).
+// in the run queue for one of MaxConcurrency run slots (slots.go), or is
+// run at once by the goroutine that read it (runInline).
 
 // inlineDecodeBytes is the largest run message decoded by the goroutine
 // that handles it: decoding it costs microseconds, not enough to delay
@@ -57,7 +57,7 @@ func (s *Server) prepare(j *job) {
 		s.respond(j, CompileResultOf(mod.Info(), info), nil)
 		return
 	}
-	spec, err := decodeScreenedRun(raw, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeRun(raw, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.respond(j, nil, ErrorObject(err))
 		return
@@ -80,7 +80,7 @@ func (s *Server) prepareRun(j *job) (ready bool) {
 	}()
 	raw := j.params
 	j.params = nil // the decoded form replaces it
-	spec, err := decodeScreenedRun(raw, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeRun(raw, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.respond(j, nil, ErrorObject(err))
 		return false
@@ -96,7 +96,7 @@ func (s *Server) prepareRun(j *job) (ready bool) {
 		mod, ok = s.cachedModule(spec.source)
 	}
 	if !ok {
-		s.tasks.Go(func() {
+		s.goJob(func() {
 			defer s.recoverJob(j)
 			if s.compileJob(j, spec, nil) {
 				s.enqueueRun(j)
@@ -189,18 +189,6 @@ func (s *Server) answerPanic(j *job, p any) {
 		s.count("internal")
 	}
 	s.respond(j, nil, protocolError(CodeInternalError, "internal error: %v", p))
-}
-
-// worker executes queued runs one at a time until the server drains.
-func (s *Server) worker() {
-	for {
-		s.out.waitBelow(s.opts.OutputHighWater)
-		j := s.next()
-		if j == nil {
-			return
-		}
-		s.execute(j)
-	}
 }
 
 // execute runs one job and sends its one response, whatever happens.

@@ -15,14 +15,14 @@ import (
 // Long-lived instances (instantiate, call, release) and plugin runs.
 //
 // An instantiate is a job like a run: decoded and compiled in its prepare
-// goroutine, then queued for a worker, which runs the start function and
+// goroutine, then queued for a run slot; it runs the start function and
 // _initialize. A call is a job too, but its order is fixed on the
 // dispatcher: there, in read order, it looks up its instance and takes
 // the next turn in the instance's line (InstanceEngine's Turn). Its
 // prepare goroutine decodes the params, then waits for the turn to come
 // (Turn.Ready) and only then puts the call in the run queue; so a call
-// waiting behind its instance's earlier calls holds no worker, and the
-// workers see at most one call per instance at a time. A release is
+// waiting behind its instance's earlier calls holds no run slot, and the
+// slots hold at most one call per instance at a time. A release is
 // answered on the dispatcher, also in read order: calls read before it
 // and still waiting get -32001 (released); one already running is
 // cancelled.
@@ -31,11 +31,11 @@ import (
 // instances. Without it, instantiate, call and release are unknown
 // methods and a plugin run is refused.
 //
-// Instantiate is called by a worker, like Run. LookupInstance and
+// Instantiate is called in a run slot, like Run. LookupInstance and
 // Instance.Enqueue are called on the dispatcher and must not block;
 // Instance.Release too, and it may free the instance's store. A call's
 // Turn is used by one goroutine at a time: Ready may be waited on, then
-// Call runs on a worker (at once, the turn being ready), or Abandon gives
+// Call runs in a run slot (at once, the turn being ready), or Abandon gives
 // the turn back. Errors about an instance that is closed or unknown are
 // *protocol.InstanceClosedError; a refusal for too many instances is
 // *protocol.TooManyInstancesError.
@@ -103,7 +103,7 @@ func (s *Server) dispatchInstance(req request) {
 		}
 		err := s.takeTurn(j)
 		if j.size > inlineDecodeBytes {
-			s.tasks.Go(func() { s.prepareCall(j, err) })
+			s.goJob(func() { s.prepareCall(j, err) })
 			return
 		}
 		// A small call is decoded here, and queued at once if its turn has
@@ -128,7 +128,7 @@ func (s *Server) takeTurn(j *job) error {
 	if err != nil {
 		return err
 	}
-	j.callParams, j.params = obj, nil // decoded once, here
+	j.callParams, j.params = obj, nil // read once, here
 	in, err := ie.LookupInstance(id)
 	if err != nil {
 		return err
@@ -157,7 +157,8 @@ func (s *Server) prepareInline(j *job, turnErr error) bool {
 	return s.prepareRun(j)
 }
 
-// prepareInstantiate decodes and compiles an instantiate; a worker runs it.
+// prepareInstantiate decodes and compiles an instantiate, and queues it
+// for a run slot.
 func (s *Server) prepareInstantiate(j *job, raw json.RawMessage) {
 	spec, err := decodeInstantiate(raw, s.opts.Defaults, s.opts.Maximums, varLimits{s.opts.DefaultVarBytes, s.opts.MaxVarBytes})
 	if err == nil && j.ctx.Err() != nil {
@@ -212,7 +213,7 @@ func (s *Server) execInstantiate(j *job, spec *instantiateSpec, queued time.Dura
 }
 
 // prepareCall decodes a call whose turn the dispatcher took (or answers
-// lookupErr), waits for the turn, and queues the call for a worker.
+// lookupErr), waits for the turn, and queues the call for a run slot.
 func (s *Server) prepareCall(j *job, lookupErr error) {
 	defer s.recoverJob(j)
 	defer s.leaveLine(j) // if a panic skipped it
@@ -243,7 +244,7 @@ func (s *Server) prepareCallNow(j *job, lookupErr error) (ready bool) {
 		j.exec = func(time.Duration) (any, error) { return s.execCall(j, spec) }
 		return true
 	default:
-		s.tasks.Go(func() {
+		s.goJob(func() {
 			defer s.recoverJob(j)
 			defer s.leaveLine(j)
 			s.awaitTurn(j, spec)
@@ -255,13 +256,13 @@ func (s *Server) prepareCallNow(j *job, lookupErr error) (ready bool) {
 // decodeCallJob decodes a call's params, or answers the call (a lookup
 // or params error) and returns nil.
 func (s *Server) decodeCallJob(j *job, lookupErr error) *callSpec {
-	obj := j.callParams
-	j.params, j.callParams = nil, nil
+	p := j.callParams
+	j.params, j.callParams = nil, members{}
 	if lookupErr != nil {
 		s.respond(j, nil, ErrorObject(lookupErr))
 		return nil
 	}
-	spec, err := decodeCall(obj, j.inst, s.opts.Defaults, s.opts.Maximums)
+	spec, err := decodeCall(&p, j.inst, s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err)) // the turn is given back

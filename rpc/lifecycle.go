@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/sandboxd/sandboxd/internal/framing"
 )
@@ -31,7 +33,7 @@ const (
 	stateShuttingDown
 	// stateDraining: the end (input ended without shutdown, exit, a
 	// framing error, the context): queued work is answered cancelled,
-	// running work is cancelled and answered by its worker, and the
+	// running work is cancelled and answered by its goroutine, and the
 	// output gets DrainTimeout to reach the parent.
 	stateDraining
 	// stateClosed: Serve has returned.
@@ -50,19 +52,39 @@ type Server struct {
 	state       state
 	served      bool
 	exitErr     error
-	work        *sync.Cond     // signalled when the run queue or the state changes
-	runQueue    list.List      // *job ready to run, FIFO
+	runQueue    list.List      // *job prepared, waiting for a run slot, FIFO (slots.go)
 	jobs        map[idKey]*job // admitted and not yet answered, by id
-	waiting     int            // jobs admitted and not yet taken by a worker
+	waiting     int            // jobs admitted and not yet holding a run slot
 	queuedBytes int64          // the message sizes of those jobs
-	running     int            // jobs taken by a worker and not yet answered
+	running     int            // jobs holding a run slot, not yet answered
+	away        int            // running jobs that gave their slot back for a while (withoutSlot)
+	returning   int            // those of them waiting to take one again
 	inLine      int            // calls among the waiting jobs whose instance's turn has not come (instance.go)
 	replying    int            // responses being handed to the outbox
 	shutdownIDs []jsonrpc2.ID  // shutdown requests, answered once idle
 	idle        chan struct{}  // closed once shutting down and no work is left
 	stats       counters
 
-	tasks sync.WaitGroup // the read loop, the workers and every prepare goroutine
+	slots *semaphore.Weighted // MaxConcurrency run slots (slots.go)
+	// tasks owns every goroutine of an admitted job: its preparation (a
+	// compile, a large message, a call waiting for its instance) and its
+	// run. Each job has at most one at a time (its run's starts as its
+	// preparation's ends), so with admission (MaxQueue waiting, by entries
+	// and by bytes) and the slots they number at most about MaxQueue +
+	// MaxConcurrency. Serve waits for them.
+	tasks errgroup.Group
+	// loops are the reader (and each goroutine that takes the reader's
+	// role over, see runInline) and the dispatcher. Serve waits for them.
+	loops sync.WaitGroup
+}
+
+// goJob runs fn, the work of an admitted job, on a goroutine of tasks.
+// The job answers its own errors: fn returns none.
+func (s *Server) goJob(fn func()) {
+	s.tasks.Go(func() error {
+		fn()
+		return nil
+	})
 }
 
 // NewServer validates opts and returns a server over eng.
@@ -73,8 +95,7 @@ func NewServer(eng Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{eng: eng, opts: o, log: o.Logger, start: time.Now(),
 		jobs: map[idKey]*job{}, idle: make(chan struct{}),
-		stats: counters{runs: map[string]uint64{}}}
-	s.work = sync.NewCond(&s.mu)
+		stats: counters{runs: map[string]uint64{}}, slots: semaphore.NewWeighted(int64(o.MaxConcurrency))}
 	return s, nil
 }
 
@@ -103,17 +124,14 @@ func (s *Server) Serve(ctx context.Context, rd io.Reader, out io.Writer) error {
 	s.out = newOutbox(out, s.opts.Framing)
 	var writer sync.WaitGroup
 	writer.Go(s.out.run)
-	for range s.opts.MaxConcurrency {
-		s.tasks.Go(s.worker)
-	}
 	in := newInbox()
 	inputEnded := make(chan struct{}) // the reader has stopped: end of input, or a read error
 	reader := &reader{s: s, r: framing.NewReader(rd, s.opts.Framing, s.opts.MaxMessageBytes), in: in, eof: inputEnded,
-		watch: &inlineWatch{handOn: func(rd *reader) { s.tasks.Go(rd.run) }, now: time.Now}}
-	s.tasks.Go(reader.run)
+		watch: &inlineWatch{handOn: func(rd *reader) { s.loops.Go(rd.run) }, now: time.Now}}
+	s.loops.Go(reader.run)
 	var end readEnd
 	dispatched := make(chan struct{}) // the dispatcher has handled everything read, or exit
-	s.tasks.Go(func() {
+	s.loops.Go(func() {
 		end = s.dispatchLoop(in)
 		close(dispatched)
 	})
@@ -145,7 +163,7 @@ func (s *Server) Serve(ctx context.Context, rd io.Reader, out io.Writer) error {
 		s.mu.Unlock()
 	}
 	// From here on the parent gets DrainTimeout to read what it is owed;
-	// then the output is abandoned, which also frees a worker or the
+	// then the output is abandoned, which also frees a job or the
 	// dispatcher blocked on it, so nothing below can wait for longer.
 	abandon := time.AfterFunc(s.opts.DrainTimeout, s.out.abandon)
 	in.stop()
@@ -216,7 +234,7 @@ func isClosed(c <-chan struct{}) bool {
 // drain is the end: it stops admitting work, answers what is queued as
 // cancelled, cancels what is preparing or running (its goroutine answers),
 // stops the read loop if it still runs, and waits for every task. (Serve
-// abandons the output DrainTimeout after the drain began, so a worker
+// abandons the output DrainTimeout after the drain began, so a job
 // blocked writing to a parent that does not read returns.)
 func (s *Server) drain(in io.Reader, reading bool) {
 	s.mu.Lock()
@@ -228,7 +246,6 @@ func (s *Server) drain(in io.Reader, reading bool) {
 	for _, j := range s.jobs {
 		j.cancel()
 	}
-	s.work.Broadcast()
 	s.mu.Unlock()
 	for _, j := range queued {
 		s.answerCancelled(j)
@@ -238,7 +255,8 @@ func (s *Server) drain(in io.Reader, reading bool) {
 			_ = c.Close()
 		}
 	}
-	s.tasks.Wait()
+	s.loops.Wait() // then no job is admitted any more
+	_ = s.tasks.Wait()
 	// Shutdown requests still unanswered (ctx ended, or the parent stopped
 	// reading) are answered now: nothing is left to wait for.
 	s.answerShutdowns()

@@ -24,13 +24,13 @@ type Options struct {
 	Version         string        // reported by initialize
 	EngineVersion   string        // reported by initialize as engine.wasmtime
 	// MaxQueueBytes bounds the summed message sizes of the requests that
-	// wait (decoding, compiling or queued for a worker); a request that
+	// wait (decoding, compiling or queued for a run slot); a request that
 	// would pass it is answered busy. Default 256 MiB; at least
 	// MaxMessageBytes, so that one message of the largest size fits.
 	MaxQueueBytes int64
 	// OutputHighWater is how many bytes may wait for a parent that is not
-	// reading before the server stops reading requests and workers stop
-	// taking new runs (back-pressure). Default 64 MiB.
+	// reading before the server stops reading requests and no new run
+	// starts (back-pressure). Default 64 MiB.
 	OutputHighWater int64
 	// DefaultVarBytes is the limits.varBytes of an instance that sets none
 	// (a plugin's vars: keys and values together, and a plugin `run`'s);

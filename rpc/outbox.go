@@ -14,13 +14,14 @@ import (
 // Queued senders never block: a writer goroutine drains the queue, so a
 // guest's host::log never waits on the parent's pipe, and a run's log
 // notifications, queued before its response, are written before it. A
-// worker's response may instead be written inline by the worker itself
+// job's response may instead be written inline by the job's goroutine
 // when nothing is queued or being written (sendDirect): that saves a
-// goroutine hand-off per run, and only that worker waits if the parent is
-// slow to read.
+// goroutine hand-off per run, and only that goroutine waits if the parent
+// is slow to read.
 //
 // The bytes waiting (pending) are what back-pressure watches: the read
-// loop and the workers wait while they are above OutputHighWater.
+// loop, and each job before it runs, wait while they are above
+// OutputHighWater.
 type outbox struct {
 	dst io.Writer
 	w   *framing.Writer

@@ -3,6 +3,7 @@ package rpc
 import (
 	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +30,8 @@ func testOutboxDirectWrite(t *testing.T, queue bool) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	o := newOutbox(w, framing.ContentLength)
+	started := &startSignal{Writer: w, first: make(chan struct{})}
+	o := newOutbox(started, framing.ContentLength)
 	go o.run()
 	defer func() { w.Close(); o.close() }()
 
@@ -40,12 +42,10 @@ func testOutboxDirectWrite(t *testing.T, queue bool) {
 	big[0], big[len(big)-1] = '"', '"'
 	direct := make(chan struct{})
 	go func() { o.sendDirect(big); close(direct) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for o.pendingBytes() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the direct write never started")
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-started.first: // its bytes are pending
+	case <-time.After(time.Minute): // a hang bound
+		t.Fatal("the direct write never started")
 	}
 	want := int64(len(big))
 	if queue {
@@ -57,10 +57,15 @@ func testOutboxDirectWrite(t *testing.T, queue bool) {
 		close(below)
 	} else {
 		go func() { o.waitBelow(1024); close(below) }()
+		waitUntil(t, "waitBelow waits while 4 MiB are pending", func() bool {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return o.belowWaiters == 1
+		})
 		select {
 		case <-below:
 			t.Fatal("waitBelow returned while 4 MiB were pending")
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
 	}
 	got := make(chan int64)
@@ -75,15 +80,24 @@ func testOutboxDirectWrite(t *testing.T, queue bool) {
 			t.Fatal("a direct sender or a waitBelow waiter was never woken")
 		}
 	}
-	for o.pendingBytes() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the queued frame was never written: %d bytes pending", o.pendingBytes())
-		}
-		time.Sleep(time.Millisecond)
+	o.close() // once the writer goroutine has written what was queued
+	if n := o.pendingBytes(); n != 0 {
+		t.Fatalf("the queued frame was never written: %d bytes pending", n)
 	}
 	w.Close()
-	o.close()
 	if n := <-got; n < want {
 		t.Fatalf("read %d bytes, want at least %d (the bodies and their headers)", n, want)
 	}
+}
+
+// startSignal closes first when the outbox's first write begins.
+type startSignal struct {
+	io.Writer
+	once  sync.Once
+	first chan struct{}
+}
+
+func (s *startSignal) Write(p []byte) (int, error) {
+	s.once.Do(func() { close(s.first) })
+	return s.Writer.Write(p)
 }

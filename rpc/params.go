@@ -7,53 +7,133 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/internal/jsonscan"
-	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
-// runSpec is a decoded `run` request, before the module is compiled.
-type runSpec struct {
-	source   protocol.Source
-	function string
-	args     []json.RawMessage
-	limits   limits.Limits
-	caps     protocol.Capabilities
-	// A plugin run's (params_instance.go): nil input is none given.
-	input  []byte
-	config map[string]string
-	// defaultFunction: function was omitted, so a WASI command's _start
-	// is called when the module exports one (compileRun decides).
-	defaultFunction bool
+// Reading params. Every message is checked for JSON syntax once, when it
+// is screened (screen.go); its params are then read by walking that valid
+// text (jsonscan) through the shapes of wire.go, instead of handing each
+// level to encoding/json, which checks the syntax of its input again
+// before decoding it (for a run of a 2 KB WAT text that was nine passes
+// over the text instead of two). So every function here requires valid
+// JSON; values are read as encoding/json reads them (jsonscan.String for
+// strings), which the differential fuzzer checks.
+
+// maxMembers is the most members a shape has.
+const maxMembers = 12
+
+// members are an object's members by their index in its shape: each value
+// as its JSON text, sharing the message's memory; nil when absent or null
+// (null is absent: docs/protocol.md, Messages; the protocol has no member
+// whose null means something else).
+type members struct {
+	values [maxMembers]json.RawMessage
+	given  uint32 // bit i: member i was given, null or not
 }
 
-// object decodes raw as a JSON object whose keys are all in allowed,
-// naming field (its path) in every error. Unknown keys are refused so that
-// a typo ("timeout" for "timeoutMs") is an error, not a silent default.
-func object(raw json.RawMessage, field string, allowed ...string) (map[string]json.RawMessage, error) {
+// has reports whether member i was given, null or not.
+func (m *members) has(i int) bool { return m.given&(1<<i) != 0 }
+
+// read reads the valid JSON raw as an object of the shape.
+func (sh *shape) read(raw json.RawMessage, m *members) error {
+	return sh.readAt(raw, sh.path, m)
+}
+
+// readAt is read for an object whose field path is path (an element of
+// an array: capabilities.wasi.dirs[2]). Of a member given twice the last
+// counts. A member the shape does not take is refused, the first of them
+// named; the members are still all read (compile's limits name a run
+// limit before an unknown one).
+func (sh *shape) readAt(raw json.RawMessage, path string, m *members) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return paramErr(path, "must be an object, got %s", kindOfJSON(raw))
+	}
+	var unknown error
+	jsonscan.Members(raw, func(key, value []byte) {
+		i, name := sh.member(key)
+		if i < 0 {
+			if unknown == nil {
+				unknown = sh.unknown(path, name)
+			}
+			return
+		}
+		m.given |= 1 << i
+		if isNull(value) {
+			m.values[i] = nil
+		} else {
+			m.values[i] = value
+		}
+	})
+	return unknown
+}
+
+// member finds the key literal key among the shape's names: its index,
+// or -1 and the decoded name. A plain key costs no allocation.
+func (sh *shape) member(key []byte) (int, string) {
+	if bytes.IndexByte(key, '\\') < 0 {
+		body := key[1 : len(key)-1]
+		for i, n := range sh.names {
+			if string(body) == n {
+				return i, n
+			}
+		}
+	}
+	name := jsonscan.String(key)
+	for i, n := range sh.names {
+		if name == n {
+			return i, n
+		}
+	}
+	return -1, name
+}
+
+func (sh *shape) unknown(path, name string) error {
+	if name == "" {
+		return paramErr(path, "unknown field \"\" (allowed: %s)", sh.allowed)
+	}
+	return paramErr(join(path, protocol.Escape(name)), "unknown field (allowed: %s)", sh.allowed)
+}
+
+// entry is a member of an object of any keys (env, files, config).
+type entry struct {
+	key   string
+	value json.RawMessage
+}
+
+// entries reads the valid JSON raw as an object of any keys: each key
+// once, in the order of its first appearance, with its last value.
+func entries(raw json.RawMessage, field string) ([]entry, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, paramErr(field, "must be an object, got %s", kindOfJSON(raw))
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, paramErr(field, "must be an object: %v", err)
-	}
-	for k, v := range obj {
-		if contains(allowed, k) && isNull(v) {
-			delete(obj, k) // null is absent
-			continue
+	var out []entry
+	var index map[string]int // in out, by key
+	jsonscan.Members(raw, func(key, value []byte) {
+		k := jsonscan.String(key)
+		if i, ok := index[k]; ok {
+			out[i].value = value
+			return
 		}
-		if !contains(allowed, k) {
-			if k == "" {
-				return nil, paramErr(field, "unknown field \"\" (allowed: %s)", strings.Join(allowed, ", "))
-			}
-			return nil, paramErr(join(field, protocol.Escape(k)), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+		if index == nil {
+			index = map[string]int{}
 		}
+		index[k] = len(out)
+		out = append(out, entry{k, value})
+	})
+	return out, nil
+}
+
+// elements reads the valid JSON raw as an array.
+func elements(raw json.RawMessage, field string) ([]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, paramErr(field, "must be an array, got %s", kindOfJSON(raw))
 	}
-	return obj, nil
+	return jsonscan.Elements(raw), nil
 }
 
 func join(parent, child string) string {
@@ -63,14 +143,8 @@ func join(parent, child string) string {
 	return parent + "." + child
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+// isNull says whether the JSON value v is null.
+func isNull(v []byte) bool { return string(bytes.TrimSpace(v)) == "null" }
 
 func kindOfJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
@@ -91,42 +165,34 @@ func kindOfJSON(raw json.RawMessage) string {
 	return "a number"
 }
 
+// stringField reads a string.
 func stringField(raw json.RawMessage, field string) (string, error) {
-	if s, ok := plainString(raw); ok {
-		return s, nil
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", paramErr(field, "must be a string, got %s", kindOfJSON(raw))
 	}
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", paramErr(field, "must be a string, got %s", kindOfJSON(bytes.TrimSpace(raw)))
-	}
-	return s, nil
+	return jsonscan.String(raw), nil
 }
 
-// plainString returns the content of a JSON string literal that needs no
-// unescaping: no backslash, no control character, valid UTF-8. A base64
-// module of tens of MiB is such a string, and this saves decoding it twice.
-func plainString(raw json.RawMessage) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
+// nonEmptyString reads a string that must not be empty.
+func nonEmptyString(raw json.RawMessage, field string) (string, error) {
+	s, err := stringField(raw, field)
+	if err == nil && s == "" {
+		err = paramErr(field, "must not be empty")
 	}
-	body := raw[1 : len(raw)-1]
-	for _, c := range body {
-		if c < 0x20 || c == '\\' || c == '"' {
-			return "", false
-		}
-	}
-	if !utf8.Valid(body) {
-		return "", false
-	}
-	return string(body), true
+	return s, err
 }
 
+// boolField reads true or false (null reads as false, as encoding/json
+// reads it).
 func boolField(raw json.RawMessage, field string) (bool, error) {
-	var b bool
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return false, paramErr(field, "must be true or false, got %s", kindOfJSON(bytes.TrimSpace(raw)))
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, nil
+	case "false", "null":
+		return false, nil
 	}
-	return b, nil
+	return false, paramErr(field, "must be true or false, got %s", kindOfJSON(bytes.TrimSpace(raw)))
 }
 
 // uintField reads a JSON integer >= 0 (or, if allowString, a decimal
@@ -136,7 +202,7 @@ func uintField(raw json.RawMessage, field string, allowString, positive bool) (u
 	raw = bytes.TrimSpace(raw)
 	lit := string(raw)
 	if allowString && len(raw) > 0 && raw[0] == '"' {
-		if err := json.Unmarshal(raw, &lit); err != nil || !decimalDigits(lit) {
+		if lit = jsonscan.String(raw); !decimalDigits(lit) {
 			// Not any float text: big.ParseFloat, below, also reads
 			// "1p3" (8) and ".5e1".
 			return 0, paramErr(field, "must be an integer, got the string %s", protocol.Quote(lit))
@@ -174,113 +240,16 @@ func decimalDigits(s string) bool {
 	return digits != "" && len(s)-len(digits) <= 1 && strings.Trim(digits, "0123456789") == ""
 }
 
-// decodeModule reads a module spec: exactly one of wat, wasm, id, path.
-// raw must be valid JSON (a member of params that were checked).
-func decodeModule(raw json.RawMessage, field string) (protocol.Source, error) {
-	obj, err := validObject(raw, field, "wat", "wasm", "id", "path")
-	if err != nil {
-		return protocol.Source{}, err
-	}
-	if len(obj) != 1 {
-		return protocol.Source{}, paramErr(field, "give exactly one of wat, wasm, id, path (got %d)", len(obj))
-	}
-	var src protocol.Source
-	for k, v := range obj {
-		if k == "wasm" {
-			if src.Wasm, err = decodeBase64(v, join(field, k)); err != nil {
-				return src, err
-			}
-			continue
-		}
-		s, err := validStringField(v, join(field, k))
-		if err != nil {
-			return src, err
-		}
-		if s == "" {
-			return src, paramErr(join(field, k), "must not be empty")
-		}
-		switch k {
-		case "wat":
-			src.WAT = s
-		case "id":
-			if !strings.HasPrefix(s, protocol.IDPrefix) {
-				return src, paramErr(join(field, k), "must look like %s<hex>, got %s", protocol.IDPrefix, protocol.Quote(s))
-			}
-			src.ID = s
-		case "path":
-			src.Path = s
-		}
-	}
-	return src, nil
-}
-
-// decodeRunModule is decodeModule for a run, whose module is looked up
-// by how it came on the wire before anything is decoded: wat and wasm are
-// left as their JSON literals (Source.Encoded), checked only for being
-// non-empty strings. decodeEncoded decodes them, with decodeModule's
-// errors, when the literal is not known.
-func decodeRunModule(raw json.RawMessage, field string) (protocol.Source, error) {
-	obj, err := validObject(raw, field, "wat", "wasm", "id", "path")
-	if err != nil {
-		return protocol.Source{}, err
-	}
-	if len(obj) != 1 {
-		return protocol.Source{}, paramErr(field, "give exactly one of wat, wasm, id, path (got %d)", len(obj))
-	}
-	for _, k := range []string{"wat", "wasm"} {
-		v, ok := obj[k]
-		if !ok {
-			continue
-		}
-		v = bytes.TrimSpace(v)
-		if len(v) == 0 || v[0] != '"' {
-			return protocol.Source{}, paramErr(join(field, k), "must be a string, got %s", kindOfJSON(v))
-		}
-		if len(v) == 2 {
-			return protocol.Source{}, paramErr(join(field, k), "must not be empty")
-		}
-		return protocol.Source{Encoded: &protocol.Encoded{Field: k, Literal: v}}, nil
-	}
-	return decodeModule(raw, field)
-}
-
-// decodeEncoded decodes the wat or wasm that decodeRunModule left encoded
-// (nothing, if src was decoded already or is an id or path). The literal
-// stays in src: Compile remembers the module by it.
-func decodeEncoded(src *protocol.Source) error {
-	e := src.Encoded
-	if e == nil || src.WAT != "" || src.Wasm != nil {
-		return nil
-	}
-	field := join("module", e.Field)
-	switch e.Field {
-	case "wasm":
-		b, err := decodeBase64(e.Literal, field)
-		if err != nil {
-			return err
-		}
-		src.Wasm = b
-	case "wat":
-		s, err := validStringField(e.Literal, field)
-		if err != nil {
-			return err
-		}
-		src.WAT = s
-	}
-	return nil
-}
-
-// decodeBase64 decodes the valid JSON string raw as base64, straight from
-// the message when it has no escapes (a module of tens of MiB is copied
-// once, into its bytes).
-func decodeBase64(raw json.RawMessage, field string) ([]byte, error) {
+// base64Field decodes a base64 string, straight from the message when it
+// has no escapes (a module of tens of MiB is copied once, into its bytes).
+func base64Field(raw json.RawMessage, field string) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '"' {
 		return nil, paramErr(field, "must be a string, got %s", kindOfJSON(raw))
 	}
 	text := raw[1 : len(raw)-1]
 	if bytes.IndexByte(text, '\\') >= 0 {
-		text = []byte(validString(raw))
+		text = []byte(jsonscan.String(raw))
 	}
 	if len(text) == 0 {
 		return nil, paramErr(field, "must not be empty")
@@ -293,120 +262,20 @@ func decodeBase64(raw json.RawMessage, field string) ([]byte, error) {
 	return b[:n], nil
 }
 
-// limitNames are the names of limits.Fields.
-var limitNames = func() []string {
-	names := make([]string, len(limits.Fields))
-	for i, f := range limits.Fields {
-		names[i] = f.Name
+// bytesField reads bytes as input and WASI's stdin and files take them: a
+// string, {"text": string} or {"base64": string}.
+func bytesField(raw json.RawMessage, field string) ([]byte, error) {
+	b, problem := protocol.DecodeBytes(raw)
+	if problem != "" {
+		return nil, paramErr(field, "%s", problem)
 	}
-	return names
-}()
-
-// decodeLimits overlays the given fields on defaults and checks them
-// against the server's maximums. raw must be valid JSON.
-func decodeLimits(raw json.RawMessage, defaults, max limits.Limits) (limits.Limits, error) {
-	l := defaults
-	if raw == nil {
-		return l, nil
-	}
-	obj, err := validObject(raw, "limits", limitNames...)
-	if err != nil {
-		return l, err
-	}
-	return limitsFrom(obj, defaults, max)
+	return b, nil
 }
 
-// limitsFrom overlays the limits.Fields members of obj (its other members
-// are the caller's) on defaults and checks them against max.
-func limitsFrom(obj map[string]json.RawMessage, defaults, max limits.Limits) (limits.Limits, error) {
-	l := defaults
-	for _, f := range limits.Fields {
-		v, ok := obj[f.Name]
-		if !ok {
-			continue
-		}
-		n, err := uintField(v, "limits."+f.Name, false, true)
-		if err != nil {
-			return l, err
-		}
-		if n == 0 {
-			return l, paramErr("limits."+f.Name, "must be > 0")
-		}
-		if f.Name == "timeoutMs" && n > uint64(math.MaxInt64/1_000_000) {
-			return l, paramErr("limits.timeoutMs", "must be <= %d (the sidecar's maximum)", f.Get(max))
-		}
-		f.Set(&l, n)
-	}
-	if err := l.Validate(max); err != nil {
-		var fe *limits.FieldError
-		if asFieldError(err, &fe) {
-			return l, paramErr("limits."+fe.Field, "%s", fe.Problem)
-		}
-		return l, paramErr("limits", "%v", err)
-	}
-	return l, nil
-}
-
-func asFieldError(err error, target **limits.FieldError) bool {
-	fe, ok := err.(*limits.FieldError)
-	if ok {
-		*target = fe
-	}
-	return ok
-}
-
-// decodeCapabilities reads a run's grants; raw must be valid JSON.
-func decodeCapabilities(raw json.RawMessage) (protocol.Capabilities, error) {
-	var caps protocol.Capabilities
-	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
-		return caps, nil
-	}
-	obj, err := validObject(raw, "capabilities", "log", "random", "clock", "wasi")
-	if err != nil {
-		return caps, err
-	}
-	if v, ok := obj["wasi"]; ok {
-		if caps.WASI, err = decodeWASI(v); err != nil {
-			return caps, err
-		}
-	}
-	if v, ok := obj["log"]; ok {
-		if caps.Log, err = boolField(v, "capabilities.log"); err != nil {
-			return caps, err
-		}
-	}
-	if v, ok := obj["clock"]; ok {
-		if caps.Clock, err = boolField(v, "capabilities.clock"); err != nil {
-			return caps, err
-		}
-	}
-	if v, ok := obj["random"]; ok {
-		r, err := object(v, "capabilities.random", "seed")
-		if err != nil {
-			return caps, err
-		}
-		seed, ok := r["seed"]
-		if !ok {
-			return caps, paramErr("capabilities.random.seed", "required (an integer 0..2^64-1 or a decimal string)")
-		}
-		if caps.Seed, err = uintField(seed, "capabilities.random.seed", true, false); err != nil {
-			return caps, err
-		}
-		caps.Random = true
-	}
-	return caps, nil
-}
-
-// MaxArgs is the most args a run may pass: wasm's limit on a function's
-// parameters (wasmparser's, which wasmtime applies). A longer array is
-// refused before its elements are decoded, so a message of millions of
-// args costs no more than its own size.
-const MaxArgs = 1000
-
-// countElements counts the top-level elements of the JSON array raw,
-// stopping past limit: it returns the count so far and false then. It
-// allocates nothing; the array's syntax is checked by the decoding that
-// follows.
+// countElements counts the top-level elements of the JSON array (or
+// members of the object) raw, stopping past limit: it returns the count
+// so far and false then. It allocates nothing, so a bound is enforced
+// before anything is decoded.
 func countElements(raw []byte, limit int) (int, bool) {
 	n, depth, inString, escaped, empty := 0, 0, false, false, true
 	for _, c := range raw {
@@ -448,175 +317,3 @@ func countElements(raw []byte, limit int) (int, bool) {
 	}
 	return n + 1, true
 }
-
-// runFields are the members of `run`'s params.
-var runFields = []string{"module", "function", "args", "limits", "capabilities", "input", "config"}
-
-// decodeRun reads the params of `run` from any bytes.
-func decodeRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
-	if !json.Valid(raw) {
-		return nil, invalidParams(raw, runFields)
-	}
-	spec, err := decodeScreenedRun(raw, defaults, max)
-	if err != nil {
-		return nil, err
-	}
-	if err := decodeEncoded(&spec.source); err != nil {
-		return nil, err
-	}
-	return spec, nil
-}
-
-// invalidParams is the error of params that are not valid JSON.
-func invalidParams(raw json.RawMessage, fields []string) error {
-	if _, err := object(raw, "params", fields...); err != nil {
-		return err
-	}
-	return paramErr("params", "must be an object")
-}
-
-// decodeScreenedRun reads the params of `run` from a message that
-// screening checked: raw is valid JSON (fastjson.go). A module sent as
-// wat or wasm is left encoded (decodeRunModule): the caller looks it up
-// by its literal first, and decodes it (decodeEncoded) if that fails.
-func decodeScreenedRun(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
-	spec, err := decodeRunFields(raw, defaults, max)
-	if err != nil && spec != nil && spec.source.Encoded != nil {
-		// A later member's problem: the module's own, if it has one, is
-		// named first, as when the module was decoded before the rest.
-		if merr := decodeEncoded(&spec.source); merr != nil {
-			return nil, merr
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return spec, nil
-}
-
-// decodeRunFields is decodeScreenedRun, but on an error found after the
-// module it returns the spec so far with the error.
-func decodeRunFields(raw json.RawMessage, defaults, max limits.Limits) (*runSpec, error) {
-	obj, err := validObject(raw, "params", runFields...)
-	if err != nil {
-		return nil, err
-	}
-	spec := &runSpec{function: "run", defaultFunction: true}
-	if err := decodePluginRun(obj, spec); err != nil {
-		return nil, err
-	}
-	m, ok := obj["module"]
-	if !ok {
-		return nil, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
-	}
-	if spec.source, err = decodeRunModule(m, "module"); err != nil {
-		return spec, err
-	}
-	if v, ok := obj["function"]; ok {
-		spec.defaultFunction = false
-		if spec.function, err = validStringField(v, "function"); err != nil {
-			return spec, err
-		}
-		if spec.function == "" {
-			return spec, paramErr("function", "must not be empty")
-		}
-	}
-	if v, ok := obj["args"]; ok {
-		v = bytes.TrimSpace(v)
-		if len(v) == 0 || (v[0] != '[' && string(v) != "null") {
-			return spec, paramErr("args", "must be an array, got %s", kindOfJSON(v))
-		}
-		if n, ok := countElements(v, MaxArgs); !ok {
-			return spec, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
-		}
-		if string(v) != "null" {
-			spec.args = jsonscan.Elements(v)
-		}
-	}
-	if spec.limits, err = decodeLimits(obj["limits"], defaults, max); err != nil {
-		return spec, err
-	}
-	spec.source.CompileTimeout, spec.source.CompileMemoryBytes = spec.limits.CompileTimeout, spec.limits.CompileMemoryBytes
-	if spec.caps, err = decodeCapabilities(obj["capabilities"]); err != nil {
-		return spec, err
-	}
-	return spec, nil
-}
-
-// compileLimitFields are the limits that mean something to `compile`.
-var compileLimitFields = []string{"compileTimeoutMs", "compileMemoryBytes"}
-
-// decodeCompile reads the params of `compile`. Its limits may set only
-// the compile fields: a run limit there would have nothing to fence, and
-// is refused naming it rather than silently ignored.
-func decodeCompile(raw json.RawMessage, defaults, max limits.Limits) (protocol.Source, error) {
-	if !json.Valid(raw) {
-		return protocol.Source{}, invalidParams(raw, []string{"module", "limits"})
-	}
-	obj, err := validObject(raw, "params", "module", "limits")
-	if err != nil {
-		return protocol.Source{}, err
-	}
-	m, ok := obj["module"]
-	if !ok {
-		return protocol.Source{}, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
-	}
-	src, err := decodeModule(m, "module")
-	if err != nil {
-		return src, err
-	}
-	l := defaults
-	if v, ok := obj["limits"]; ok {
-		if err := onlyCompileLimits(v); err != nil {
-			return src, err
-		}
-		if l, err = decodeLimits(v, defaults, max); err != nil {
-			return src, err
-		}
-	}
-	src.CompileTimeout, src.CompileMemoryBytes = l.CompileTimeout, l.CompileMemoryBytes
-	return src, nil
-}
-
-// onlyCompileLimits refuses a limit of `compile` that fences a run.
-// Unknown names and non-objects are left to decodeLimits.
-func onlyCompileLimits(raw json.RawMessage) error {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return nil
-	}
-	for _, f := range limits.Fields {
-		if _, ok := obj[f.Name]; ok && !contains(compileLimitFields, f.Name) {
-			return paramErr("limits."+f.Name, "does not apply to compile (only %s do)", strings.Join(compileLimitFields, ", "))
-		}
-	}
-	return nil
-}
-
-// decodeArgs converts raw args to values of the export's parameter types.
-// A count mismatch is left to the engine, which reports it as an export
-// error naming the signature.
-func decodeArgs(raw []json.RawMessage, params []string) ([]protocol.Value, error) {
-	if len(raw) != len(params) {
-		vals := make([]protocol.Value, len(raw))
-		for i := range vals {
-			vals[i] = protocol.Value{Type: "?"}
-		}
-		return vals, nil
-	}
-	vals := make([]protocol.Value, len(raw))
-	for i, r := range raw {
-		ty := protocol.ValType(params[i])
-		if !contains([]string{"i32", "i64", "f32", "f64"}, params[i]) {
-			return nil, nil // the engine reports the unsupported type
-		}
-		v, err := protocol.DecodeArg(r, ty)
-		if err != nil {
-			return nil, paramErr(argField(i), "%v", err)
-		}
-		vals[i] = v
-	}
-	return vals, nil
-}
-
-func argField(i int) string { return "args[" + strconv.Itoa(i) + "]" }

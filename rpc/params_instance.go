@@ -3,9 +3,9 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
-	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -27,59 +27,54 @@ type callSpec struct {
 	limits   protocol.CallLimits
 }
 
-// callLimitFields are the limits a call may set; the others hold for the
-// instance's life and are fixed at instantiate.
-var callLimitFields = []string{"fuel", "timeoutMs", "logBytes", "outputBytes"}
-
-// varBytesField is the instance limit that is not a run limit.
-const varBytesField = "varBytes"
-
 // varLimits are the default and the maximum of limits.varBytes
 // (Options.DefaultVarBytes, MaxVarBytes).
 type varLimits struct{ def, max uint64 }
 
+// decodeInstantiate reads the (screened) params of `instantiate`.
 func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits, vars varLimits) (*instantiateSpec, error) {
-	obj, err := object(raw, "params", "module", "capabilities", "limits", "config")
-	if err != nil {
+	var p members
+	if err := instantiateShape.read(raw, &p); err != nil {
 		return nil, err
+	}
+	m := p.values[instantiateModule]
+	if m == nil {
+		return nil, errModuleRequired
 	}
 	spec := &instantiateSpec{}
-	m, ok := obj["module"]
-	if !ok {
-		return nil, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path}")
-	}
-	if spec.source, err = decodeModule(m, "module"); err != nil {
+	var err error
+	if spec.source, err = decodeModule(m); err != nil {
 		return nil, err
 	}
-	if spec.limits, spec.varBytes, err = decodeInstanceLimits(obj["limits"], defaults, max, vars); err != nil {
+	if spec.limits, spec.varBytes, err = decodeInstanceLimits(p.values[instantiateLimits], defaults, max, vars); err != nil {
 		return nil, err
 	}
 	spec.source.CompileTimeout, spec.source.CompileMemoryBytes = spec.limits.CompileTimeout, spec.limits.CompileMemoryBytes
-	if spec.caps, err = decodeCapabilities(obj["capabilities"]); err != nil {
+	if spec.caps, err = decodeCapabilities(p.values[instantiateCapabilities]); err != nil {
 		return nil, err
 	}
-	if spec.config, err = decodeConfig(obj["config"]); err != nil {
-		return nil, err
+	spec.config = map[string]string{}
+	if v := p.values[instantiateConfig]; v != nil {
+		if spec.config, err = decodeConfig(v); err != nil {
+			return nil, err
+		}
 	}
 	return spec, nil
 }
 
-// instanceLimitNames are the limits instantiate takes: the run limits and
-// varBytes.
-var instanceLimitNames = append(append([]string{}, limitNames...), varBytesField)
-
-// decodeInstanceLimits reads instantiate's limits: the run limits and
-// varBytes.
+// decodeInstanceLimits reads instantiate's limits (raw; nil: none): the
+// run limits and varBytes.
 func decodeInstanceLimits(raw json.RawMessage, defaults, max limits.Limits, vars varLimits) (limits.Limits, uint64, error) {
 	if raw == nil {
 		return defaults, vars.def, nil
 	}
-	obj, err := validObject(raw, "limits", instanceLimitNames...)
-	if err != nil {
+	var m members
+	if err := instanceLimitsShape.read(raw, &m); err != nil {
 		return defaults, 0, err
 	}
 	varBytes := vars.def
-	if v, ok := obj[varBytesField]; ok {
+	if v := m.values[varBytesMember]; v != nil {
+		var err error
 		if varBytes, err = uintField(v, "limits."+varBytesField, false, true); err != nil {
 			return defaults, 0, err
 		}
@@ -87,65 +82,56 @@ func decodeInstanceLimits(raw json.RawMessage, defaults, max limits.Limits, vars
 			return defaults, 0, paramErr("limits."+varBytesField, "must be in [1, %d], got %d", vars.max, varBytes)
 		}
 	}
-	l, err := limitsFrom(obj, defaults, max)
+	l, err := limitsFrom(&m, defaults, max)
 	return l, varBytes, err
 }
 
-// MaxConfigKeys bounds the keys of a plugin's config. The instance keeps
-// its config for life, and a map spends about 100 bytes per key besides
-// the key and value: a 60 MB message of 4 M empty keys held 1.4 GB per
-// instance (and took 84 s to decode) before this bound.
-const MaxConfigKeys = 4096
-
-// decodeConfig reads a plugin's config: an object of strings.
+// decodeConfig reads a plugin's config: an object of strings, of at most
+// MaxConfigKeys keys (counted before anything is decoded).
 func decodeConfig(raw json.RawMessage) (map[string]string, error) {
-	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
-		return map[string]string{}, nil
-	}
-	if _, ok := countElements(bytes.TrimSpace(raw), MaxConfigKeys); !ok { // before anything is decoded
+	if _, ok := countElements(bytes.TrimSpace(raw), MaxConfigKeys); !ok {
 		return nil, paramErr("config", "has more than %d keys", MaxConfigKeys)
 	}
-	obj, err := anyObject(raw, "config")
+	es, err := entries(raw, "config")
 	if err != nil {
 		return nil, err
 	}
-	config := make(map[string]string, len(obj))
-	for k, v := range obj {
-		v = bytes.TrimSpace(v)
-		var s string
-		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
-			return nil, paramErr("config."+protocol.Escape(k), "must be a string, got %s", kindOfJSON(v))
+	config := make(map[string]string, len(es))
+	for _, e := range es {
+		if config[e.key], err = stringField(e.value, "config."+protocol.Escape(e.key)); err != nil {
+			return nil, err
 		}
-		config[k] = s
 	}
 	return config, nil
 }
 
-// callFields are the members of a call's params.
-var callFields = []string{"instance", "function", "input", "args", "limits"}
-
-// callParams splits a call's params (screened, so valid JSON) into its
-// members and reads the instance, where the call was read; decodeCall
-// reads the rest from the members later.
-func callParams(raw json.RawMessage) (map[string]json.RawMessage, string, error) {
-	obj, err := validObject(raw, "params", callFields...)
-	if err != nil {
-		return nil, "", err
+// callParams reads a call's (screened) params where the call was read, and
+// its instance id; decodeCall reads the rest later.
+func callParams(raw json.RawMessage) (members, string, error) {
+	var p members
+	if err := callShape.read(raw, &p); err != nil {
+		return p, "", err
 	}
-	id, err := instanceID(obj["instance"])
-	return obj, id, err
+	id, err := instanceID(p.values[callInstance])
+	return p, id, err
+}
+
+// decodeRelease reads the (screened) params of `release`: the instance id.
+func decodeRelease(raw json.RawMessage) (string, error) {
+	var p members
+	if err := releaseShape.read(raw, &p); err != nil {
+		return "", err
+	}
+	return instanceID(p.values[releaseInstance])
 }
 
 func instanceID(raw json.RawMessage) (string, error) {
 	if raw == nil {
 		return "", paramErr("instance", "required: the id instantiate returned")
 	}
-	id, err := validStringField(raw, "instance")
+	id, err := nonEmptyString(raw, "instance")
 	if err != nil {
 		return "", err
-	}
-	if id == "" {
-		return "", paramErr("instance", "must not be empty")
 	}
 	if len(id) > protocol.MaxInstanceIDBytes {
 		return "", paramErr("instance", "not an id instantiate returned (longer than %d bytes)", protocol.MaxInstanceIDBytes)
@@ -153,40 +139,29 @@ func instanceID(raw json.RawMessage) (string, error) {
 	return id, nil
 }
 
-func decodeRelease(raw json.RawMessage) (string, error) {
-	obj, err := validObject(raw, "params", "instance")
-	if err != nil {
-		return "", err
-	}
-	return instanceID(obj["instance"])
-}
-
-// decodeCall reads the members of a call's (screened) params, as
-// callParams split them, for a call on in.
-func decodeCall(obj map[string]json.RawMessage, in Instance, defaults, max limits.Limits) (*callSpec, error) {
-	var err error
-	spec := &callSpec{}
-	v, ok := obj["function"]
-	if !ok {
+// decodeCall reads the members of a call's params, as callParams read
+// them, for a call on in.
+func decodeCall(p *members, in Instance, defaults, max limits.Limits) (*callSpec, error) {
+	v := p.values[callFunction]
+	if v == nil {
 		return nil, paramErr("function", "required: the export to call")
 	}
-	if spec.function, err = validStringField(v, "function"); err != nil {
+	var err error
+	spec := &callSpec{}
+	if spec.function, err = nonEmptyString(v, "function"); err != nil {
 		return nil, err
 	}
-	if spec.function == "" {
-		return nil, paramErr("function", "must not be empty")
-	}
 	info := in.Module()
-	if v, ok := obj["input"]; ok {
-		if spec.input, err = decodeInput(v); err != nil {
+	if v := p.values[callInput]; v != nil {
+		if spec.input, err = inputField(v); err != nil {
 			return nil, err
 		}
 		if err := checkInput(info, spec.function); err != nil {
 			return nil, err
 		}
 	}
-	if v, ok := obj["args"]; ok {
-		rawArgs, err := decodeArgList(v)
+	if v := p.values[callArgs]; v != nil {
+		rawArgs, err := argList(v)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +173,7 @@ func decodeCall(obj map[string]json.RawMessage, in Instance, defaults, max limit
 			spec.args = make([]protocol.Value, len(rawArgs)) // the engine names the missing export
 		}
 	}
-	if v, ok := obj["limits"]; ok {
+	if v := p.values[callLimits]; v != nil {
 		if spec.limits, err = decodeCallLimits(v, defaults, max); err != nil {
 			return nil, err
 		}
@@ -206,30 +181,14 @@ func decodeCall(obj map[string]json.RawMessage, in Instance, defaults, max limit
 	return spec, nil
 }
 
-// decodeArgList checks and splits a (screened) args array.
-func decodeArgList(v json.RawMessage) ([]json.RawMessage, error) {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 || (v[0] != '[' && string(v) != "null") {
-		return nil, paramErr("args", "must be an array, got %s", kindOfJSON(v))
-	}
-	if n, ok := countElements(v, MaxArgs); !ok {
-		return nil, paramErr("args", "has more than %d elements: no wasm function takes more than %d parameters", n-1, MaxArgs)
-	}
-	if string(v) == "null" {
-		return nil, nil
-	}
-	return jsonscan.Elements(v), nil
-}
-
-func decodeInput(v json.RawMessage) ([]byte, error) {
-	b, problem := protocol.DecodeBytes(v)
-	if problem != "" {
-		return nil, paramErr("input", "%s", problem)
-	}
-	if b == nil {
+// inputField reads a plugin function's input (empty, not nil, when given
+// empty).
+func inputField(v json.RawMessage) ([]byte, error) {
+	b, err := bytesField(v, "input")
+	if err == nil && b == nil {
 		b = []byte{}
 	}
-	return b, nil
+	return b, err
 }
 
 // checkInput refuses input for an export that exists and is not a plugin
@@ -254,57 +213,33 @@ func checkInput(info *protocol.ModuleInfo, fn string) error {
 // unknown field, with the four a call takes as the allowed list.
 func decodeCallLimits(raw json.RawMessage, defaults, max limits.Limits) (protocol.CallLimits, error) {
 	var cl protocol.CallLimits
-	if raw == nil {
-		return cl, nil
-	}
-	obj, err := validMembers(raw, "limits", instanceLimitNames, callLimitFields)
-	if err != nil {
+	var m members
+	if err := callLimitsShape.read(raw, &m); err != nil {
 		return cl, err
 	}
-	for _, name := range instanceLimitNames {
-		if _, ok := obj[name]; ok && !contains(callLimitFields, name) {
-			return cl, paramErr("limits."+name, "fixed at instantiate (only %s apply to a call)", strings.Join(callLimitFields, ", "))
+	for i, name := range callLimitsShape.names {
+		if m.values[i] != nil && !slices.Contains(callLimitNames, name) {
+			return cl, paramErr("limits."+name, "fixed at instantiate (only %s apply to a call)", strings.Join(callLimitNames, ", "))
 		}
 	}
-	l, err := limitsFrom(obj, defaults, max) // bad values, named
+	l, err := limitsFrom(&m, defaults, max) // bad values, named
 	if err != nil {
 		return cl, err
 	}
-	if _, ok := obj["fuel"]; ok {
-		cl.Fuel = l.Fuel
-	}
-	if _, ok := obj["timeoutMs"]; ok {
-		cl.Timeout = l.Timeout
-	}
-	if _, ok := obj["logBytes"]; ok {
-		cl.LogBytes = l.LogBytes
-	}
-	if _, ok := obj["outputBytes"]; ok {
-		cl.OutputBytes = l.OutputBytes
+	for i, f := range limits.Fields {
+		if m.values[i] == nil {
+			continue
+		}
+		switch f.Name {
+		case "fuel":
+			cl.Fuel = l.Fuel
+		case "timeoutMs":
+			cl.Timeout = l.Timeout
+		case "logBytes":
+			cl.LogBytes = l.LogBytes
+		case "outputBytes":
+			cl.OutputBytes = l.OutputBytes
+		}
 	}
 	return cl, nil
-}
-
-func limitField(name string) bool {
-	for _, f := range limits.Fields {
-		if f.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// decodePluginRun reads what a plugin run adds to `run`: input and config.
-func decodePluginRun(obj map[string]json.RawMessage, spec *runSpec) (err error) {
-	if v, ok := obj["input"]; ok {
-		if spec.input, err = decodeInput(v); err != nil {
-			return err
-		}
-	}
-	if v, ok := obj["config"]; ok {
-		if spec.config, err = decodeConfig(v); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
-const wasiField = "capabilities.wasi"
-
 // decodeWASI reads capabilities.wasi: true (the zero grant), false or null
 // (none), or an object with any of args, env, stdin, files, dirs (a null
 // value is as if absent; docs/protocol.md). Every problem names its field.
@@ -25,19 +23,14 @@ func decodeWASI(raw json.RawMessage) (*protocol.WASI, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, paramErr(wasiField, "must be true or an object, got %s", kindOfJSON(raw))
 	}
-	obj, err := object(raw, wasiField, "args", "env", "stdin", "files", "dirs")
-	if err != nil {
+	var m members
+	if err := wasiShape.read(raw, &m); err != nil {
 		return nil, err
 	}
-	for k, v := range obj {
-		if string(bytes.TrimSpace(v)) == "null" { // as if absent
-			delete(obj, k)
-		}
-	}
 	w := &protocol.WASI{}
-	if v, ok := obj["args"]; ok {
-		var items []json.RawMessage
-		if err := decodeArray(v, wasiField+".args", &items); err != nil {
+	if v := m.values[wasiArgs]; v != nil {
+		items, err := elements(v, wasiField+".args")
+		if err != nil {
 			return nil, err
 		}
 		for i, it := range items {
@@ -48,72 +41,46 @@ func decodeWASI(raw json.RawMessage) (*protocol.WASI, error) {
 			w.Args = append(w.Args, s)
 		}
 	}
-	if v, ok := obj["env"]; ok {
-		entries, err := anyObject(v, wasiField+".env")
+	if v := m.values[wasiEnv]; v != nil {
+		es, err := entries(v, wasiField+".env")
 		if err != nil {
 			return nil, err
 		}
-		w.Env = make(map[string]string, len(entries))
-		for k, val := range entries {
-			s, err := stringField(val, wasiField+".env."+k)
-			if err != nil {
+		w.Env = make(map[string]string, len(es))
+		for _, e := range es {
+			if w.Env[e.key], err = stringField(e.value, wasiField+".env."+protocol.Escape(e.key)); err != nil {
 				return nil, err
 			}
-			w.Env[k] = s
 		}
 	}
-	if v, ok := obj["stdin"]; ok {
-		b, problem := protocol.DecodeBytes(v)
-		if problem != "" {
-			return nil, paramErr(wasiField+".stdin", "%s", problem)
+	if v := m.values[wasiStdin]; v != nil {
+		b, err := bytesField(v, wasiField+".stdin")
+		if err != nil {
+			return nil, err
 		}
 		w.Stdin = b
 	}
-	if v, ok := obj["files"]; ok {
-		entries, err := anyObject(v, wasiField+".files")
+	if v := m.values[wasiFiles]; v != nil {
+		es, err := entries(v, wasiField+".files")
 		if err != nil {
 			return nil, err
 		}
-		w.Files = make(map[string][]byte, len(entries))
-		for p, val := range entries {
-			b, problem := protocol.DecodeBytes(val)
-			if problem != "" {
-				return nil, paramErr(wasiField+".files["+strconv.Quote(p)+"]", "%s", problem)
+		w.Files = make(map[string][]byte, len(es))
+		for _, e := range es {
+			if w.Files[e.key], err = bytesField(e.value, wasiField+".files["+strconv.Quote(e.key)+"]"); err != nil {
+				return nil, err
 			}
-			w.Files[p] = b
 		}
 	}
-	if v, ok := obj["dirs"]; ok {
-		var items []json.RawMessage
-		if err := decodeArray(v, wasiField+".dirs", &items); err != nil {
+	if v := m.values[wasiDirs]; v != nil {
+		items, err := elements(v, wasiField+".dirs")
+		if err != nil {
 			return nil, err
 		}
 		for i, it := range items {
-			field := wasiField + ".dirs[" + strconv.Itoa(i) + "]"
-			d, err := object(it, field, "host", "guest", "writable")
+			dir, err := decodeDir(it, wasiField+".dirs["+strconv.Itoa(i)+"]")
 			if err != nil {
 				return nil, err
-			}
-			var dir protocol.Dir
-			for _, key := range []string{"host", "guest"} {
-				val, ok := d[key]
-				if !ok {
-					return nil, paramErr(field+"."+key, "required (a string)")
-				}
-				s, err := stringField(val, field+"."+key)
-				if err != nil {
-					return nil, err
-				}
-				if key == "host" {
-					dir.Host = s
-				} else {
-					dir.Guest = s
-				}
-			}
-			if val, ok := d["writable"]; ok {
-				if dir.Writable, err = boolField(val, field+".writable"); err != nil {
-					return nil, err
-				}
 			}
 			w.Dirs = append(w.Dirs, dir)
 		}
@@ -128,26 +95,34 @@ func decodeWASI(raw json.RawMessage) (*protocol.WASI, error) {
 	return w, nil
 }
 
-func decodeArray(raw json.RawMessage, field string, out *[]json.RawMessage) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '[' {
-		return paramErr(field, "must be an array, got %s", kindOfJSON(raw))
+// decodeDir reads one of capabilities.wasi.dirs, whose field path is field.
+func decodeDir(raw json.RawMessage, field string) (protocol.Dir, error) {
+	var dir protocol.Dir
+	var m members
+	if err := dirShape.readAt(raw, field, &m); err != nil {
+		return dir, err
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return paramErr(field, "must be an array: %v", err)
+	for _, i := range []int{dirHost, dirGuest} {
+		name := field + "." + dirShape.names[i]
+		v := m.values[i]
+		if v == nil {
+			return dir, paramErr(name, "required (a string)")
+		}
+		s, err := stringField(v, name)
+		if err != nil {
+			return dir, err
+		}
+		if i == dirHost {
+			dir.Host = s
+		} else {
+			dir.Guest = s
+		}
 	}
-	return nil
-}
-
-// anyObject decodes a JSON object with arbitrary keys.
-func anyObject(raw json.RawMessage, field string) (map[string]json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, paramErr(field, "must be an object, got %s", kindOfJSON(raw))
+	if v := m.values[dirWritable]; v != nil {
+		var err error
+		if dir.Writable, err = boolField(v, field+".writable"); err != nil {
+			return dir, err
+		}
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, paramErr(field, "must be an object: %v", err)
-	}
-	return obj, nil
+	return dir, nil
 }

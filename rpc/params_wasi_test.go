@@ -27,7 +27,7 @@ func TestDecodeWASIGrantRefusedAtDecode(t *testing.T) {
 		{`{"files":{"/x":"1"},"dirs":[{"host":"/h","guest":"/"}]}`, `capabilities.wasi.files: files live in a read-only tree preopened at "/", which capabilities.wasi.dirs[0] also claims`},
 		{`{"args":["ok","a\u0000b"]}`, `capabilities.wasi.args[1]: must not contain a NUL byte`},
 		{`{"env":{"K":"\u0000"}}`, `capabilities.wasi.env.K: must not contain a NUL byte`},
-		{`{"env":{"K\u0000":"v"}}`, "capabilities.wasi.env.K\x00: must not contain a NUL byte"},
+		{`{"env":{"K\u0000":"v"}}`, `capabilities.wasi.env.K\x00: must not contain a NUL byte`},
 		{`{"env":{"A=B":"c"}}`, `capabilities.wasi.env: name "A=B" must be non-empty and contain no '='`},
 		{`{"env":{"":"c"}}`, `capabilities.wasi.env: name "" must be non-empty`},
 		{`{"dirs":[{"host":"","guest":"/a"}]}`, `capabilities.wasi.dirs[0].host: must not be empty`},
@@ -42,9 +42,9 @@ func TestDecodeWASIGrantRefusedAtDecode(t *testing.T) {
 			method string
 			decode func(string) error
 		}{
-			{"run", func(p string) error { _, err := decodeRun(json.RawMessage(p), def, max); return err }},
+			{"run", func(p string) error { _, err := decodeRunFully(json.RawMessage(p), def, max); return err }},
 			{"run (a plugin)", func(p string) error {
-				_, err := decodeRun(json.RawMessage(strings.Replace(p, "{", `{"input":"x",`, 1)), def, max)
+				_, err := decodeRunFully(json.RawMessage(strings.Replace(p, "{", `{"input":"x",`, 1)), def, max)
 				return err
 			}},
 			{"instantiate", func(p string) error {
@@ -60,7 +60,7 @@ func TestDecodeWASIGrantRefusedAtDecode(t *testing.T) {
 	// At the bounds: accepted.
 	ok := `{` + watModule + `,"capabilities":{"wasi":{"files":{"/` + strings.Repeat("n", 255) + `":"x","/` +
 		strings.TrimPrefix(strings.Repeat("/"+strings.Repeat("d", 255), 16)[:4095], "/") + `":"y"}}}}`
-	if _, err := decodeRun(json.RawMessage(ok), def, max); err != nil {
+	if _, err := decodeRunFully(json.RawMessage(ok), def, max); err != nil {
 		t.Errorf("a 255-byte name and a 4,096-byte path: %v", err)
 	}
 }

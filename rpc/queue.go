@@ -16,8 +16,9 @@ type phase int
 
 const (
 	phasePreparing phase = iota // its params are decoded and its module compiled, in its own goroutine
-	phaseQueued                 // in the run queue, waiting for a worker
-	phaseRunning                // a worker runs it
+	phaseQueued                 // in the run queue, waiting for a run slot
+	phaseStarting               // it took a run slot (slots.go); its goroutine starts
+	phaseRunning                // it runs, holding a slot (or away from it: withoutSlot)
 )
 
 // job is one admitted run or compile request, from admission to its
@@ -39,14 +40,15 @@ type job struct {
 
 	// Set for the instance methods (instance.go): the call's instance and
 	// its turn in the instance's line (given back when the job is
-	// answered), and what a worker runs instead of a plain run.
+	// answered), and what runs instead of a plain run.
 	inst       Instance
 	turn       Turn
-	callParams map[string]json.RawMessage // a call's params, split where it was read
-	inLine     bool                       // counted in Server.inLine; guarded by Server.mu
+	callParams members // a call's params, read where it was read
+	inLine     bool    // counted in Server.inLine; guarded by Server.mu
 	exec       func(queued time.Duration) (any, error)
 
 	phase   phase         // guarded by Server.mu
+	holding bool          // holds a run slot; guarded by Server.mu
 	elem    *list.Element // in the run queue while phaseQueued
 	replied bool          // owned by the goroutine that answers
 }
@@ -67,7 +69,7 @@ func (s *Server) admit(req request) {
 		}
 		return
 	}
-	s.tasks.Go(func() { s.prepare(j) })
+	s.goJob(func() { s.prepare(j) })
 }
 
 // admitJob registers the job of an admitted request, or answers the
@@ -135,79 +137,23 @@ func duplicateIDError(key idKey) *jsonrpc2.Error {
 	return protocolError(CodeInvalidRequest, "id %s is already used by a request in flight", key)
 }
 
-// waitingLocked is how many admitted jobs have no idle worker to take
-// them: a job that an idle worker is about to take is not waiting. Call
-// with s.mu held.
+// waitingLocked is how many admitted jobs have no free run slot to take:
+// a job that is about to take a free slot is not waiting. Call with s.mu
+// held.
 func (s *Server) waitingLocked() int {
 	idle := s.opts.MaxConcurrency - s.running
-	// Calls waiting for their instance's turn wait whatever the workers do.
+	// Calls waiting for their instance's turn wait whatever the slots do.
 	return max(0, s.waiting-s.inLine-idle) + s.inLine
-}
-
-// enqueueRun puts a prepared run in the run queue, or answers it cancelled
-// if it was cancelled meanwhile or the server is draining.
-func (s *Server) enqueueRun(j *job) {
-	s.mu.Lock()
-	if j.ctx.Err() != nil || s.state >= stateDraining {
-		s.mu.Unlock()
-		s.answerCancelled(j)
-		return
-	}
-	j.phase = phaseQueued
-	j.queuedAt = time.Now()
-	j.elem = s.runQueue.PushBack(j)
-	s.work.Signal()
-	s.mu.Unlock()
 }
 
 // nothingInFlight reports whether no admitted request is unanswered (and
 // the server is open): a run read now is the parent's only one, and
 // running it on the reading goroutine delays nothing. With requests in
-// flight the workers run them in parallel instead.
+// flight the run slots run them in parallel instead.
 func (s *Server) nothingInFlight() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state == stateOpen && len(s.jobs) == 0 && s.replying == 0
-}
-
-// startInline takes a prepared run for the calling goroutine, as a worker
-// would from the queue, if a slot is still free; otherwise the run is
-// queued (or answered cancelled) and startInline returns false.
-func (s *Server) startInline(j *job) bool {
-	s.mu.Lock()
-	if j.ctx.Err() == nil && s.state < stateDraining && s.running < s.opts.MaxConcurrency && s.runQueue.Len() == 0 {
-		j.phase = phaseRunning
-		j.queuedAt = time.Now()
-		s.waiting--
-		s.queuedBytes -= j.size
-		s.running++
-		s.mu.Unlock()
-		return true
-	}
-	s.mu.Unlock()
-	s.enqueueRun(j)
-	return false
-}
-
-// next takes the oldest queued run when fewer than MaxConcurrency run (the
-// reader may be running one: see runInline), or returns nil once the
-// server drains.
-func (s *Server) next() *job {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for (s.runQueue.Len() == 0 || s.running >= s.opts.MaxConcurrency) && s.state < stateDraining {
-		s.work.Wait()
-	}
-	if s.runQueue.Len() == 0 {
-		return nil
-	}
-	j := s.runQueue.Remove(s.runQueue.Front()).(*job)
-	j.elem = nil
-	j.phase = phaseRunning
-	s.waiting--
-	s.queuedBytes -= j.size
-	s.running++
-	return j
 }
 
 // cancel ends the job with the given id: a queued one is answered now, a
@@ -230,14 +176,14 @@ func (s *Server) cancel(key idKey) {
 
 // answerCancelled answers a job that never ran (or never finished
 // preparing) as cancelled. A queued job is taken out of the queue first;
-// if a worker took it meanwhile, the worker answers instead.
+// if it started meanwhile, its goroutine answers instead.
 func (s *Server) answerCancelled(j *job) {
 	s.mu.Lock()
 	switch {
 	case j.phase == phaseQueued && j.elem != nil:
 		s.runQueue.Remove(j.elem)
 		j.elem = nil
-	case j.phase == phaseRunning:
+	case j.phase == phaseStarting || j.phase == phaseRunning: // its goroutine answers
 		s.mu.Unlock()
 		return
 	}
@@ -261,29 +207,25 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 	}
 	j.replied = true
 	delete(s.jobs, j.key)
-	if j.phase == phaseRunning {
-		s.running--
-	} else {
+	if j.phase != phaseRunning {
 		s.waiting--
 		s.queuedBytes -= j.size
 	}
+	freed := s.leaveSlotLocked(j)
 	s.replying++
 	s.mu.Unlock()
 	j.cancel()
 	if j.turn != nil {
 		j.turn.Abandon() // the instance's next call may go
 	}
+	if freed {
+		s.slotFreed() // the next queued run starts while this response goes out
+	}
 
 	s.out.sendDirect(s.encodeResponse(j.id, result, rerr))
 
 	s.mu.Lock()
 	s.replying--
-	if s.runQueue.Len() > 0 {
-		// A worker waiting for a free slot may take the next run now.
-		// With nothing queued there is nobody to wake: waking the idle
-		// workers anyway cost each response a thread wake-up or two.
-		s.work.Broadcast()
-	}
 	ids := s.idleLocked()
 	s.mu.Unlock()
 	s.answer(ids)

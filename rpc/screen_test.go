@@ -11,6 +11,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
@@ -317,5 +318,133 @@ func TestParseIDByValue(t *testing.T) {
 	}
 	if keyOf(jsonrpc2.ID{Num: 1}) == keyOf(jsonrpc2.ID{Str: "1", IsString: true}) {
 		t.Error("the number 1 and the string \"1\" share a key")
+	}
+}
+
+// FuzzScreen: arbitrary bytes through Server.screen never panic; the
+// stream writes at most one response, none for what it passes on, and
+// every response is a valid JSON-RPC error.
+func FuzzScreen(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"run","params":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		passed, msgs := screenMsgs(t, data)
+		if len(msgs) > 1 || (passed && len(msgs) > 0) {
+			t.Fatalf("passed=%v and wrote %q", passed, msgs)
+		}
+		if passed {
+			var env map[string]json.RawMessage
+			if err := json.Unmarshal(data, &env); err != nil {
+				t.Fatalf("passed on a non-object: %v", err)
+			}
+			if id, ok := env["id"]; ok && !validID(id) {
+				t.Fatalf("passed on an invalid id %s", id)
+			}
+		}
+		for _, l := range msgs {
+			var m struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   struct {
+					Code    int64  `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(l, &m); err != nil {
+				t.Fatalf("wrote invalid JSON %q", l)
+			}
+			switch m.Error.Code {
+			case CodeParseError, CodeInvalidRequest, CodeInvalidParams:
+			default:
+				t.Fatalf("wrote code %d", m.Error.Code)
+			}
+			if m.JSONRPC != "2.0" || m.Error.Message == "" || m.ID == nil {
+				t.Fatalf("wrote %q", l)
+			}
+		}
+	})
+}
+
+func validID(raw json.RawMessage) bool {
+	_, ok := parseID(raw)
+	return ok
+}
+
+// FuzzEnvelopeOf: for any JSON object, envelopeOf finds what a decoding
+// into a map (exact keys, the last repeated one winning) finds.
+func FuzzEnvelopeOf(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"stats","Method":"shutdown"}`,
+		`{"ID":2,"id":"a\"b","params":{"x":[1,{"y":"}"}]},"params":null}`,
+		` { "\u0069d" : -1.5e3 , "method" : "run" , "error" : true } `,
+		`{"result":[],"jsonrpc":"\\","":{},"id":"\u00e9"}`,
+		`{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want map[string]json.RawMessage
+		if json.Unmarshal(b, &want) != nil || want == nil {
+			return
+		}
+		env := envelopeOf(bytes.TrimSpace(b))
+		for name, got := range map[string]json.RawMessage{"jsonrpc": env.JSONRPC, "id": env.ID, "method": env.Method,
+			"params": env.Params, "result": env.Result, "error": env.Error} {
+			w, ok := want[name]
+			if ok != (got != nil) || (ok && !jsonEqual(w, got)) {
+				t.Fatalf("%q in %s: got %q, want %q (present %v)", name, b, got, w, ok)
+			}
+		}
+	})
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y bytes.Buffer
+	return json.Compact(&x, a) == nil && json.Compact(&y, b) == nil && bytes.Equal(x.Bytes(), y.Bytes())
+}
+
+// nested is n arrays, one inside the other.
+func nested(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+
+// TestScreenTooDeep: a message nested past the parser's limit is answered
+// with the id it carried before the deep member (naming the limit), and
+// -32700 with id null only when no id could be read before it.
+func TestScreenTooDeep(t *testing.T) {
+	deep := nested(jsonscan.MaxDepth) // with the envelope: one level past the limit
+	cases := []struct {
+		name, body, id string
+		code           int64
+		msg            string
+	}{
+		{"deep params", `{"jsonrpc":"2.0","id":7,"method":"run","params":` + deep + `}`,
+			"7", CodeInvalidParams, "params: nested deeper than 10000 levels (the limit)"},
+		{"deep other member", `{"jsonrpc":"2.0","id":"a","method":"run","x":{"y":` + nested(jsonscan.MaxDepth-1) + `}}`,
+			`"a"`, CodeInvalidRequest, `invalid request: member "x" is nested deeper than 10000 levels (the limit)`},
+		{"id after the deep member", `{"jsonrpc":"2.0","method":"run","params":` + deep + `,"id":7}`,
+			"null", CodeParseError, "parse error: the message is nested deeper than 10000 levels (the limit)"},
+		{"a deep id", `{"jsonrpc":"2.0","method":"run","id":` + deep + `}`,
+			"null", CodeParseError, "parse error: the message is nested deeper than 10000 levels (the limit)"},
+		{"no id", `{"jsonrpc":"2.0","method":"run","params":` + deep + `}`,
+			"null", CodeParseError, "parse error: the message is nested deeper than 10000 levels (the limit)"},
+		{"a bad id", `{"jsonrpc":"2.0","id":-1,"method":"run","params":` + deep + `}`,
+			"null", CodeParseError, "parse error: the message is nested deeper than 10000 levels (the limit)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			passed, msgs := screenOne(t, []byte(c.body))
+			if passed || len(msgs) != 1 || msgs[0].Error == nil {
+				t.Fatalf("passed %v, answers %+v", passed, msgs)
+			}
+			if m := msgs[0]; m.id() != c.id || m.Error.Code != c.code || m.Error.Message != c.msg {
+				t.Fatalf("answer id %s, %d %q; want id %s, %d %q", m.id(), m.Error.Code, m.Error.Message, c.id, c.code, c.msg)
+			}
+		})
+	}
+	// At the limit the message is valid and passes on.
+	if passed, msgs := screenOne(t, []byte(`{"jsonrpc":"2.0","id":7,"method":"run","params":[`+nested(jsonscan.MaxDepth-2)+`]}`)); !passed || len(msgs) != 0 {
+		t.Fatalf("at the limit: passed %v, answers %+v", passed, msgs)
+	}
+	// A syntax error before the deep member is still a parse error.
+	if _, msgs := screenOne(t, []byte(`{"jsonrpc":"2.0","id":7,"method":run,"params":`+deep+`}`)); len(msgs) != 1 || msgs[0].Error.Code != CodeParseError || msgs[0].id() != "null" {
+		t.Fatalf("a syntax error first: %+v", msgs)
 	}
 }

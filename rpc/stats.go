@@ -58,10 +58,10 @@ func (s *Server) statsResult() *protocol.StatsResult {
 	}
 	return &protocol.StatsResult{
 		Runs:              runs,
-		InFlight:          s.running,
+		InFlight:          s.running + s.away,
 		Queued:            s.waitingLocked(),
 		QueuedMicrosTotal: s.stats.queuedMicros,
-		Cache:             protocol.CacheInfo{Entries: cache.Entries, Bytes: cache.Bytes, Hits: cache.Hits, Misses: cache.Misses},
+		Cache:             protocol.CacheInfo(cache),
 		UptimeMs:          time.Since(s.start).Milliseconds(),
 		Requests:          s.stats.requests,
 		Instances:         instances,

@@ -162,12 +162,11 @@ func watBytes(b []byte) string {
 
 // bulkOutcome is everything observable after run.
 type bulkOutcome struct {
-	trap     string // "" or the trap code
-	mem0     []byte
-	mem1     []byte
-	tab0     []int64
-	tab1     []int64
-	trapFunc uint32
+	trap string // "" or the trap code
+	mem0 []byte
+	mem1 []byte
+	tab0 []int64
+	tab1 []int64
 }
 
 func bulkEngine() *wasmtime.Engine {

@@ -503,8 +503,9 @@ func TestCLIReadmeExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(readme), "<!-- cli-examples -->\n```console\n")
-	if block, _, ok = strings.Cut(block, "\n```\n"); !ok {
+	_, block, _ := strings.Cut(string(readme), "<!-- cli-examples -->\n```console\n")
+	block, _, ok := strings.Cut(block, "\n```\n")
+	if !ok {
 		t.Fatal("README.md has no console block after <!-- cli-examples -->")
 	}
 	type example struct {

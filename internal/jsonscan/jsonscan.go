@@ -1,10 +1,10 @@
 // Package jsonscan steps over JSON text that is known to be valid
 // (checked once, e.g. by json.Valid): the members of an object and the
 // elements of an array, as slices of the text, without decoding or
-// copying them. encoding/json checks the syntax of its input again on
-// every call; the sidecar screens a message once and then reads its
-// params with these, and the Go client finds a response's id and result
-// with them.
+// copying them, and String decodes a string literal. encoding/json
+// checks the syntax of its input again on every call; the sidecar screens
+// a message once and then reads its params with these, and the Go client
+// finds a response's id and result with them.
 //
 // On text that is not valid JSON the functions return something (never
 // panic, always finish), but what they return means nothing.

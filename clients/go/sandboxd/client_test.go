@@ -1,5 +1,8 @@
 package sandboxd
 
+// The client against the real rpc.Server over the fake engine of
+// internal/rpctest, through pipes, in both framings.
+
 import (
 	"bytes"
 	"context"
@@ -15,77 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxd/sandboxd/internal/framing"
-	"github.com/sandboxd/sandboxd/protocol"
+	"github.com/sandboxd/sandboxd/internal/rpctest"
 	"github.com/sandboxd/sandboxd/rpc"
 )
-
-// --- a fake engine behind the real rpc.Server ---
-
-// fakeEngine implements rpc.Engine. By function:
-//
-//	run         returns i32 42
-//	echo(k)     returns k, after a pause of k%3 ms so that answers reorder
-//	logs(k, n)  logs n lines "k:i", then returns k
-//	block       reports it started, then waits for its context (cancelled)
-//	gate        reports it started, then waits for the gate, returns 1
-type fakeEngine struct {
-	started chan string
-	gate    chan struct{}
-}
-
-func newFakeEngine() *fakeEngine {
-	return &fakeEngine{started: make(chan string, 1000), gate: make(chan struct{})}
-}
-
-// fakeModule is the one module of the fake engine.
-type fakeModule struct{ info protocol.ModuleInfo }
-
-func (m *fakeModule) Info() *protocol.ModuleInfo { return &m.info }
-
-func (e *fakeEngine) Compile(ctx context.Context, src protocol.Source) (rpc.Module, protocol.CompileInfo, error) {
-	return &fakeModule{protocol.ModuleInfo{ID: "sha256:fake", Exports: []protocol.Export{
-		{Name: "run", Kind: "func", Params: []string{}, Results: []string{"i32"}},
-		{Name: "echo", Kind: "func", Params: []string{"i32"}, Results: []string{"i32"}},
-		{Name: "logs", Kind: "func", Params: []string{"i32", "i32"}, Results: []string{"i32"}},
-	}}}, protocol.CompileInfo{}, nil
-}
-
-func (e *fakeEngine) CacheStats() protocol.CacheStats { return protocol.CacheStats{} }
-
-func (e *fakeEngine) Run(ctx context.Context, _ rpc.Module, req protocol.Run) (*protocol.RunOutcome, error) {
-	res := &protocol.RunOutcome{}
-	switch req.Function {
-	case "run":
-		res.Values = []protocol.Value{protocol.ValueI32(42)}
-	case "echo":
-		k := req.Args[0].I32()
-		time.Sleep(time.Duration(k%3) * time.Millisecond)
-		res.Values = []protocol.Value{protocol.ValueI32(k)}
-	case "logs":
-		k, n := req.Args[0].I32(), int(req.Args[1].I32())
-		for i := range n {
-			req.Log(fmt.Sprintf("%d:%d", k, i))
-		}
-		res.LogLines = n
-		res.Values = []protocol.Value{protocol.ValueI32(k)}
-	case "block":
-		e.started <- "block"
-		<-ctx.Done()
-		return nil, &protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"}
-	case "gate":
-		e.started <- "gate"
-		select {
-		case <-e.gate:
-			res.Values = []protocol.Value{protocol.ValueI32(1)}
-		case <-ctx.Done():
-			return nil, &protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"}
-		}
-	default:
-		return nil, &protocol.Error{Kind: protocol.KindExport, Data: protocol.ErrorData{Function: &req.Function}, Message: "no export " + req.Function}
-	}
-	return res, nil
-}
 
 // recorder keeps a copy of everything the client writes.
 type recorder struct {
@@ -109,7 +44,7 @@ func (r *recorder) count(s string) int {
 
 type fixture struct {
 	c      *Client
-	eng    *fakeEngine
+	eng    *rpctest.Engine
 	sent   *recorder
 	outW   *io.PipeWriter // the server's stdout: closing it kills the stream
 	served chan error
@@ -118,7 +53,7 @@ type fixture struct {
 // serve starts an rpc.Server with a fake engine and a client over io.Pipe.
 func serve(t *testing.T, ndjson bool, concurrency int) *fixture {
 	t.Helper()
-	eng := newFakeEngine()
+	eng := rpctest.NewEngine()
 	opts := rpc.Options{MaxConcurrency: concurrency}
 	if ndjson {
 		opts.Framing = rpc.FramingNDJSON
@@ -138,9 +73,9 @@ func serve(t *testing.T, ndjson bool, concurrency int) *fixture {
 	f.c = New(context.Background(), outR, f.sent, ndjson)
 	t.Cleanup(func() {
 		select {
-		case <-f.eng.gate:
+		case <-f.eng.Gate:
 		default:
-			close(f.eng.gate)
+			close(f.eng.Gate)
 		}
 		_ = f.c.Close()
 		inW.Close()
@@ -193,16 +128,16 @@ func TestSequential(t *testing.T) {
 		f := serve(t, ndjson, 2)
 		ctx := context.Background()
 		for i := range 100 {
-			res, err := f.c.Run(ctx, runP("echo", i*3), nil)
+			res, err := f.c.Run(ctx, runP("pause", i*3), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := value(t, res); got != fmt.Sprint(i*3) {
-				t.Fatalf("echo %d = %s", i*3, got)
+				t.Fatalf("pause %d = %s", i*3, got)
 			}
 		}
 		cr, err := f.c.Compile(ctx, mod)
-		if err != nil || cr.ModuleID != "sha256:fake" || len(cr.Exports) != 3 {
+		if err != nil || cr.ModuleID != rpctest.ModuleID || len(cr.Exports) != len(rpctest.Exports) {
 			t.Fatalf("compile: %+v %v", cr, err)
 		}
 		st, err := f.c.Stats(ctx)
@@ -238,13 +173,13 @@ func TestConcurrent(t *testing.T) {
 					defer wg.Done()
 					for i := range 4 {
 						k := g*4 + i
-						res, err := f.c.Run(context.Background(), runP("echo", k), nil)
+						res, err := f.c.Run(context.Background(), runP("pause", k), nil)
 						if err != nil {
 							errs <- err
 							return
 						}
 						if got := string(res.Values[0].Value); got != fmt.Sprint(k) {
-							errs <- fmt.Errorf("echo %d got %s", k, got)
+							errs <- fmt.Errorf("pause %d got %s", k, got)
 						}
 					}
 				}()
@@ -307,7 +242,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-f.eng.started
+		<-f.eng.Started
 		cancel()
 	}()
 	_, err := f.c.Run(ctx, runP("block"), nil)
@@ -324,11 +259,11 @@ func TestCancel(t *testing.T) {
 		_, err := f.c.Run(context.Background(), runP("gate"), nil)
 		gate <- err
 	}()
-	<-f.eng.started // the gate run
+	<-f.eng.Started // the gate run
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	go func() {
-		<-f.eng.started
+		<-f.eng.Started
 		cancel2()
 	}()
 	_, err = f.c.Run(ctx2, runP("block"), nil)
@@ -338,7 +273,7 @@ func TestCancel(t *testing.T) {
 	if n := f.sent.count(`"method":"$/cancelRequest","params":{"id":3}`); n != 1 {
 		t.Fatalf("%d cancel notifications for id 3, want 1", n)
 	}
-	close(f.eng.gate)
+	close(f.eng.Gate)
 	if err := <-gate; err != nil {
 		t.Fatalf("gate run: %v", err)
 	}
@@ -347,104 +282,6 @@ func TestCancel(t *testing.T) {
 	cancel3()
 	if _, err := f.c.Run(done, runP("run"), nil); err != nil && !errors.As(err, &e) {
 		t.Fatalf("run with a done context: %v", err)
-	}
-}
-
-// silentServer reads requests and answers only when told, over os.Pipes
-// (which have read deadlines, as Start's pipes do) or io.Pipes.
-type silentServer struct {
-	c       *Client
-	reqs    chan map[string]any
-	answers *os.File
-}
-
-func newSilentServer(t *testing.T) *silentServer {
-	t.Helper()
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &silentServer{reqs: make(chan map[string]any, 100), answers: outW}
-	go func() {
-		fr := newFrameReader(inR, false)
-		for {
-			body, err := fr.next()
-			if err != nil {
-				close(s.reqs)
-				return
-			}
-			var m map[string]any
-			_ = json.Unmarshal(body, &m)
-			s.reqs <- m
-		}
-	}()
-	s.c = New(context.Background(), outR, inW, false)
-	t.Cleanup(func() { inW.Close(); outW.Close(); outR.Close(); inR.Close() })
-	return s
-}
-
-func (s *silentServer) answer(id any, result string) {
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%v,"result":%s}`, id, result)
-	fmt.Fprintf(s.answers, "Content-Length: %d\r\n\r\n%s", len(body), body)
-}
-
-func TestCancelGraceRunsOut(t *testing.T) {
-	old := cancelGrace
-	cancelGrace = 200 * time.Millisecond
-	defer func() { cancelGrace = old }()
-	s := newSilentServer(t)
-
-	// One call alone: it is blocked reading when its grace runs out, and
-	// the read deadline wakes it.
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err := s.c.Call(ctx, "run", map[string]any{}, nil)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want the context's", err)
-	}
-	// The grace is honoured (not before 250 ms); the upper bound only
-	// detects a call that the read deadline did not wake.
-	if d := time.Since(start); d < 250*time.Millisecond || d > time.Minute {
-		t.Fatalf("gave up after %v, want about 250ms", d)
-	}
-	if m := <-s.reqs; m["method"] != "run" {
-		t.Fatalf("first request %v", m)
-	}
-	if m := <-s.reqs; m["method"] != rpc.MethodCancel || m["params"].(map[string]any)["id"] != 1.0 {
-		t.Fatalf("second message %v, want a cancel of id 1", m)
-	}
-
-	// Two: one with a context that ends, one waiting for an answer. The
-	// late answer to the abandoned call is dropped; the other still works.
-	got := make(chan error, 1)
-	go func() {
-		var v int
-		err := s.c.Call(context.Background(), "stats", nil, &v)
-		if err == nil && v != 7 {
-			err = fmt.Errorf("got %d", v)
-		}
-		got <- err
-	}()
-	<-s.reqs // stats, id 2
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel2()
-	if err := s.c.Call(ctx2, "run", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("second: %v", err)
-	}
-	s.answer(3, "1") // too late
-	s.answer(2, "7")
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("stats call hangs")
 	}
 }
 
@@ -459,7 +296,7 @@ func TestReaderHandoff(t *testing.T) {
 			}
 			slow <- err
 		}()
-		<-f.eng.started // the slow caller is now (most likely) the reader
+		<-f.eng.Started // the slow caller is now (most likely) the reader
 		var wg sync.WaitGroup
 		bounded(t, 20*time.Second, "fast calls beside a slow one", func() {
 			for g := range 10 {
@@ -468,9 +305,9 @@ func TestReaderHandoff(t *testing.T) {
 					defer wg.Done()
 					for i := range 20 {
 						k := g*100 + i
-						res, err := f.c.Run(context.Background(), runP("echo", k), nil)
+						res, err := f.c.Run(context.Background(), runP("pause", k), nil)
 						if err != nil || string(res.Values[0].Value) != fmt.Sprint(k) {
-							t.Errorf("echo %d: %+v %v", k, res, err)
+							t.Errorf("pause %d: %+v %v", k, res, err)
 						}
 					}
 				}()
@@ -479,7 +316,7 @@ func TestReaderHandoff(t *testing.T) {
 		})
 		// Every fast caller has returned; the slow one must still get its
 		// answer, so someone must be reading.
-		close(f.eng.gate)
+		close(f.eng.Gate)
 		select {
 		case err := <-slow:
 			if err != nil {
@@ -501,7 +338,7 @@ func TestServerDeath(t *testing.T) {
 		}()
 	}
 	for range 3 {
-		<-f.eng.started
+		<-f.eng.Started
 	}
 	f.outW.Close()
 	for range 3 {
@@ -573,72 +410,9 @@ func TestStartExitReason(t *testing.T) {
 	}
 }
 
-// --- framing ---
-
-func TestFrameReader(t *testing.T) {
-	long := `{"x":"` + strings.Repeat("a", 200000) + `"}`
-	cl := "Content-Type: application/json\r\ncontent-length: 7\r\n\r\n{\"a\":1}" +
-		fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(long), long) +
-		"Content-Length:2\r\n\r\n{}"
-	fr := newFrameReader(strings.NewReader(cl), false)
-	for _, want := range []string{`{"a":1}`, long, `{}`} {
-		got, err := fr.next()
-		if err != nil || string(got) != want {
-			t.Fatalf("got %.40q %v, want %.40q", got, err, want)
-		}
-	}
-	if _, err := fr.next(); err != io.EOF {
-		t.Fatalf("end: %v, want EOF", err)
-	}
-
-	nd := "{\"a\":1}\n\n  \r\n" + long + "\n{}"
-	fr = newFrameReader(strings.NewReader(nd), true)
-	for _, want := range []string{`{"a":1}`, long} {
-		got, err := fr.next()
-		if err != nil || string(got) != want {
-			t.Fatalf("ndjson: got %.40q %v, want %.40q", got, err, want)
-		}
-	}
-	if _, err := fr.next(); err != io.ErrUnexpectedEOF {
-		t.Fatalf("unterminated line: %v", err)
-	}
-
-	for _, bad := range []string{
-		"Content-Length: 300000000\r\n\r\n",
-		"Content-Length: -1\r\n\r\n",
-		"Content-Length: x\r\n\r\n",
-		"Content-Type: a\r\n\r\n{}",
-		"garbage\r\n\r\n",
-		"Content-Length: " + strings.Repeat("1", 70000) + "\r\n",
-	} {
-		_, err := newFrameReader(strings.NewReader(bad), false).next()
-		if !errors.Is(err, errFrame) {
-			t.Errorf("%.40q: %v, want a broken frame", bad, err)
-		}
-	}
-	for _, cut := range []string{"Content-Length: 5\r\n", "Content-Length: 5\r\n\r\n{}"} {
-		if _, err := newFrameReader(strings.NewReader(cut), false).next(); err != io.ErrUnexpectedEOF {
-			t.Errorf("%q: %v, want unexpected EOF", cut, err)
-		}
-	}
-}
-
-func TestWriteFrame(t *testing.T) {
-	var b bytes.Buffer
-	w := framing.NewWriter(&b, framing.ContentLength)
-	w.Write([]byte(`{"a":1}`))
-	w.Flush()
-	w = framing.NewWriter(&b, framing.NDJSON)
-	w.Write([]byte(`{}`))
-	w.Flush()
-	if got := b.String(); got != "Content-Length: 7\r\n\r\n{\"a\":1}{}\n" {
-		t.Fatalf("%q", got)
-	}
-}
-
 // BenchmarkSequential is one run round trip through the real rpc.Server.
 func BenchmarkSequential(b *testing.B) {
-	eng := newFakeEngine()
+	eng := rpctest.NewEngine()
 	srv, _ := rpc.NewServer(eng, rpc.Options{MaxConcurrency: 2})
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
