@@ -71,7 +71,7 @@ func (s *Session) thrown(v goja.Value, ex *goja.Exception, prefix string) *scrip
 		text = msg + stackText(ex.Stack())
 	} else if obj, ok := v.(*goja.Object); ok {
 		var stack string
-		if s.guard(func() {
+		if s.catch(func() {
 			if st := obj.Get("stack"); st != nil && !goja.IsUndefined(st) {
 				stack = st.String()
 			}
@@ -121,7 +121,7 @@ func (s *Session) describe(v goja.Value) string {
 		return "undefined"
 	}
 	var str string
-	if err := s.guard(func() { str = v.String() }); err != nil {
+	if err := s.catch(func() { str = v.String() }); err != nil {
 		return "a value whose conversion to a string threw"
 	}
 	return str

@@ -9,7 +9,6 @@ package js
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"reflect"
 
@@ -37,7 +36,7 @@ type Session struct {
 	stdout io.Writer
 	stderr io.Writer
 	enc    script.Encoder
-	broken *script.Error // set by an internal error: the session is done
+	guard  script.Guard
 }
 
 // New makes a session whose console writes to stdout (log, info, debug)
@@ -49,7 +48,7 @@ func New(stdout, stderr io.Writer) *Session {
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	s := &Session{vm: goja.New(), stdout: stdout, stderr: stderr}
+	s := &Session{vm: goja.New(), stdout: stdout, stderr: stderr, guard: script.Guard{Interpreter: "JavaScript"}}
 	s.vm.SetMaxCallStackSize(MaxCallDepth)
 	s.installConsole()
 	return s
@@ -58,24 +57,15 @@ func New(stdout, stderr io.Writer) *Session {
 // Eval runs code with the global `input` set to input (JSON; nil is
 // null) and returns the snippet's value as JSON.
 func (s *Session) Eval(code string, input json.RawMessage) (json.RawMessage, *script.Error) {
-	v, err := script.ParseInput(input)
-	if err != nil {
-		return nil, script.Errorf(err.Error())
-	}
-	return s.EvalInput(code, v)
+	return script.Eval(s, code, input)
 }
 
 // EvalInput is Eval with the input already parsed.
-func (s *Session) EvalInput(code string, input *script.Value) (value json.RawMessage, serr *script.Error) {
-	if s.broken != nil {
-		return nil, s.broken
-	}
-	defer func() {
-		if x := recover(); x != nil {
-			s.broken = script.Errorf(fmt.Sprintf("internal error in the JavaScript interpreter (the session is closed): %v", x))
-			value, serr = nil, s.broken
-		}
-	}()
+func (s *Session) EvalInput(code string, input *script.Value) (json.RawMessage, *script.Error) {
+	return s.guard.Run(func() (json.RawMessage, *script.Error) { return s.eval(code, input) })
+}
+
+func (s *Session) eval(code string, input *script.Value) (json.RawMessage, *script.Error) {
 	if err := s.vm.GlobalObject().DefineDataProperty("input", s.fromInput(input), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 		return nil, s.scriptError(err)
 	}

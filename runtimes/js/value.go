@@ -47,7 +47,7 @@ func (s *Session) toJSON(v goja.Value) (json.RawMessage, *script.Error) {
 	s.enc.Reset()
 	w := writer{vm: s.vm, enc: &s.enc}
 	var serr *script.Error
-	if err := s.guard(func() { serr = w.value(w.resolve(v, "")) }); err != nil {
+	if err := s.catch(func() { serr = w.value(w.resolve(v, "")) }); err != nil {
 		return nil, s.scriptError(err)
 	}
 	if serr != nil {
@@ -56,9 +56,9 @@ func (s *Session) toJSON(v goja.Value) (json.RawMessage, *script.Error) {
 	return append(json.RawMessage(nil), s.enc.Bytes()...), nil
 }
 
-// guard runs f, which may run JavaScript (toJSON, getters), and returns
+// catch runs f, which may run JavaScript (toJSON, getters), and returns
 // what it threw, catchable or not (a stack overflow, an interrupt).
-func (s *Session) guard(f func()) (err error) {
+func (s *Session) catch(f func()) (err error) {
 	defer func() {
 		if x := recover(); x != nil {
 			if e, ok := x.(error); ok && isUncatchable(e) {

@@ -8,7 +8,6 @@ package lua
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 
@@ -48,7 +47,7 @@ type Session struct {
 	stdout  io.Writer
 	arrayMT *lua.LTable // marks tables made from JSON arrays
 	enc     script.Encoder
-	broken  *script.Error
+	guard   script.Guard
 }
 
 // New makes a session whose print and io.write write to stdout; a nil
@@ -66,7 +65,7 @@ func New(stdout io.Writer) *Session {
 		RegistryMaxSize:  registryMaxSize,
 		SkipOpenLibs:     true,
 	})
-	s := &Session{L: L, stdout: stdout, arrayMT: L.NewTable()}
+	s := &Session{L: L, stdout: stdout, arrayMT: L.NewTable(), guard: script.Guard{Interpreter: "Lua"}}
 	s.arrayMT.RawSetString("__name", lua.LString("array"))
 	s.openLibs()
 	return s
@@ -75,24 +74,15 @@ func New(stdout io.Writer) *Session {
 // Eval runs code with the global `input` set to input (JSON; nil is
 // null) and returns the snippet's value as JSON.
 func (s *Session) Eval(code string, input json.RawMessage) (json.RawMessage, *script.Error) {
-	v, err := script.ParseInput(input)
-	if err != nil {
-		return nil, script.Errorf(err.Error())
-	}
-	return s.EvalInput(code, v)
+	return script.Eval(s, code, input)
 }
 
 // EvalInput is Eval with the input already parsed.
-func (s *Session) EvalInput(code string, input *script.Value) (value json.RawMessage, serr *script.Error) {
-	if s.broken != nil {
-		return nil, s.broken
-	}
-	defer func() {
-		if x := recover(); x != nil {
-			s.broken = script.Errorf(fmt.Sprintf("internal error in the Lua interpreter (the session is closed): %v", x))
-			value, serr = nil, s.broken
-		}
-	}()
+func (s *Session) EvalInput(code string, input *script.Value) (json.RawMessage, *script.Error) {
+	return s.guard.Run(func() (json.RawMessage, *script.Error) { return s.eval(code, input) })
+}
+
+func (s *Session) eval(code string, input *script.Value) (json.RawMessage, *script.Error) {
 	L := s.L
 	L.SetGlobal("input", s.fromInput(input))
 	fn, err := L.Load(strings.NewReader("return "+code), chunkName)

@@ -180,3 +180,19 @@ func TestNestingErrorTellsCyclesFromDepth(t *testing.T) {
 		t.Fatalf("Cycle of a new container: %v", err)
 	}
 }
+
+func TestGuardClosesTheSessionAfterAPanic(t *testing.T) {
+	g := script.Guard{Interpreter: "Test"}
+	if v, err := g.Run(func() (json.RawMessage, *script.Error) { return json.RawMessage("1"), nil }); err != nil || string(v) != "1" {
+		t.Fatalf("%s, %v", v, err)
+	}
+	_, err := g.Run(func() (json.RawMessage, *script.Error) { panic("boom") })
+	const want = "internal error in the Test interpreter (the session is closed): boom"
+	if err == nil || err.Message != want {
+		t.Fatalf("after a panic: %v", err)
+	}
+	ran := false
+	if _, err := g.Run(func() (json.RawMessage, *script.Error) { ran = true; return nil, nil }); ran || err == nil || err.Message != want {
+		t.Fatalf("after the panic, ran=%v err=%v", ran, err)
+	}
+}

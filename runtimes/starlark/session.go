@@ -9,7 +9,6 @@ package starlark
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 
 	starlarkjson "go.starlark.net/lib/json"
@@ -39,7 +38,7 @@ type Session struct {
 	thread  *starlark.Thread
 	globals starlark.StringDict
 	enc     script.Encoder
-	broken  *script.Error
+	guard   script.Guard
 }
 
 // New makes a session whose print writes to stdout; a nil writer
@@ -54,7 +53,7 @@ func New(stdout io.Writer) *Session {
 			_, _ = io.WriteString(stdout, msg+"\n")
 		},
 	}
-	return &Session{thread: thread, globals: starlark.StringDict{
+	return &Session{thread: thread, guard: script.Guard{Interpreter: "Starlark"}, globals: starlark.StringDict{
 		"json": starlarkjson.Module,
 		"math": starlarkmath.Module,
 	}}
@@ -63,24 +62,15 @@ func New(stdout io.Writer) *Session {
 // Eval runs code with the global `input` set to input (JSON; nil is
 // null) and returns the snippet's value as JSON.
 func (s *Session) Eval(code string, input json.RawMessage) (json.RawMessage, *script.Error) {
-	v, err := script.ParseInput(input)
-	if err != nil {
-		return nil, script.Errorf(err.Error())
-	}
-	return s.EvalInput(code, v)
+	return script.Eval(s, code, input)
 }
 
 // EvalInput is Eval with the input already parsed.
-func (s *Session) EvalInput(code string, input *script.Value) (value json.RawMessage, serr *script.Error) {
-	if s.broken != nil {
-		return nil, s.broken
-	}
-	defer func() {
-		if x := recover(); x != nil {
-			s.broken = script.Errorf(fmt.Sprintf("internal error in the Starlark interpreter (the session is closed): %v", x))
-			value, serr = nil, s.broken
-		}
-	}()
+func (s *Session) EvalInput(code string, input *script.Value) (json.RawMessage, *script.Error) {
+	return s.guard.Run(func() (json.RawMessage, *script.Error) { return s.eval(code, input) })
+}
+
+func (s *Session) eval(code string, input *script.Value) (json.RawMessage, *script.Error) {
 	s.globals["input"] = fromInput(input)
 	f, err := options.Parse(fileName, code, 0)
 	if err != nil {
