@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/sandboxd
 export SANDBOXD_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build binary node-package install demo test test-go test-fuzz test-python test-node bench fuzz clean wasi-guests plugins
+.PHONY: all build binary node-package install demo test test-go test-fuzz test-python test-node test-runtimes bench fuzz clean wasi-guests plugins runtimes
 
 all: build
 
@@ -55,8 +55,8 @@ demo: build
 	$(GO) run ./clients/go/examples/session
 
 # Every test: Go (engine, sidecar, CLI), every fuzz target briefly, the
-# Python client, the Node client.
-test: build test-go test-fuzz test-python test-node
+# Python client, the Node client, the interpreter runtimes.
+test: build test-go test-fuzz test-python test-node test-runtimes
 
 # Then the protocol layer and the Go client once more without cgo (they
 # must not link wasmtime), and under the race detector, where the sidecar's
@@ -74,6 +74,11 @@ test-go:
 	$(GO) test -count=1 -timeout 30m ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m $(PURE_GO)
 	$(GO) test -count=1 -timeout 30m -race $(PURE_GO) ./limits/...
+
+# The runtimes module (runtimes/, nested, so ./... above does not reach
+# it): its sessions, and the conformance corpus against its golden files.
+test-runtimes:
+	cd runtimes && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test -count=1 ./...
 
 test-python: build
 	cd clients/python && PYTHONPATH=src python3 -m unittest discover -s tests -v
@@ -116,6 +121,17 @@ wasi-guests:
 plugins:
 	cd testdata/plugins/go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags="-s -w" -o plugin.wasm .
 	cd testdata/plugins/go && GOOS=wasip1 GOARCH=wasm $(GO) build -tags std -trimpath -ldflags="-s -w" -o std_countvowels.wasm github.com/extism/go-pdk/example/countvowels
+
+# The interpreter runtimes: the JavaScript (goja), Lua (gopher-lua) and
+# Starlark guests of runtimes/ (a nested module, so the main module does
+# not depend on the interpreters), each an Extism plugin built as a WASI
+# reactor with Go alone, into bin/runtimes/ (git-ignored with bin/).
+RUNTIMES := js lua starlark
+runtimes:
+	mkdir -p bin/runtimes
+	cd runtimes && for r in $(RUNTIMES); do \
+		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags="-s -w" -o ../bin/runtimes/$$r.wasm ./guest/$$r || exit 1; \
+	done
 
 clean:
 	rm -rf bin

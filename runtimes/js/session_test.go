@@ -1,0 +1,99 @@
+package js_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/runtimes/js"
+)
+
+func ExampleSession() {
+	s := js.New(os.Stdout, os.Stderr)
+	s.Eval("function greet(name) { console.log('hello', name); return name.length }", nil)
+	v, _ := s.Eval("greet(input.name)", []byte(`{"name": "Ada"}`))
+	fmt.Println(string(v))
+	_, err := s.Eval("greet()", nil)
+	fmt.Println(err.Message, "at line", err.Line)
+	// Output:
+	// hello Ada
+	// 3
+	// hello undefined
+	// TypeError: Cannot read property 'length' of undefined at line 1
+}
+
+// Every way of recursing that goja counts ends as a RangeError, a script
+// error that leaves the session usable; none reaches the Go stack's limit.
+func TestDeepRecursion(t *testing.T) {
+	s := js.New(nil, nil)
+	for _, code := range []string{
+		"function f(n) { return f(n + 1) + 1 }; f(0)",
+		"function f(n) { return [n].map(f) }; f(0)",
+		"[2, 1].sort(function c() { return [2, 1].sort(c) })",
+		"function f() { return 'x'.replace(/x/, f) }; f()",
+		"var o = { get x() { return this.x } }; o.x",
+		"function f() { return f.call() }; f()",
+		"function F() { new F() }; new F()",
+		"var p = new Proxy({}, { get(t, k, r) { return r[k] } }); p.x",
+		"var o = { toString() { return '' + this } }; '' + o",
+		"function f() { return JSON.stringify({ toJSON: f }) }; f()",
+		"async function f() { await f() }; f()",
+	} {
+		_, err := s.Eval(code, nil)
+		if err == nil || err.Message != "RangeError: Maximum call stack size exceeded" {
+			t.Errorf("%s: %v, want a RangeError", code, err)
+		}
+	}
+	if v, err := s.Eval("'still usable'", nil); err != nil || string(v) != `"still usable"` {
+		t.Fatalf("after the overflows: %s, %v", v, err)
+	}
+}
+
+func TestSessionsShareNothing(t *testing.T) {
+	a, b := js.New(nil, nil), js.New(nil, nil)
+	if _, err := a.Eval("var shared = 1; Object.prototype.polluted = true", nil); err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.Eval("[typeof shared, ({}).polluted === undefined]", nil)
+	if err != nil || string(v) != `["undefined",true]` {
+		t.Fatalf("the second session sees %s, %v", v, err)
+	}
+}
+
+func TestConsoleStreams(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	s := js.New(&stdout, &stderr)
+	if _, err := s.Eval("console.log('out'); console.debug('dbg'); console.warn('w'); console.error('e')", nil); err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != "out\ndbg\n" || stderr.String() != "w\ne\n" {
+		t.Fatalf("stdout %q, stderr %q", stdout.String(), stderr.String())
+	}
+}
+
+// What a snippet throws is bounded, however long it is.
+func TestErrorTextsAreBounded(t *testing.T) {
+	s := js.New(nil, nil)
+	_, err := s.Eval("throw new Error('x'.repeat(1e6))", nil)
+	if err == nil || len(err.Message) > 1024 || len(err.Text) > 4096 || !strings.HasPrefix(err.Message, "Error: xxx") {
+		t.Fatalf("%d-byte message, %d-byte text", len(err.Message), len(err.Text))
+	}
+}
+
+// A toJSON or getter that throws while the value is converted is a
+// script error, not a panic.
+func TestConversionThatThrows(t *testing.T) {
+	s := js.New(nil, nil)
+	for code, want := range map[string]string{
+		"({ toJSON() { throw new Error('no') } })":               "Error: no",
+		"({ get x() { throw new TypeError('getter') } })":        "TypeError: getter",
+		"throw { toString() { throw new Error('twice') } }":      "a value whose conversion to a string threw",
+		"Promise.reject({ toString() { throw new Error('') } })": "Uncaught (in promise) a value whose conversion to a string threw",
+	} {
+		if _, err := s.Eval(code, nil); err == nil || err.Message != want {
+			t.Errorf("%s: %v, want %q", code, err, want)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package lua_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/runtimes/lua"
+)
+
+func ExampleSession() {
+	s := lua.New(os.Stdout)
+	s.Eval("function greet(name) print('hello', name) return #name end", nil)
+	v, _ := s.Eval("greet(input.name)", []byte(`{"name": "Ada"}`))
+	fmt.Println(string(v))
+	_, err := s.Eval("greet()", nil)
+	fmt.Println(err.Message)
+	// Output:
+	// hello	Ada
+	// 3
+	// hello	nil
+	// snippet:1: __len undefined
+}
+
+// Recursion through Lua and through Go functions ends as the Lua error
+// "stack overflow", a script error that leaves the session usable.
+func TestDeepRecursion(t *testing.T) {
+	s := lua.New(nil)
+	for _, code := range []string{
+		"function f(n) return 1 + f(n + 1) end return f(0)",
+		"function c(a, b) table.sort({3, 2, 1}, c) return a < b end table.sort({3, 2, 1}, c)",
+		"function r() return (string.gsub('x', 'x', r)) end return r()",
+		"local t = setmetatable({}, {}) getmetatable(t).__index = function(t, k) return t[k] end return t.x",
+		"local t t = setmetatable({}, {__tostring = function() return tostring(t) end}) return tostring(t)",
+	} {
+		_, err := s.Eval(code, nil)
+		if err == nil || !strings.HasSuffix(err.Message, "stack overflow") {
+			t.Errorf("%s: %v, want stack overflow", code, err)
+		}
+	}
+	// Through pcall, the innermost call catches it (rethrowing it at every
+	// level would be quadratic: each catch builds a traceback).
+	v, err := s.Eval("function f(n) local ok, e = pcall(f, n + 1) return e end return f(0)", nil)
+	if err != nil || string(v) != `"snippet:1: stack overflow"` {
+		t.Errorf("through pcall: %s, %v", v, err)
+	}
+	if v, err := s.Eval("'still usable'", nil); err != nil || string(v) != `"still usable"` {
+		t.Fatalf("after the overflows: %s, %v", v, err)
+	}
+}
+
+func TestSessionsShareNothing(t *testing.T) {
+	a, b := lua.New(nil), lua.New(nil)
+	if _, err := a.Eval("shared = 1 string.polluted = true", nil); err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.Eval("{shared == nil, string.polluted == nil}", nil)
+	if err != nil || string(v) != `[true,true]` {
+		t.Fatalf("the second session sees %s, %v", v, err)
+	}
+}
+
+func TestErrorTextsAreBounded(t *testing.T) {
+	s := lua.New(nil)
+	_, err := s.Eval("error(string.rep('x', 1e6))", nil)
+	if err == nil || len(err.Message) > 1024 || len(err.Text) > 4096 || !strings.HasPrefix(err.Message, "snippet:1: xxx") {
+		t.Fatalf("%d-byte message, %d-byte text", len(err.Message), len(err.Text))
+	}
+}

@@ -1,0 +1,40 @@
+package script
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Eval parses input (JSON; nil is null) and runs code in s: what each
+// Session's Eval does. An input that is not JSON is a script error here,
+// with no position (Handle refuses it before any session sees it).
+func Eval(s Session, code string, input json.RawMessage) (json.RawMessage, *Error) {
+	v, err := ParseInput(input)
+	if err != nil {
+		return nil, Errorf(err.Error())
+	}
+	return s.EvalInput(code, v)
+}
+
+// Guard runs a session's evaluations, so that a Go panic inside an
+// interpreter (a bug in it) ends the session instead of the guest: that
+// evaluation and every later one return the internal error. The zero
+// Guard is ready; Interpreter names the language in the message.
+type Guard struct {
+	Interpreter string
+	err         *Error
+}
+
+// Run calls eval unless an earlier evaluation panicked.
+func (g *Guard) Run(eval func() (json.RawMessage, *Error)) (value json.RawMessage, serr *Error) {
+	if g.err != nil {
+		return nil, g.err
+	}
+	defer func() {
+		if x := recover(); x != nil {
+			g.err = Errorf(fmt.Sprintf("internal error in the %s interpreter (the session is closed): %v", g.Interpreter, x))
+			value, serr = nil, g.err
+		}
+	}()
+	return eval()
+}
