@@ -306,6 +306,67 @@ static void sbx_wasi_stdio(wasi_config_t *c, const char *p, size_t n, uintptr_t 
 	wasi_config_set_stdout_custom(c, sbx_stdout, (void *)sink, NULL);
 	wasi_config_set_stderr_custom(c, sbx_stderr, (void *)sink, NULL);
 }
+
+// ---- the pooling instance allocator (config.h) ----
+
+typedef struct wasm_config_t wasm_config_t;
+typedef struct wasmtime_pooling_allocation_config_t wasmtime_pooling_allocation_config_t;
+
+extern void wasmtime_config_memory_reservation_set(wasm_config_t *, uint64_t);
+extern void wasmtime_config_memory_guard_size_set(wasm_config_t *, uint64_t);
+extern wasmtime_pooling_allocation_config_t *wasmtime_pooling_allocation_config_new(void);
+extern void wasmtime_pooling_allocation_config_delete(wasmtime_pooling_allocation_config_t *);
+extern void wasmtime_pooling_allocation_config_max_unused_warm_slots_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_decommit_batch_size_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_table_keep_resident_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_total_memories_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_tables_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_stacks_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_core_instances_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_gc_heaps_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_component_instances_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_max_core_instance_size_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_max_tables_per_module_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_table_elements_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_max_memories_per_module_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_max_memory_size_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_strategy_set(wasm_config_t *, const wasmtime_pooling_allocation_config_t *);
+
+// sbx_pool is the pooling allocator's settings, as poolSettings (pool.go)
+// chose them.
+typedef struct {
+	uint32_t total_core_instances, total_memories, total_tables, total_gc_heaps;
+	uint32_t max_memories_per_module, max_tables_per_module, max_unused_warm_slots;
+	uint64_t table_elements, max_memory_size, max_core_instance_size;
+	uint64_t linear_memory_keep_resident, table_keep_resident;
+} sbx_pool;
+
+// sbx_pool_set makes c allocate instances, memories and tables from a
+// pool of p's size.
+static int sbx_pool_set(wasm_config_t *c, const sbx_pool *p) {
+	wasmtime_pooling_allocation_config_t *pc = wasmtime_pooling_allocation_config_new();
+	if (!pc)
+		return 0;
+	wasmtime_pooling_allocation_config_total_core_instances_set(pc, p->total_core_instances);
+	wasmtime_pooling_allocation_config_total_memories_set(pc, p->total_memories);
+	wasmtime_pooling_allocation_config_total_tables_set(pc, p->total_tables);
+	wasmtime_pooling_allocation_config_total_gc_heaps_set(pc, p->total_gc_heaps);
+	wasmtime_pooling_allocation_config_total_stacks_set(pc, 0);              // no async: no fiber stacks
+	wasmtime_pooling_allocation_config_total_component_instances_set(pc, 0); // no components
+	wasmtime_pooling_allocation_config_max_memories_per_module_set(pc, p->max_memories_per_module);
+	wasmtime_pooling_allocation_config_max_tables_per_module_set(pc, p->max_tables_per_module);
+	wasmtime_pooling_allocation_config_table_elements_set(pc, (size_t)p->table_elements);
+	wasmtime_pooling_allocation_config_max_memory_size_set(pc, (size_t)p->max_memory_size);
+	wasmtime_pooling_allocation_config_max_core_instance_size_set(pc, (size_t)p->max_core_instance_size);
+	wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(pc, (size_t)p->linear_memory_keep_resident);
+	wasmtime_pooling_allocation_config_table_keep_resident_set(pc, (size_t)p->table_keep_resident);
+	wasmtime_pooling_allocation_config_max_unused_warm_slots_set(pc, p->max_unused_warm_slots);
+	wasmtime_pooling_allocation_config_decommit_batch_size_set(pc, 1);
+	wasmtime_pooling_allocation_strategy_set(c, pc); // copies pc
+	wasmtime_pooling_allocation_config_delete(pc);
+	return 1;
+}
 */
 import "C"
 
@@ -636,3 +697,43 @@ var (
 	offsetofValOf    = unsafe.Offsetof(C.wasmtime_val_t{}.of)
 	offsetofExternOf = unsafe.Offsetof(C.wasmtime_extern_t{}.of)
 )
+
+// ---- the pooling instance allocator ----
+
+// setPooling makes cfg allocate from a pool of p's size (pool.go).
+func setPooling(cfg *wasmtime.Config, p poolSettings) error {
+	c := C.sbx_pool{
+		total_core_instances:        C.uint32_t(p.instances),
+		total_memories:              C.uint32_t(p.memories),
+		total_tables:                C.uint32_t(p.tables),
+		total_gc_heaps:              C.uint32_t(p.gcHeaps),
+		max_memories_per_module:     C.uint32_t(p.memoriesPerModule),
+		max_tables_per_module:       C.uint32_t(p.tablesPerModule),
+		max_unused_warm_slots:       C.uint32_t(p.warmSlots),
+		table_elements:              C.uint64_t(p.tableElements),
+		max_memory_size:             C.uint64_t(p.memoryBytes),
+		max_core_instance_size:      C.uint64_t(p.instanceBytes),
+		linear_memory_keep_resident: C.uint64_t(p.memoryKeepResident),
+		table_keep_resident:         C.uint64_t(p.tableKeepResident),
+	}
+	ok := C.sbx_pool_set(configPtr(cfg), &c)
+	runtime.KeepAlive(cfg)
+	if ok == 0 {
+		return errors.New("out of memory configuring the pooling allocator")
+	}
+	return nil
+}
+
+// setMemoryLayout sets the address space reserved for each linear memory
+// and the guard after it: settings that shape the compiled code.
+func setMemoryLayout(cfg *wasmtime.Config, reservation, guard uint64) {
+	C.wasmtime_config_memory_reservation_set(configPtr(cfg), C.uint64_t(reservation))
+	C.wasmtime_config_memory_guard_size_set(configPtr(cfg), C.uint64_t(guard))
+	runtime.KeepAlive(cfg)
+}
+
+// configPtr reads the *wasm_config_t that wasmtime-go keeps unexported as
+// the first field of Config. capi_test.go checks that layout.
+func configPtr(cfg *wasmtime.Config) *C.wasm_config_t {
+	return *(**C.wasm_config_t)(unsafe.Pointer(cfg))
+}

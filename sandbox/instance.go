@@ -452,7 +452,9 @@ func (in *Instance) start(ctx context.Context, req InstanceRequest, plugin bool)
 		r.wasi = w
 		instances++ // the poll_oneoff helper (wasi.go)
 	}
-	r.store = wasmtime.NewStore(e.wt)
+	if err := e.openStore(ctx, r, !in.oneShot); err != nil {
+		return err
+	}
 	l := req.Limits
 	r.store.Limiter(int64(l.MemoryBytes), int64(l.TableElements), instances, -1, memories)
 	if r.wasi != nil {

@@ -55,6 +55,7 @@ type run struct {
 	log      logSink
 	hostTrap string // set when a host function trapped the guest, with why
 
+	slots  poolSlots    // what the store took from the engine's pool (pool.go)
 	wasi   *wasiRun     // nil unless the run was granted WASI (wasi.go)
 	plugin *pluginState // nil unless an Extism plugin instance (extism.go)
 }
@@ -103,7 +104,9 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 		instances++ // the poll_oneoff helper (wasi.go)
 	}
 
-	r.store = wasmtime.NewStore(e.wt)
+	if err := e.openStore(ctx, r, false); err != nil {
+		return nil, err
+	}
 	if err := r.store.SetFuel(req.Limits.Fuel); err != nil {
 		return nil, &Error{Kind: KindHost, Message: "setting fuel: " + cleanMessage(err.Error()), err: err}
 	}
@@ -251,6 +254,7 @@ func (r *run) close() {
 	if r.store != nil {
 		r.store.Close()
 	}
+	r.slots.release()
 	if r.fence != nil {
 		r.fence.free()
 	}
