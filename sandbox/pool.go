@@ -148,6 +148,11 @@ func shareSize(n int, max limits.Limits) storeNeed {
 	return typicalStore.times(n).plus(largestStore(max).minus(typicalStore))
 }
 
+// ErrInstancePoolShort is the refusal of an instance that the instances'
+// share of the pool has no room for, with fewer than MaxInstances live. It
+// is an ErrTooManyInstances too.
+var ErrInstancePoolShort = fmt.Errorf("%w: the instances' share of the engine's pool is short", ErrTooManyInstances)
+
 // poolShare is the part of the pool that runs, or instances, take from.
 type poolShare struct {
 	name string // "runs" or "instances", for messages
@@ -180,7 +185,7 @@ func (s *poolShare) take(ctx context.Context, need storeNeed, wait bool) error {
 	if !wait {
 		free := s.size.minus(s.used)
 		s.mu.Unlock()
-		return &Error{Kind: KindHost, err: ErrTooManyInstances, Message: fmt.Sprintf(
+		return &Error{Kind: KindHost, err: ErrInstancePoolShort, Message: fmt.Sprintf(
 			"too many instances: the instances' share of the engine's pool has %s free, this one needs %s; release one", describeNeed(free), describeNeed(need))}
 	}
 	w := &poolWaiter{need: need, ready: make(chan struct{})}

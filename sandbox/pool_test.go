@@ -188,7 +188,7 @@ func TestPoolInstancesRefused(t *testing.T) {
 	}
 	_, err = e.Instantiate(ctx, sandbox.InstanceRequest{Module: m, Limits: l})
 	se := wantKind(t, err, sandbox.KindHost)
-	if !errors.Is(err, sandbox.ErrTooManyInstances) || !strings.Contains(se.Message, "pool") {
+	if !errors.Is(err, sandbox.ErrTooManyInstances) || !errors.Is(err, sandbox.ErrInstancePoolShort) || !strings.Contains(se.Message, "pool") {
 		t.Fatalf("second instance: %v, want too many instances, naming the pool", err)
 	}
 	if st := e.InstanceStats(); st.Live != 1 {
