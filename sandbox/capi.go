@@ -228,6 +228,21 @@ static int sbx_call_in(wasmtime_context_t *ctx, const wasmtime_instance_t *inst,
 	wasmtime_extern_delete(&item);
 	return 1;
 }
+// sbx_export_func writes the function export name of inst to *out: 1 if
+// there is one, 0 if not (a function is its store's: there is nothing to
+// free).
+static int sbx_export_func(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
+                           wasmtime_func_t *out) {
+	wasmtime_extern_t item;
+	if (!wasmtime_instance_export_get(ctx, inst, name, name_len, &item))
+		return 0;
+	int ok = item.kind == SBX_EXTERN_FUNC;
+	if (ok)
+		*out = item.of.func;
+	wasmtime_extern_delete(&item);
+	return ok;
+}
+
 // ---- a host function's out-of-fuel trap (trap.h) ----
 
 typedef uint8_t wasmtime_trap_code_t;
@@ -736,4 +751,22 @@ func setMemoryLayout(cfg *wasmtime.Config, reservation, guard uint64) {
 // the first field of Config. capi_test.go checks that layout.
 func configPtr(cfg *wasmtime.Config) *C.wasm_config_t {
 	return *(**C.wasm_config_t)(unsafe.Pointer(cfg))
+}
+
+// exportedFunc is the function export name of inst, in one cgo call and
+// without the finalized Extern wasmtime-go's GetExport makes (a plugin's
+// instantiation looks up every kernel function it imports); nil if inst
+// exports no function of that name. wasmtime-go's Func is the
+// wasmtime_func_t alone (capi_call_test.go checks).
+func exportedFunc(store *wasmtime.Store, inst *wasmtime.Instance, name string) *wasmtime.Func {
+	f := new(wasmtime.Func)
+	ok := C.sbx_export_func(C.wasmtime_store_context(storePtr(store)), instancePtr(inst),
+		(*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)), (*C.wasmtime_func_t)(unsafe.Pointer(f)))
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(inst)
+	runtime.KeepAlive(name)
+	if ok == 0 {
+		return nil
+	}
+	return f
 }

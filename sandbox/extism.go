@@ -176,16 +176,25 @@ func withoutPluginImports(m *Module) *Module {
 	return &view
 }
 
-// kernelModule compiles the kernel once per engine.
+// kernelModule compiles the kernel once per engine, and builds the types
+// of the Extism host functions by signature, shared by every plugin (see
+// hostFuncTypes).
 type kernelModule struct {
-	once sync.Once
-	mod  *wasmtime.Module
-	err  error
+	once  sync.Once
+	mod   *wasmtime.Module
+	err   error
+	types map[string]*wasmtime.FuncType
 }
 
 func (e *Engine) kernel() (*wasmtime.Module, error) {
 	k := &e.kernelMod
 	k.once.Do(func() {
+		k.types = map[string]*wasmtime.FuncType{}
+		for _, f := range extismABI {
+			if !f.kernel && k.types[f.signature] == nil {
+				k.types[f.signature] = signatureType(f.signature)
+			}
+		}
 		wasm, err := wasmtime.Wat2Wasm(kernelWAT)
 		if err != nil {
 			k.err = fmt.Errorf("plugin kernel: %s", cleanMessage(err.Error()))
@@ -373,35 +382,32 @@ func kernelBlock(data []byte, h uint64) ([]byte, bool) {
 }
 
 // extern returns what the plugin's import extism:host/env::name links to:
-// a kernel export or one of the host functions below.
+// a kernel export or one of the host functions below, of the engine's
+// shared type for its signature.
 func (p *pluginState) extern(r *run, name string) wasmtime.AsExtern {
-	if f := extismABI[name]; f.kernel {
-		return p.kernel.GetExport(r.store, name).Func()
+	f := extismABI[name]
+	if f.kernel {
+		return exportedFunc(r.store, p.kernel, name)
 	}
-	i32, i64 := wasmtime.NewValType(wasmtime.KindI32), wasmtime.NewValType(wasmtime.KindI64)
-	vt := func(ts ...*wasmtime.ValType) []*wasmtime.ValType { return ts }
-	var ty *wasmtime.FuncType
 	var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
 	switch name {
 	case "config_get":
-		ty, fn = wasmtime.NewFuncType(vt(i64), vt(i64)), p.configGet
+		fn = p.configGet
 	case "var_get":
-		ty, fn = wasmtime.NewFuncType(vt(i64), vt(i64)), p.varGet
+		fn = p.varGet
 	case "var_set":
-		ty, fn = wasmtime.NewFuncType(vt(i64, i64), vt()), p.varSet
+		fn = p.varSet
 	case "get_log_level":
-		ty = wasmtime.NewFuncType(vt(), vt(i32))
 		fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 			return []wasmtime.Val{wasmtime.ValI32(0)}, nil // trace: every line is forwarded
 		}
 	default: // log_<level>
 		level := LogLevel(strings.TrimPrefix(name, "log_"))
-		ty = wasmtime.NewFuncType(vt(i64), vt())
 		fn = func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 			return p.logLine(r, c, level, args)
 		}
 	}
-	return wasmtime.NewFunc(r.store, ty, fn)
+	return wasmtime.NewFunc(r.store, p.in.e.kernelMod.types[f.signature], fn)
 }
 
 // stop records why a host function stopped the guest and returns the trap.
