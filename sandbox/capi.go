@@ -173,10 +173,14 @@ enum { SBX_MAX_VALS = 16, SBX_EXTERN_FUNC = 0 };
 
 // sbx_vals carries a call's values: kinds (WASMTIME_I32 … WASMTIME_F64,
 // the same numbers as the wasm value types) and bits (i32 and f32 in the
-// low 32 bits); the results replace the arguments.
+// low 32 bits); the results replace the arguments. err and trap receive a
+// failed call's error or trap: in the same struct, a call's out-parameters
+// are one allocation on the Go side, not three.
 typedef struct {
 	uint8_t kind[SBX_MAX_VALS];
 	uint64_t bits[SBX_MAX_VALS];
+	wasmtime_error_t *err;
+	wasm_trap_t *trap;
 } sbx_vals;
 
 // sbx_call calls the function export name of inst with nargs values of v
@@ -510,15 +514,14 @@ func callIn(store wasmtime.Storelike, ctx *C.wasmtime_context_t, inst *wasmtime.
 		v.kind[i] = C.uint8_t(wasmKind(a.Type))
 		v.bits[i] = C.uint64_t(a.Bits)
 	}
-	var cerr *C.wasmtime_error_t
-	var trap *C.wasm_trap_t
 	called := C.sbx_call_in(ctx, instancePtr(inst), (*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)),
-		&v, C.size_t(len(args)), C.size_t(nres), &cerr, &trap)
+		&v, C.size_t(len(args)), C.size_t(nres), &v.err, &v.trap)
 	runtime.KeepAlive(inst)
 	runtime.KeepAlive(name)
 	if called == 0 {
 		return nil, nil, false
 	}
+	cerr, trap := v.err, v.trap
 	if trap != nil {
 		if cerr != nil {
 			C.wasmtime_error_delete(cerr)
