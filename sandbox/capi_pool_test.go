@@ -81,17 +81,7 @@ func TestPoolDeclarationsMatchHeaders(t *testing.T) {
 // TestConfigLayout: configPtr reads the first word of a wasmtime.Config
 // as the *wasm_config_t.
 func TestConfigLayout(t *testing.T) {
-	st := reflect.TypeFor[wasmtime.Config]()
-	if st.NumField() == 0 {
-		t.Fatal("wasmtime.Config has no fields")
-	}
-	f := st.Field(0)
-	if f.Name != "_ptr" || f.Offset != 0 || f.Type.Kind() != reflect.Pointer {
-		t.Fatalf("wasmtime.Config's first field is %s (%s) at offset %d, want pointer _ptr at 0: configPtr in capi.go is wrong", f.Name, f.Type, f.Offset)
-	}
-	if name := f.Type.Elem().Name(); !strings.Contains(name, "wasm_config") {
-		t.Fatalf("wasmtime.Config._ptr points to %q, want a wasm_config type", name)
-	}
+	wantPtrField(t, reflect.TypeFor[wasmtime.Config](), "wasm_config", "configPtr")
 	cfg := wasmtime.NewConfig()
 	if configPtr(cfg) == nil {
 		t.Fatal("configPtr returned nil for a live config")
@@ -102,4 +92,21 @@ func TestConfigLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	wasmtime.NewEngineWithConfig(cfg).Close()
+}
+
+// wantPtrField checks that the first field of the wasmtime-go type ty is
+// _ptr, at offset 0, a pointer to a C type whose name contains elem: what
+// the reader named reads through unsafe.
+func wantPtrField(t *testing.T, ty reflect.Type, elem, reader string) {
+	t.Helper()
+	if ty.NumField() == 0 {
+		t.Fatalf("%s has no fields", ty)
+	}
+	f := ty.Field(0)
+	if f.Name != "_ptr" || f.Offset != 0 || f.Type.Kind() != reflect.Pointer {
+		t.Fatalf("%s's first field is %s (%s) at offset %d, want pointer _ptr at 0: %s in capi.go is wrong", ty, f.Name, f.Type, f.Offset, reader)
+	}
+	if name := f.Type.Elem().Name(); !strings.Contains(name, elem) {
+		t.Fatalf("%s._ptr points to %q, want a %s type", ty, name, elem)
+	}
 }

@@ -87,6 +87,11 @@ func TestPoolSlotCarriesNothing(t *testing.T) {
 	}
 }
 
+// memoriesWAT defines n memories of a page and exports f, returning 1.
+func memoriesWAT(n int) string {
+	return "(module" + strings.Repeat(" (memory 1)", n) + ` (func (export "f") (result i32) i32.const 1))`
+}
+
 func maximumsWith(change func(*limits.Limits)) limits.Limits {
 	m := limits.DefaultMaximums()
 	change(&m)
@@ -170,13 +175,7 @@ func TestPoolInstancesRefused(t *testing.T) {
 	// Two instances' share: one typical (3 memories) and the largest (18).
 	e := newEngine(t, sandbox.Config{MaxInstances: 2, Maximums: limits.DefaultMaximums()})
 	ctx := context.Background()
-	var b strings.Builder
-	b.WriteString("(module")
-	for range 16 {
-		b.WriteString(" (memory 1)")
-	}
-	b.WriteString(` (func (export "f") (result i32) i32.const 1))`)
-	m, _, err := e.Compile(ctx, sandbox.Source{WAT: b.String()})
+	m, _, err := e.Compile(ctx, sandbox.Source{WAT: memoriesWAT(16)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,13 +211,7 @@ func TestPoolRefusesWhatItCannotHold(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, sandbox.Config{MaxRuns: 1, Maximums: limits.DefaultMaximums()})
 	ctx := context.Background()
-	var b strings.Builder
-	b.WriteString("(module")
-	for range 20 {
-		b.WriteString(" (memory 1)")
-	}
-	b.WriteString(` (func (export "f") (result i32) i32.const 1))`)
-	m, _, err := e.Compile(ctx, sandbox.Source{WAT: b.String()})
+	m, _, err := e.Compile(ctx, sandbox.Source{WAT: memoriesWAT(20)})
 	if err != nil {
 		t.Fatal(err)
 	}
