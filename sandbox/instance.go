@@ -452,9 +452,10 @@ func (in *Instance) start(ctx context.Context, req InstanceRequest, plugin bool)
 		r.wasi = w
 		instances++ // the poll_oneoff helper (wasi.go)
 	}
-	if err := e.openStore(ctx, r, !in.oneShot); err != nil {
+	if r.slots, err = e.takeSlots(ctx, m.info, plugin, r.wasi != nil, req.Limits.TableElements, !in.oneShot); err != nil {
 		return err
 	}
+	r.store = wasmtime.NewStore(e.wt)
 	l := req.Limits
 	r.store.Limiter(int64(l.MemoryBytes), int64(l.TableElements), instances, -1, memories)
 	if r.wasi != nil {

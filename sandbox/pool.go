@@ -381,24 +381,27 @@ func (e *Engine) usePool(cfg *wasmtime.Config) {
 	e.pool = p
 }
 
-// openStore takes what r's store can need from the pool (the runs' share,
-// or the instances' share for a long-lived instance) into r.slots, then
-// makes the store. r.close gives the slots back.
-func (e *Engine) openStore(ctx context.Context, r *run, longLived bool) error {
-	if p := e.pool; p != nil {
-		if r.req.Limits.TableElements > p.settings.tableElements {
-			return &Error{Kind: KindHost, Message: fmt.Sprintf("limits.tableElements: must be <= %d (the engine's maximum)", p.settings.tableElements)}
-		}
-		share := &p.runs
-		if longLived {
-			share = &p.instances
-		}
-		need := needOf(r.module.info, r.plugin != nil, r.wasi != nil)
-		if err := share.take(ctx, need, !longLived); err != nil {
-			return err
-		}
-		r.slots = poolSlots{share: share, need: need}
+// takeSlots takes what a store of module info can come to hold (with the
+// plugin kernel, with the WASI shim) from the pool: from the instances'
+// share for a long-lived instance, refused when it is short, else from the
+// runs' share, waiting while it is short until ctx ends. Call it before the
+// store is made; give the slots back (release) after it is closed. Without
+// a pool it takes nothing.
+func (e *Engine) takeSlots(ctx context.Context, info *wasmbin.Info, plugin, wasi bool, tableElements uint64, longLived bool) (poolSlots, error) {
+	p := e.pool
+	if p == nil {
+		return poolSlots{}, nil
 	}
-	r.store = wasmtime.NewStore(e.wt)
-	return nil
+	if tableElements > p.settings.tableElements {
+		return poolSlots{}, &Error{Kind: KindHost, Message: fmt.Sprintf("limits.tableElements: must be <= %d (the engine's maximum)", p.settings.tableElements)}
+	}
+	share := &p.runs
+	if longLived {
+		share = &p.instances
+	}
+	need := needOf(info, plugin, wasi)
+	if err := share.take(ctx, need, !longLived); err != nil {
+		return poolSlots{}, err
+	}
+	return poolSlots{share: share, need: need}, nil
 }

@@ -104,9 +104,11 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 		instances++ // the poll_oneoff helper (wasi.go)
 	}
 
-	if err := e.openStore(ctx, r, false); err != nil {
+	var err error
+	if r.slots, err = e.takeSlots(ctx, m.info, false, r.wasi != nil, req.Limits.TableElements, false); err != nil {
 		return nil, err
 	}
+	r.store = wasmtime.NewStore(e.wt)
 	if err := r.store.SetFuel(req.Limits.Fuel); err != nil {
 		return nil, &Error{Kind: KindHost, Message: "setting fuel: " + cleanMessage(err.Error()), err: err}
 	}
