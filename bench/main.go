@@ -75,6 +75,7 @@ var sections = []benchSection{
 	{"instances", instanceSection},
 	{"wasi", wasiSection},
 	{"instwire", instanceWireSection},
+	{"memory", memorySection},
 }
 
 func main() {

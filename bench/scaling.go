@@ -100,7 +100,8 @@ func scalingSection(env *Env) []Row {
 		}
 		rows = append(rows, row)
 	}
-	return append(rows, inProcessScalingRow(env, reps, d))
+	rows = append(rows, inProcessScalingRow(env, reps, d))
+	return append(rows, memoryScalingRows(env, d)...)
 }
 
 // inProcessScalingRow is the machine's own c2/c1 for the same guest with

@@ -173,12 +173,17 @@ func (e *InstanceClosedError) RPCError() *jsonrpc2.Error {
 }
 
 // TooManyInstancesError is the engine's refusal of an instantiate when
-// Max instances are live; the sidecar sends it as -32002.
+// Max instances are live, or when the instances' share of its pool has no
+// room for this one (Reason says so); the sidecar sends it as -32002.
 type TooManyInstancesError struct {
 	Live, Max int
+	Reason    string // the engine's message, if it refused below Max
 }
 
 func (e *TooManyInstancesError) Error() string {
+	if e.Reason != "" {
+		return e.Reason
+	}
 	return fmt.Sprintf("too many instances: %d are live (the maximum is %d); release one", e.Live, e.Max)
 }
 

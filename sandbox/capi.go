@@ -174,10 +174,14 @@ enum { SBX_MAX_VALS = 16, SBX_EXTERN_FUNC = 0 };
 
 // sbx_vals carries a call's values: kinds (WASMTIME_I32 … WASMTIME_F64,
 // the same numbers as the wasm value types) and bits (i32 and f32 in the
-// low 32 bits); the results replace the arguments.
+// low 32 bits); the results replace the arguments. err and trap receive a
+// failed call's error or trap: in the same struct, a call's out-parameters
+// are one allocation on the Go side, not three.
 typedef struct {
 	uint8_t kind[SBX_MAX_VALS];
 	uint64_t bits[SBX_MAX_VALS];
+	wasmtime_error_t *err;
+	wasm_trap_t *trap;
 } sbx_vals;
 
 // sbx_call calls the function export name of inst with nargs values of v
@@ -229,6 +233,21 @@ static int sbx_call_in(wasmtime_context_t *ctx, const wasmtime_instance_t *inst,
 	wasmtime_extern_delete(&item);
 	return 1;
 }
+// sbx_export_func writes the function export name of inst to *out: 1 if
+// there is one, 0 if not (a function is its store's: there is nothing to
+// free).
+static int sbx_export_func(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
+                           wasmtime_func_t *out) {
+	wasmtime_extern_t item;
+	if (!wasmtime_instance_export_get(ctx, inst, name, name_len, &item))
+		return 0;
+	int ok = item.kind == SBX_EXTERN_FUNC;
+	if (ok)
+		*out = item.of.func;
+	wasmtime_extern_delete(&item);
+	return ok;
+}
+
 // ---- a host function's out-of-fuel trap (trap.h) ----
 
 typedef uint8_t wasmtime_trap_code_t;
@@ -324,6 +343,67 @@ static int sbx_interrupt_signal(void) {
 	sa.sa_flags = SA_ONSTACK;
 	sigemptyset(&sa.sa_mask);
 	return sigaction(sig, &sa, NULL) == 0 ? sig : -1;
+}
+
+// ---- the pooling instance allocator (config.h) ----
+
+typedef struct wasm_config_t wasm_config_t;
+typedef struct wasmtime_pooling_allocation_config_t wasmtime_pooling_allocation_config_t;
+
+extern void wasmtime_config_memory_reservation_set(wasm_config_t *, uint64_t);
+extern void wasmtime_config_memory_guard_size_set(wasm_config_t *, uint64_t);
+extern wasmtime_pooling_allocation_config_t *wasmtime_pooling_allocation_config_new(void);
+extern void wasmtime_pooling_allocation_config_delete(wasmtime_pooling_allocation_config_t *);
+extern void wasmtime_pooling_allocation_config_max_unused_warm_slots_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_decommit_batch_size_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_table_keep_resident_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_total_memories_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_tables_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_stacks_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_core_instances_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_gc_heaps_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_total_component_instances_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_max_core_instance_size_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_max_tables_per_module_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_table_elements_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_config_max_memories_per_module_set(wasmtime_pooling_allocation_config_t *, uint32_t);
+extern void wasmtime_pooling_allocation_config_max_memory_size_set(wasmtime_pooling_allocation_config_t *, size_t);
+extern void wasmtime_pooling_allocation_strategy_set(wasm_config_t *, const wasmtime_pooling_allocation_config_t *);
+
+// sbx_pool is the pooling allocator's settings, as poolSettings (pool.go)
+// chose them.
+typedef struct {
+	uint32_t total_core_instances, total_memories, total_tables, total_gc_heaps;
+	uint32_t max_memories_per_module, max_tables_per_module, max_unused_warm_slots;
+	uint64_t table_elements, max_memory_size, max_core_instance_size;
+	uint64_t linear_memory_keep_resident, table_keep_resident;
+} sbx_pool;
+
+// sbx_pool_set makes c allocate instances, memories and tables from a
+// pool of p's size.
+static int sbx_pool_set(wasm_config_t *c, const sbx_pool *p) {
+	wasmtime_pooling_allocation_config_t *pc = wasmtime_pooling_allocation_config_new();
+	if (!pc)
+		return 0;
+	wasmtime_pooling_allocation_config_total_core_instances_set(pc, p->total_core_instances);
+	wasmtime_pooling_allocation_config_total_memories_set(pc, p->total_memories);
+	wasmtime_pooling_allocation_config_total_tables_set(pc, p->total_tables);
+	wasmtime_pooling_allocation_config_total_gc_heaps_set(pc, p->total_gc_heaps);
+	wasmtime_pooling_allocation_config_total_stacks_set(pc, 0);              // no async: no fiber stacks
+	wasmtime_pooling_allocation_config_total_component_instances_set(pc, 0); // no components
+	wasmtime_pooling_allocation_config_max_memories_per_module_set(pc, p->max_memories_per_module);
+	wasmtime_pooling_allocation_config_max_tables_per_module_set(pc, p->max_tables_per_module);
+	wasmtime_pooling_allocation_config_table_elements_set(pc, (size_t)p->table_elements);
+	wasmtime_pooling_allocation_config_max_memory_size_set(pc, (size_t)p->max_memory_size);
+	wasmtime_pooling_allocation_config_max_core_instance_size_set(pc, (size_t)p->max_core_instance_size);
+	wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(pc, (size_t)p->linear_memory_keep_resident);
+	wasmtime_pooling_allocation_config_table_keep_resident_set(pc, (size_t)p->table_keep_resident);
+	wasmtime_pooling_allocation_config_max_unused_warm_slots_set(pc, p->max_unused_warm_slots);
+	wasmtime_pooling_allocation_config_decommit_batch_size_set(pc, 1);
+	wasmtime_pooling_allocation_strategy_set(c, pc); // copies pc
+	wasmtime_pooling_allocation_config_delete(pc);
+	return 1;
 }
 */
 import "C"
@@ -455,15 +535,14 @@ func callIn(store wasmtime.Storelike, ctx *C.wasmtime_context_t, inst *wasmtime.
 		v.kind[i] = C.uint8_t(wasmKind(a.Type))
 		v.bits[i] = C.uint64_t(a.Bits)
 	}
-	var cerr *C.wasmtime_error_t
-	var trap *C.wasm_trap_t
 	called := C.sbx_call_in(ctx, instancePtr(inst), (*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)),
-		&v, C.size_t(len(args)), C.size_t(nres), &cerr, &trap)
+		&v, C.size_t(len(args)), C.size_t(nres), &v.err, &v.trap)
 	runtime.KeepAlive(inst)
 	runtime.KeepAlive(name)
 	if called == 0 {
 		return nil, nil, false
 	}
+	cerr, trap := v.err, v.trap
 	if trap != nil {
 		if cerr != nil {
 			C.wasmtime_error_delete(cerr)
@@ -667,3 +746,61 @@ var interruptSignal = sync.OnceValue(func() syscall.Signal {
 	}
 	return 0
 })
+
+// ---- the pooling instance allocator ----
+
+// setPooling makes cfg allocate from a pool of p's size (pool.go).
+func setPooling(cfg *wasmtime.Config, p poolSettings) error {
+	c := C.sbx_pool{
+		total_core_instances:        C.uint32_t(p.instances),
+		total_memories:              C.uint32_t(p.memories),
+		total_tables:                C.uint32_t(p.tables),
+		total_gc_heaps:              C.uint32_t(p.gcHeaps),
+		max_memories_per_module:     C.uint32_t(p.memoriesPerModule),
+		max_tables_per_module:       C.uint32_t(p.tablesPerModule),
+		max_unused_warm_slots:       C.uint32_t(p.warmSlots),
+		table_elements:              C.uint64_t(p.tableElements),
+		max_memory_size:             C.uint64_t(p.memoryBytes),
+		max_core_instance_size:      C.uint64_t(p.instanceBytes),
+		linear_memory_keep_resident: C.uint64_t(p.memoryKeepResident),
+		table_keep_resident:         C.uint64_t(p.tableKeepResident),
+	}
+	ok := C.sbx_pool_set(configPtr(cfg), &c)
+	runtime.KeepAlive(cfg)
+	if ok == 0 {
+		return errors.New("out of memory configuring the pooling allocator")
+	}
+	return nil
+}
+
+// setMemoryLayout sets the address space reserved for each linear memory
+// and the guard after it: settings that shape the compiled code.
+func setMemoryLayout(cfg *wasmtime.Config, reservation, guard uint64) {
+	C.wasmtime_config_memory_reservation_set(configPtr(cfg), C.uint64_t(reservation))
+	C.wasmtime_config_memory_guard_size_set(configPtr(cfg), C.uint64_t(guard))
+	runtime.KeepAlive(cfg)
+}
+
+// configPtr reads the *wasm_config_t that wasmtime-go keeps unexported as
+// the first field of Config. capi_test.go checks that layout.
+func configPtr(cfg *wasmtime.Config) *C.wasm_config_t {
+	return *(**C.wasm_config_t)(unsafe.Pointer(cfg))
+}
+
+// exportedFunc is the function export name of inst, in one cgo call and
+// without the finalized Extern wasmtime-go's GetExport makes (a plugin's
+// instantiation looks up every kernel function it imports); nil if inst
+// exports no function of that name. wasmtime-go's Func is the
+// wasmtime_func_t alone (capi_call_test.go checks).
+func exportedFunc(store *wasmtime.Store, inst *wasmtime.Instance, name string) *wasmtime.Func {
+	f := new(wasmtime.Func)
+	ok := C.sbx_export_func(C.wasmtime_store_context(storePtr(store)), instancePtr(inst),
+		(*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)), (*C.wasmtime_func_t)(unsafe.Pointer(f)))
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(inst)
+	runtime.KeepAlive(name)
+	if ok == 0 {
+		return nil
+	}
+	return f
+}

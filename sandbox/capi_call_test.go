@@ -96,6 +96,10 @@ func TestCallGoLayouts(t *testing.T) {
 	if in.NumField() != 1 || in.Field(0).Offset != 0 || in.Size() != sizeofWasmtimeInstance {
 		t.Errorf("wasmtime.Instance: %d fields, %d bytes; instancePtr assumes one field of the %d-byte wasmtime_instance_t", in.NumField(), in.Size(), sizeofWasmtimeInstance)
 	}
+	fn := reflect.TypeFor[wasmtime.Func]()
+	if fn.NumField() != 1 || fn.Field(0).Offset != 0 || fn.Size() != sizeofWasmtimeFunc {
+		t.Errorf("wasmtime.Func: %d fields, %d bytes; exportedFunc assumes one field of the %d-byte wasmtime_func_t", fn.NumField(), fn.Size(), sizeofWasmtimeFunc)
+	}
 	for _, ty := range []reflect.Type{reflect.TypeFor[wasmtime.Trap](), reflect.TypeFor[wasmtime.Error]()} {
 		if ty.NumField() != 1 || ty.Field(0).Name != "_ptr" || ty.Field(0).Type.Kind() != reflect.Pointer {
 			t.Errorf("%s: want one field _ptr, a pointer (wrapTrap, wrapError)", ty)

@@ -421,17 +421,7 @@ func TestWasiDeclarationsMatchHeaders(t *testing.T) {
 // TestWasiConfigLayout: wasiConfigPtr reads the first word of a
 // wasmtime.WasiConfig as the *wasi_config_t.
 func TestWasiConfigLayout(t *testing.T) {
-	st := reflect.TypeFor[wasmtime.WasiConfig]()
-	if st.NumField() == 0 {
-		t.Fatal("wasmtime.WasiConfig has no fields")
-	}
-	f := st.Field(0)
-	if f.Name != "_ptr" || f.Offset != 0 || f.Type.Kind() != reflect.Pointer {
-		t.Fatalf("wasmtime.WasiConfig's first field is %s (%s) at offset %d, want pointer _ptr at 0: wasiConfigPtr in capi.go is wrong", f.Name, f.Type, f.Offset)
-	}
-	if name := f.Type.Elem().Name(); !strings.Contains(name, "wasi_config") {
-		t.Fatalf("wasmtime.WasiConfig._ptr points to %q, want a wasi_config type", name)
-	}
+	wantPtrField(t, reflect.TypeFor[wasmtime.WasiConfig](), "wasi_config", "wasiConfigPtr")
 	cfg := wasmtime.NewWasiConfig()
 	defer cfg.Close()
 	if wasiConfigPtr(cfg) == nil {

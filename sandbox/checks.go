@@ -14,36 +14,39 @@ import (
 )
 
 // checkSignature resolves the export and checks arity and types before
-// any store exists.
+// any store exists. It runs before every run and call, so the success path
+// allocates nothing: the name is quoted only for a message.
 func checkSignature(m *Module, name string, args []Value) *Error {
 	exportErr := func(format string, a ...any) *Error {
 		return &Error{Kind: KindExport, Function: name, Message: fmt.Sprintf(format, a...)}
 	}
 	// The name is quoted cut and escaped (protocol.Quote): it is the
 	// caller's string, or the module's.
-	q := protocol.Quote(name)
+	q := func() string { return protocol.Quote(name) }
 	exp, ok := m.Export(name)
 	if !ok {
 		// Not one of the module's names: the caller's own string, which
 		// data gets cut too (it may be megabytes).
-		e := exportErr("export %s not found; the module exports %s", q, funcNames(m))
+		e := exportErr("export %s not found; the module exports %s", q(), funcNames(m))
 		e.Function = protocol.Bounded(name)
 		return e
 	}
 	if exp.Kind != "func" {
-		return exportErr("export %s is a %s, not a function", q, exp.Kind)
+		return exportErr("export %s is a %s, not a function", q(), exp.Kind)
 	}
-	for _, t := range append(append([]string{}, exp.Params...), exp.Results...) {
-		if !supported(t) {
-			return exportErr("export %s uses unsupported value type %s (supported: i32, i64, f32, f64)", q, t)
+	for _, types := range [2][]string{exp.Params, exp.Results} {
+		for _, t := range types {
+			if !supported(t) {
+				return exportErr("export %s uses unsupported value type %s (supported: i32, i64, f32, f64)", q(), t)
+			}
 		}
 	}
 	if len(args) != len(exp.Params) {
-		return exportErr("export %s takes %d argument(s) %v, got %d", q, len(exp.Params), exp.Params, len(args))
+		return exportErr("export %s takes %d argument(s) %v, got %d", q(), len(exp.Params), exp.Params, len(args))
 	}
 	for i, a := range args {
 		if string(a.Type) != exp.Params[i] {
-			return exportErr("argument %d of %s must be %s, got %s", i, q, exp.Params[i], a.Type)
+			return exportErr("argument %d of %s must be %s, got %s", i, q(), exp.Params[i], a.Type)
 		}
 	}
 	return nil

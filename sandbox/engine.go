@@ -80,8 +80,28 @@ type Config struct {
 	// for its start if need be, as every engine's does), but no spare
 	// follows: a long-lived engine (serve) keeps one spare ready for the
 	// next new module, which a one-shot engine would start only to kill at
-	// Close. A later compile starts its own child. Default false.
+	// Close. A later compile starts its own child. Default false. A
+	// one-shot engine has no instance pool.
 	OneShot bool
+	// MaxRuns is how many runs (Run, and one-shot plugin runs) hold a
+	// store at once; more wait, cancellably, for one to end. With
+	// MaxInstances and Maximums it sizes the instance pool (pool.go).
+	// Default DefaultMaxRuns(); the sidecar gives its --max-concurrency.
+	MaxRuns int
+	// Maximums are the largest limits a run or an instance will ask for
+	// (the sidecar's --max-* flags): Memories and TableElements size the
+	// pool. A run whose store needs more than its share of the pool, or
+	// more table elements than max(TableElements, 10,000,000), is refused.
+	// Default limits.DefaultMaximums().
+	Maximums limits.Limits
+	// KeepResident is how many bytes at the start of each pooled linear
+	// memory and table stay resident when a store ends, zeroed in place
+	// rather than given back to the kernel and faulted in again by the next
+	// store. Default DefaultKeepResident.
+	KeepResident uint64
+	// NoPool makes every store allocate its memories and tables for
+	// itself, as wasmtime does by default. Default false.
+	NoPool bool
 }
 
 // Documented defaults of Config.
@@ -97,6 +117,10 @@ const CacheOff = -1
 
 // DefaultMaxCompiles is the default of Config.MaxCompiles.
 func DefaultMaxCompiles() int { return max(1, runtime.NumCPU()/2) }
+
+// DefaultMaxRuns is the default of Config.MaxRuns: four per CPU, at least
+// 16.
+func DefaultMaxRuns() int { return max(16, 4*runtime.NumCPU()) }
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Tick == 0 {
@@ -132,6 +156,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxOpenFiles == 0 {
 		c.MaxOpenFiles = DefaultMaxOpenFiles
 	}
+	if c.MaxRuns == 0 {
+		c.MaxRuns = DefaultMaxRuns()
+	}
+	if c.Maximums == (limits.Limits{}) {
+		c.Maximums = limits.DefaultMaximums()
+	}
+	if c.KeepResident == 0 {
+		c.KeepResident = DefaultKeepResident
+	}
+	if err := c.Maximums.Validate(limits.HardMaximums()); err != nil {
+		return c, fmt.Errorf("maximums: %w", err)
+	}
 	switch {
 	case c.Tick < 100*time.Microsecond || c.Tick > time.Second:
 		return c, fmt.Errorf("tick: %v is outside [100µs, 1s]", c.Tick)
@@ -149,6 +185,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("instance idle: must be >= 0")
 	case c.MaxOpenFiles < 0:
 		return c, errors.New("max open files: must be >= 0")
+	case c.MaxRuns < 0:
+		return c, errors.New("max runs: must be >= 0")
+	case c.KeepResident > 1<<30:
+		return c, errors.New("keep resident: must be at most 1 GiB")
 	}
 	return c, nil
 }
@@ -196,6 +236,9 @@ type Engine struct {
 	hostTypes hostFuncTypes // the host functions' types (host.go)
 
 	wasiShimMod wasiShimModule // forwards the WASI calls a guest paid for (wasi_fuel.go)
+
+	pool   *enginePool // nil: every store allocates for itself (pool.go)
+	noPool string      // why there is no pool
 }
 
 // NewEngine builds the wasmtime engine and starts the (idle) ticker.
@@ -239,7 +282,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	// starts before the wasmtime engine is built: the child's exec and
 	// start-up are the longest part of a cold start's first compile.
 	e.refillSpare()
-	e.wt = wasmtime.NewEngineWithConfig(wasmtimeConfig())
+	wcfg := wasmtimeConfig()
+	e.usePool(wcfg)
+	e.wt = wasmtime.NewEngineWithConfig(wcfg)
 	e.ticker = newEpochTicker(e.wt, cfg.Tick)
 	e.instances = instanceTable{max: cfg.MaxInstances, idle: cfg.InstanceIdle, live: map[string]*Instance{}}
 	return e, nil
@@ -277,12 +322,20 @@ func (e *Engine) Close() error {
 //     arithmetic (not decoded by the instrumentation);
 //   - NaN canonicalisation off, so NaN payloads survive bit-exactly;
 //   - parallel compilation off: a compile child uses one core, and
-//     Config.MaxCompiles bounds how many run at once.
+//     Config.MaxCompiles bounds how many run at once;
+//   - each linear memory reserves 4 GiB of address space and a 32 MiB
+//     guard (the bounds checks Cranelift can drop follow from them), and
+//     a module's data is mapped copy-on-write from an image rather than
+//     copied in at every instantiation.
 //
 // The compile child builds its engine with the same function, so the
-// modules it serializes load in the parent's engine.
+// modules it serializes load in the parent's engine. The instance pool
+// (pool.go) is set on top of it in the parent only: it does not change
+// the compiled code.
 func wasmtimeConfig() *wasmtime.Config {
 	c := wasmtime.NewConfig()
+	setMemoryLayout(c, memoryReservation, memoryGuard)
+	c.SetMemoryInitCOWSet(true)
 	c.SetParallelCompilation(false)
 	c.SetConsumeFuel(true)
 	c.SetEpochInterruption(true)

@@ -175,16 +175,25 @@ func withoutPluginImports(m *Module) *Module {
 	return &view
 }
 
-// kernelModule compiles the kernel once per engine.
+// kernelModule compiles the kernel once per engine, and builds the types
+// of the Extism host functions by signature, shared by every plugin (see
+// hostFuncTypes).
 type kernelModule struct {
-	once sync.Once
-	mod  *wasmtime.Module
-	err  error
+	once  sync.Once
+	mod   *wasmtime.Module
+	err   error
+	types map[string]*wasmtime.FuncType
 }
 
 func (e *Engine) kernel() (*wasmtime.Module, error) {
 	k := &e.kernelMod
 	k.once.Do(func() {
+		k.types = map[string]*wasmtime.FuncType{}
+		for _, f := range extismABI {
+			if !f.kernel && k.types[f.signature] == nil {
+				k.types[f.signature] = signatureType(f.signature)
+			}
+		}
 		wasm, err := wasmtime.Wat2Wasm(kernelWAT)
 		if err != nil {
 			k.err = fmt.Errorf("plugin kernel: %s", cleanMessage(err.Error()))

@@ -17,36 +17,33 @@ import (
 )
 
 // extern returns what the plugin's import extism:host/env::name links to:
-// a kernel export or one of the host functions below.
+// a kernel export or one of the host functions below, of the engine's
+// shared type for its signature.
 func (p *pluginState) extern(name string) wasmtime.AsExtern {
 	store := p.st.wt
-	if f := extismABI[name]; f.kernel {
-		return p.kernel.GetExport(store, name).Func()
+	f := extismABI[name]
+	if f.kernel {
+		return exportedFunc(store, p.kernel, name)
 	}
-	i32, i64 := wasmtime.NewValType(wasmtime.KindI32), wasmtime.NewValType(wasmtime.KindI64)
-	vt := func(ts ...*wasmtime.ValType) []*wasmtime.ValType { return ts }
-	var ty *wasmtime.FuncType
 	var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
 	switch name {
 	case "config_get":
-		ty, fn = wasmtime.NewFuncType(vt(i64), vt(i64)), p.configGet
+		fn = p.configGet
 	case "var_get":
-		ty, fn = wasmtime.NewFuncType(vt(i64), vt(i64)), p.varGet
+		fn = p.varGet
 	case "var_set":
-		ty, fn = wasmtime.NewFuncType(vt(i64, i64), vt()), p.varSet
+		fn = p.varSet
 	case "get_log_level":
-		ty = wasmtime.NewFuncType(vt(), vt(i32))
 		fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 			return []wasmtime.Val{wasmtime.ValI32(0)}, nil // trace: every line is forwarded
 		}
 	default: // log_<level>
 		level := LogLevel(strings.TrimPrefix(name, "log_"))
-		ty = wasmtime.NewFuncType(vt(i64), vt())
 		fn = func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 			return p.logLine(c, level, args)
 		}
 	}
-	return wasmtime.NewFunc(store, ty, fn)
+	return wasmtime.NewFunc(store, p.st.e.kernelMod.types[f.signature], fn)
 }
 
 // stop records why a host function stopped the guest and returns the trap.

@@ -138,6 +138,25 @@ func sharedFuncType(params, results []*wasmtime.ValType) *wasmtime.FuncType {
 	return ft
 }
 
+// signatureType is the shared function type of a signature written as
+// describeFuncType writes it: "(i64, i64) -> ()".
+func signatureType(sig string) *wasmtime.FuncType {
+	params, results, _ := strings.Cut(sig, " -> ")
+	kinds := func(list string) []*wasmtime.ValType {
+		var out []*wasmtime.ValType
+		for _, t := range strings.Split(strings.Trim(list, "()"), ", ") {
+			switch t {
+			case "i32":
+				out = append(out, wasmtime.NewValType(wasmtime.KindI32))
+			case "i64":
+				out = append(out, wasmtime.NewValType(wasmtime.KindI64))
+			}
+		}
+		return out
+	}
+	return sharedFuncType(kinds(params), kinds(results))
+}
+
 func (h hostFunc) signature() string { return hostSignatures()[h.name] }
 
 func kindNames(ks []wasmtime.ValKind) []string {

@@ -216,7 +216,7 @@ func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot b
 	if ctx.Err() != nil {
 		return nil, cancelledError()
 	}
-	spec := storeSpec{module: req.Module, caps: req.Capabilities, limits: req.Limits}
+	spec := storeSpec{module: req.Module, caps: req.Capabilities, limits: req.Limits, longLived: !oneShot}
 	if isPlugin(req.Module) {
 		spec.plugin = &pluginConfig{config: maps.Clone(req.Config), varBytes: req.VarBytes}
 	}

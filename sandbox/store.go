@@ -41,6 +41,9 @@ type storeSpec struct {
 	limits limits.Limits
 	// plugin, if set, makes the store an Extism plugin's (extism.go).
 	plugin *pluginConfig
+	// longLived says the store is a long-lived instance's: it takes its
+	// pool slots from the instances' share (pool.go).
+	longLived bool
 }
 
 // checkImports refuses, before any store exists, an import that is not
@@ -88,6 +91,7 @@ type store struct {
 	fence    *fence
 	instance *wasmtime.Instance
 	random   splitmix64
+	slots    poolSlots    // what the store took from the engine's pool (pool.go)
 	wasi     *wasiRun     // nil without the wasi capability (wasi.go)
 	plugin   *pluginState // nil unless an Extism plugin (extism.go)
 	bound    boundExports // looked up once after instantiation
@@ -138,6 +142,9 @@ func (e *Engine) openStore(ctx context.Context, spec storeSpec) (s *store, err e
 			return s, err
 		}
 		instances++ // the WASI shim (wasi_fuel.go)
+	}
+	if s.slots, err = e.takeSlots(ctx, m.info, spec.plugin != nil, s.wasi != nil, l.TableElements, spec.longLived); err != nil {
+		return s, err
 	}
 	s.wt = wasmtime.NewStore(e.wt)
 	s.wt.Limiter(int64(l.MemoryBytes), int64(l.TableElements), instances, -1, memories)
@@ -407,6 +414,7 @@ func (s *store) close() {
 		runtime.KeepAlive(s.wt)
 		s.wt = nil
 	}
+	s.slots.release() // the store's memories and tables are back in the pool
 	if s.fence != nil {
 		s.fence.free()
 		s.fence = nil

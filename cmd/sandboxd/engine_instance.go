@@ -79,9 +79,15 @@ func (e sidecarEngine) instanceError(err error, id string) error {
 		return &protocol.InstanceClosedError{Instance: ce.Instance, Reason: ce.Reason}
 	}
 	if errors.Is(err, sandbox.ErrTooManyInstances) {
-		// Refused only when every slot is taken: live == max.
-		max := e.eng.InstanceStats().Max
-		return &protocol.TooManyInstancesError{Live: max, Max: max}
+		// Every slot was taken (live == max), or the instances' share of
+		// the engine's pool had no room for this one (live < max).
+		st := e.eng.InstanceStats()
+		out := &protocol.TooManyInstancesError{Live: st.Max, Max: st.Max}
+		var se *sandbox.Error
+		if errors.Is(err, sandbox.ErrInstancePoolShort) && errors.As(err, &se) {
+			out.Live, out.Reason = st.Live, se.Message
+		}
+		return out
 	}
 	var ge *sandbox.GrantError
 	if errors.As(err, &ge) { // a grant the engine refuses is a params problem

@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox"
 )
 
 // kebab turns a wire name (timeoutMs) into a flag name (timeout-ms).
@@ -169,3 +170,20 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// poolFlags registers the instance pool's flags and returns a function
+// that sets the pool's part of an engine's config (sandbox/pool.go): its
+// size follows from --max-concurrency (runs at once) and the maximums
+// (--max-memories, --max-table-elements) as well as --max-instances;
+// these flags choose whether there is one and how much of each slot stays
+// resident. Flags the server refuses are left for it to name.
+func poolFlags(fs *flag.FlagSet) func(c *sandbox.Config, runs int, maximums limits.Limits) {
+	pool := fs.Bool("pool", true, "allocate linear memories and tables from a pool reserved at start, sized by --max-concurrency, --max-instances, --max-memories and --max-table-elements (false: each run maps and unmaps its own)")
+	keep := fs.Uint64("pool-keep-resident", sandbox.DefaultKeepResident, "bytes at the start of each pooled linear memory and table zeroed in place when a run ends rather than given back to the kernel, at most 1 GiB (more: fewer page faults for guests that touch more, a longer memset per run; 0: the default)")
+	return func(c *sandbox.Config, runs int, maximums limits.Limits) {
+		c.NoPool, c.KeepResident, c.MaxRuns = !*pool, *keep, max(runs, 0)
+		if maximums.Validate(limits.HardMaximums()) == nil {
+			c.Maximums = maximums
+		}
+	}
+}

@@ -60,6 +60,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// varBytes is an instance's limit, not a run's: its own pair of flags.
 	defaultVarBytes := fs.Uint64("default-var-bytes", protocol.DefaultVarBytes, "default varBytes (a plugin instance's vars, keys and values together)")
 	maxVarBytes := fs.Uint64("max-var-bytes", protocol.MaxVarBytes, fmt.Sprintf("maximum varBytes (at most %d)", uint64(protocol.MaxVarBytes)))
+	pool := poolFlags(fs)
 	if rest, status, ok := parseCommandLine(fs, args, stdout, stderr); !ok {
 		return status // 0 for --help
 	} else if len(rest) > 0 {
@@ -141,10 +142,12 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	// The engine's compile limits apply to `compile` requests; a run's
 	// limits carry their own (the same defaults unless overridden).
-	eng, err := sandbox.NewEngine(sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
+	engCfg := sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
 		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs, MaxCompiles: *maxCompiles,
 		CompileTimeout: def.CompileTimeout, CompileMemoryBytes: def.CompileMemoryBytes, WASIDirs: wasiDirs,
-		MaxInstances: *maxInstances, InstanceIdle: *instanceIdle, MaxOpenFiles: *maxOpenFiles})
+		MaxInstances: *maxInstances, InstanceIdle: *instanceIdle, MaxOpenFiles: *maxOpenFiles}
+	pool(&engCfg, *maxConc, maxLimits)
+	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
