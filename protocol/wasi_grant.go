@@ -37,9 +37,10 @@ const (
 // host memory per entry besides the bytes (wasmtime's own copies), so the
 // counts are bounded and every entry is charged in HostBytes.
 const (
-	MaxWASIArgs = 65536
-	MaxWASIEnv  = 4096
-	MaxWASIDirs = 64
+	MaxWASIArgs  = 65536
+	MaxWASIEnv   = 4096
+	MaxWASIFiles = 65536
+	MaxWASIDirs  = 64
 )
 
 // What HostBytes charges besides the bytes themselves.
@@ -58,7 +59,7 @@ const (
 // guest's own memory, for its whole life: stdin, the arguments and the
 // environment (each entry's bytes, its NUL and WASIEntryBytes), the files
 // (each rounded up to whole pages, and a page per directory on its path),
-// and a page per preopen. A store may keep at most its memory cap of it,
+// and a page per preopen and its guest path. A store may keep at most its memory cap of it,
 // besides the guest's memory (docs/wasi.md). Zero for a nil grant.
 func (w *WASI) HostBytes() uint64 {
 	if w == nil {
@@ -78,7 +79,10 @@ func (w *WASI) HostBytes() uint64 {
 	if len(w.Files) > 0 {
 		n += WASIPageBytes // the tree's preopen
 	}
-	return n + uint64(len(w.Dirs))*WASIPageBytes
+	for _, d := range w.Dirs {
+		n += WASIPageBytes + uint64(len(d.Guest))
+	}
+	return n
 }
 
 // Check returns the first problem of the grant that needs no file system
@@ -93,6 +97,8 @@ func (w *WASI) Check() error {
 		return &GrantError{WASIField + ".args", fmt.Sprintf("has %d entries; at most %d", len(w.Args), MaxWASIArgs)}
 	case len(w.Env) > MaxWASIEnv:
 		return &GrantError{WASIField + ".env", fmt.Sprintf("has %d entries; at most %d", len(w.Env), MaxWASIEnv)}
+	case len(w.Files) > MaxWASIFiles:
+		return &GrantError{WASIField + ".files", fmt.Sprintf("has %d entries; at most %d", len(w.Files), MaxWASIFiles)}
 	case len(w.Dirs) > MaxWASIDirs:
 		return &GrantError{WASIField + ".dirs", fmt.Sprintf("has %d entries; at most %d", len(w.Dirs), MaxWASIDirs)}
 	}
@@ -129,6 +135,11 @@ func (w *WASI) Check() error {
 		}
 		if d.Guest == "" {
 			return &GrantError{field + ".guest", "must not be empty"}
+		}
+		for _, p := range [2]struct{ name, v string }{{".host", d.Host}, {".guest", d.Guest}} {
+			if len(p.v) > MaxWASIPathBytes {
+				return &GrantError{field + p.name, fmt.Sprintf("is %d bytes long; at most %d", len(p.v), MaxWASIPathBytes)}
+			}
 		}
 		if err := cString(field+".guest", d.Guest); err != nil {
 			return err

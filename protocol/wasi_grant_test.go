@@ -49,6 +49,8 @@ func TestWASIGrantCountsAreBounded(t *testing.T) {
 		{WASI{Args: make([]string, MaxWASIArgs+1)}, WASIField + ".args"},
 		{WASI{Env: env}, WASIField + ".env"},
 		{WASI{Dirs: make([]Dir, MaxWASIDirs+1)}, WASIField + ".dirs"},
+		{WASI{Dirs: []Dir{{Host: "/h", Guest: "/" + strings.Repeat("g", MaxWASIPathBytes)}}}, WASIField + ".dirs[0].guest"},
+		{WASI{Dirs: []Dir{{Host: "/" + strings.Repeat("h", MaxWASIPathBytes), Guest: "/g"}}}, WASIField + ".dirs[0].host"},
 	} {
 		var ge *GrantError
 		if err := c.w.Check(); !errors.As(err, &ge) || ge.Field != c.field || !strings.Contains(ge.Problem, "at most") {
@@ -75,7 +77,7 @@ func TestWASIHostBytes(t *testing.T) {
 		Files: map[string][]byte{"/a/b/c": nil, "/f": make([]byte, WASIPageBytes+1)}, // (1 page + 2 dirs) + 2 pages, + the tree's page
 		Dirs:  []Dir{{Host: "/h", Guest: "/g"}},                                      // a page
 	}
-	want := uint64(5+WASIEntryBytes) + 1 + 3 + 2*WASIEntryBytes + 5 + WASIEntryBytes + 10 + (3+2+1+1)*WASIPageBytes
+	want := uint64(5+WASIEntryBytes) + 1 + 3 + 2*WASIEntryBytes + 5 + WASIEntryBytes + 10 + (3+2+1+1)*WASIPageBytes + 2
 	if n := w.HostBytes(); n != want {
 		t.Errorf("HostBytes = %d, want %d", n, want)
 	}

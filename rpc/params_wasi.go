@@ -27,6 +27,20 @@ func decodeWASI(raw json.RawMessage) (*protocol.WASI, error) {
 	if err := wasiShape.read(raw, &m); err != nil {
 		return nil, err
 	}
+	// The counts are bounded before anything is decoded: 60 MB of empty
+	// args decoded first took 3 GiB to be refused.
+	for _, b := range []struct {
+		i     int
+		name  string
+		limit int
+	}{{wasiArgs, "args", protocol.MaxWASIArgs}, {wasiEnv, "env", protocol.MaxWASIEnv},
+		{wasiFiles, "files", protocol.MaxWASIFiles}, {wasiDirs, "dirs", protocol.MaxWASIDirs}} {
+		if v := bytes.TrimSpace(m.values[b.i]); v != nil {
+			if _, ok := countElements(v, b.limit); !ok {
+				return nil, paramErr(wasiField+"."+b.name, "has more than %d entries", b.limit)
+			}
+		}
+	}
 	w := &protocol.WASI{}
 	if v := m.values[wasiArgs]; v != nil {
 		items, err := elements(v, wasiField+".args")

@@ -64,3 +64,22 @@ func TestDecodeWASIGrantRefusedAtDecode(t *testing.T) {
 		t.Errorf("a 255-byte name and a 4,096-byte path: %v", err)
 	}
 }
+
+// TestDecodeWASICountsBeforeDecoding: the entries of args, env, files and
+// dirs are counted on the raw text, and past their bounds refused before
+// any is decoded (60 MB of empty args took 3 GiB and a minute to be
+// refused after they were all decoded).
+func TestDecodeWASICountsBeforeDecoding(t *testing.T) {
+	def, max := limits.Defaults(), limits.DefaultMaximums()
+	many := func(n int, item string) string { return strings.TrimSuffix(strings.Repeat(item+",", n), ",") }
+	for _, c := range []struct{ wasi, want string }{
+		{`{"args":[` + many(protocol.MaxWASIArgs+1, `""`) + `]}`, "capabilities.wasi.args: has more than 65536 entries"},
+		{`{"env":{` + many(protocol.MaxWASIEnv+1, `"":""`) + `}}`, "capabilities.wasi.env: has more than 4096 entries"},
+		{`{"files":{` + many(protocol.MaxWASIFiles+1, `"/f":""`) + `}}`, "capabilities.wasi.files: has more than 65536 entries"},
+		{`{"dirs":[` + many(protocol.MaxWASIDirs+1, `{}`) + `]}`, "capabilities.wasi.dirs: has more than 64 entries"},
+	} {
+		params := `{` + watModule + `,"capabilities":{"wasi":` + c.wasi + `}}`
+		_, err := decodeRun(json.RawMessage(params), def, max)
+		checkParamErr(t, "run", params[:60], err, c.want)
+	}
+}
