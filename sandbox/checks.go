@@ -6,6 +6,7 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/limits"
@@ -33,6 +34,13 @@ func checkSignature(m *Module, name string, args []Value) *Error {
 	}
 	if exp.Kind != "func" {
 		return exportErr("export %s is a %s, not a function", q(), exp.Kind)
+	}
+	// A host function the module imports and exports again is the host's,
+	// not the module's: called from outside, it would run with no guest
+	// as its caller, past everything that expects one (its memory, its
+	// fences).
+	if slices.Contains(m.info.ReexportedImports, name) {
+		return exportErr("export %s is an imported function passed through; only the module's own functions can be called", q())
 	}
 	for _, types := range [2][]string{exp.Params, exp.Results} {
 		for _, t := range types {

@@ -530,8 +530,12 @@ func (m *module) parseExports(r *reader) error {
 			return fmt.Errorf("offset %d: export %q: unknown kind 0x%02x", at, name, kind)
 		}
 		space := [...]idxKind{kindFunc: idxFunc, kindTable: idxTable, kindMemory: idxMemory, kindGlobal: idxGlobal, kindTag: idxTag}
-		if err := (&decoder{r: r, space: &m.space}).index(space[kind]); err != nil {
+		idx, err := (&decoder{r: r, space: &m.space}).indexOf(space[kind])
+		if err != nil {
 			return fmt.Errorf("export %q: %w", name, err)
+		}
+		if kind == kindFunc && idx < uint32(m.info.ImportedFuncs) {
+			m.info.ReexportedImports = append(m.info.ReexportedImports, name)
 		}
 		m.exportNames[name] = true
 	}

@@ -74,6 +74,11 @@ type Info struct {
 	HasStart bool
 	Start    uint32 // function index of the start function, if HasStart
 
+	// ReexportedImports are the names of the exports that are imported
+	// functions passed through: calling one calls the host, not the
+	// module.
+	ReexportedImports []string
+
 	// GrowsMemory and GrowsTable say whether any memory.grow or table.grow
 	// was rewritten: when false, the host need not set that cap at all.
 	// Set by Instrument only.
