@@ -316,7 +316,7 @@ func TestWASIFilesLayoutIsCancellable(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	s := startRaw(t, binPath, "--framing=ndjson")
-	requestManyFiles(s, `1`, 200_000, map[string]any{"timeoutMs": 60_000, "memoryBytes": 1 << 30}) // the grant keeps a page per file
+	requestManyFiles(s, `1`, protocol.MaxWASIFiles, map[string]any{"timeoutMs": 60_000, "memoryBytes": 1 << 30}) // the grant keeps a page per file
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		trees, _ := filepath.Glob(filepath.Join(tmp, "sandboxd-*", "files-*", "f*"))
 		if len(trees) > 0 {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -150,12 +151,12 @@ func runWASIMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failure(err)
 	}
-	in, err := io.ReadAll(io.LimitReader(stdin, maxCLIStdinBytes+1))
-	if err != nil {
-		return fail("reading stdin: %v", err)
+	in, err := readStdin(ctx, stdin, l.Timeout)
+	if se := (*sandbox.Error)(nil); errors.As(err, &se) {
+		return failure(err)
 	}
-	if len(in) > maxCLIStdinBytes {
-		return fail("stdin is larger than %d bytes", maxCLIStdinBytes)
+	if err != nil {
+		return fail("%v", err)
 	}
 	grant.Stdin = in
 
@@ -301,3 +302,39 @@ func (p streamPrinter) add(stream string, data []byte) {
 
 // close waits until everything queued is written.
 func (p streamPrinter) close() { p.q.close() }
+
+// readStdin reads the command's stdin, the guest's, to its end (at most
+// maxCLIStdinBytes), as far as SIGINT (ctx) and the run's deadline let
+// it: a stdin that stays open would otherwise hold the command before the
+// guest ever started, deaf to both. The deadline counts from the start of
+// the read, and the guest then gets its own (a run takes at most twice
+// timeout). A stop is the kind it is (cancelled, timeout).
+func readStdin(ctx context.Context, stdin io.Reader, timeout time.Duration) ([]byte, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(stdin, maxCLIStdinBytes+1))
+		done <- read{b, err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		switch {
+		case r.err != nil:
+			return nil, fmt.Errorf("reading stdin: %v", r.err)
+		case len(r.b) > maxCLIStdinBytes:
+			return nil, fmt.Errorf("stdin is larger than %d bytes", maxCLIStdinBytes)
+		}
+		return r.b, nil
+	case <-ctx.Done():
+		return nil, &sandbox.Error{Kind: sandbox.KindCancelled, Message: "cancelled while reading stdin"}
+	case <-t.C:
+		ms := uint64(timeout / time.Millisecond)
+		return nil, &sandbox.Error{Kind: sandbox.KindTimeout, TimeoutMs: ms,
+			Message: fmt.Sprintf("deadline of %d ms exceeded while reading stdin (it was not closed)", ms)}
+	}
+}

@@ -215,3 +215,49 @@ func TestCLIMaxOpenFiles(t *testing.T) {
 		t.Errorf("--max-open-files 0: %s", r)
 	}
 }
+
+// TestCLIWASIStdinNeverClosed: `run --wasi` reads its stdin to the end
+// before the guest starts; a stdin that stays open no longer holds it
+// deaf to SIGINT (exit 9) or to its deadline (exit 3, the deadline
+// counting from the read). It was still running 10 s after SIGINT.
+func TestCLIWASIStdinNeverClosed(t *testing.T) {
+	guest := wasiGuest("guest_c.wasm")
+	for _, c := range []struct {
+		args []string
+		sig  bool
+		want int
+	}{
+		{[]string{"--timeout-ms", "60000"}, true, 9},
+		{[]string{"--timeout-ms", "300"}, false, 3},
+	} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append(append([]string{"run", guest, "--wasi"}, c.args...), "--", "echo")
+		cmd := exec.Command(binPath, args...)
+		cmd.Stdin = pr
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pr.Close()
+		if c.sig {
+			time.Sleep(300 * time.Millisecond) // into the read (a hang bound follows, not a timing check)
+			cmd.Process.Signal(os.Interrupt)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if code := exitCode(err); code != c.want {
+				t.Errorf("%q with stdin open: exit %d, want %d; stderr %q", c.args, code, c.want, stderr.String())
+			}
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Errorf("%q with stdin open: still running after a minute", c.args)
+		}
+		pw.Close()
+	}
+}
