@@ -26,6 +26,9 @@ func (s *store) classify(err error) *Error {
 	if s.fence.reason() == stopCancelled {
 		return cancelledError()
 	}
+	if s.cur.fault != nil {
+		return s.cur.fault
+	}
 	if p := s.plugin; p != nil {
 		// What only a plugin's host functions know: the kernel's growth
 		// refused, or a host function's own refusal.
@@ -79,7 +82,7 @@ func (s *store) classify(err error) *Error {
 		}
 	}
 	msg := cleanMessage(err.Error())
-	if se := wasiPointerFault(msg); se != nil { // wasi_fuel.go
+	if se := wasiFault(msg); se != nil { // wasi_fuel.go
 		return se
 	}
 	if strings.HasSuffix(msg, invalidExitStatus) {

@@ -250,7 +250,7 @@ func (p *pluginState) instantiateKernel() error {
 		return &Error{Kind: KindHost, Message: err.Error(), err: err}
 	}
 	i32 := wasmtime.NewValType(wasmtime.KindI32)
-	grow := wasmtime.NewFunc(store, wasmtime.NewFuncType([]*wasmtime.ValType{i32}, []*wasmtime.ValType{i32}), p.grow)
+	grow := wasmtime.NewFunc(store, wasmtime.NewFuncType([]*wasmtime.ValType{i32}, []*wasmtime.ValType{i32}), p.st.guarded("sandboxd::grow", p.grow))
 	k, err := wasmtime.NewInstance(store, mod, []wasmtime.AsExtern{grow})
 	if err != nil {
 		return err

@@ -43,7 +43,7 @@ func (p *pluginState) extern(name string) wasmtime.AsExtern {
 			return p.logLine(c, level, args)
 		}
 	}
-	return wasmtime.NewFunc(store, p.st.e.kernelMod.types[f.signature], fn)
+	return wasmtime.NewFunc(store, p.st.e.kernelMod.types[f.signature], p.st.guarded(ExtismEnvModule+"::"+name, fn))
 }
 
 // stop records why a host function stopped the guest and returns the trap.

@@ -256,7 +256,7 @@ func (s *store) hostImports(imports []Import) []wasmtime.AsExtern {
 				return []wasmtime.Val{wasmtime.ValI64(int64(time.Since(s.cur.started)))}, nil
 			}
 		}
-		out = append(out, wasmtime.NewFunc(s.wt, ty, fn))
+		out = append(out, wasmtime.NewFunc(s.wt, ty, s.guarded(HostModule+"::"+h.name, fn)))
 	}
 	return out
 }

@@ -106,7 +106,28 @@ type callState struct {
 	limits   limits.Limits
 	log      logSink
 	hostTrap string // set when a host function trapped the guest, with why
+	fault    *Error // set when a host function failed (guarded)
 	started  time.Time
+}
+
+// wasmFunc is a host function as wasmtime-go calls it.
+type wasmFunc = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
+
+// guarded wraps host function fn (named name) so that a panic in it, a
+// bug of ours whatever the guest passed, stops the guest and is the
+// call's error (kind host, naming the function), instead of unwinding
+// through wasmtime into whoever made the call.
+func (s *store) guarded(name string, fn wasmFunc) wasmFunc {
+	return func(c *wasmtime.Caller, args []wasmtime.Val) (vals []wasmtime.Val, trap *wasmtime.Trap) {
+		defer func() {
+			if p := recover(); p != nil {
+				msg := fmt.Sprintf("sandboxd: internal error in %s: %v", name, p)
+				s.cur.fault = &Error{Kind: KindHost, Message: msg}
+				vals, trap = nil, wasmtime.NewTrap(msg)
+			}
+		}()
+		return fn(c, args)
+	}
 }
 
 // boundExports are what every call reads or resets, looked up once: the

@@ -75,6 +75,9 @@ type wasiRun struct {
 	mem            *wasmtime.Memory   // the guest's "memory", once looked up
 	argvBytes      uint64             // args_get's copy: every argument and its NUL
 	envBytes       uint64             // environ_get's: every "K=V" and its NUL
+	argvEntries    uint64             // how many arguments, argv[0] included
+	envEntries     uint64             // how many "K=V"
+	stdioMoved     [3]bool            // fd 1 or 2 no longer the guest's stdout or stderr (stdioWrite)
 	longestPreopen uint64             // the longest preopened guest path
 	shim           *wasmtime.Instance // forwards to wasmtime's functions; made on first use
 }
@@ -93,6 +96,7 @@ func (e *Engine) prepareWASI(ctx context.Context, m *Module, caps Capabilities, 
 		argv0 = m.ID
 	}
 	w.argv = append([]string{argv0}, g.Args...)
+	w.argvEntries, w.envEntries = uint64(len(w.argv)), uint64(len(g.Env))
 	for _, a := range w.argv {
 		w.argvBytes += uint64(len(a)) + 1
 	}
@@ -104,6 +108,14 @@ func (e *Engine) prepareWASI(ctx context.Context, m *Module, caps Capabilities, 
 	for _, k := range keys {
 		w.envK, w.envV = append(w.envK, k), append(w.envV, g.Env[k])
 		w.envBytes += uint64(len(k)+len(g.Env[k])) + 2
+	}
+	preopens := len(g.Dirs)
+	if len(g.Files) > 0 {
+		preopens++ // the files tree
+	}
+	if preopens > e.cfg.MaxOpenFiles {
+		return nil, &GrantError{Field: protocol.WASIField + ".dirs",
+			Problem: fmt.Sprintf("%d preopens (the dirs and the files tree) are more than this sidecar's store may hold open: %d (--max-open-files)", preopens, e.cfg.MaxOpenFiles)}
 	}
 	for i, d := range g.Dirs {
 		f, err := e.openGrantedDir(d.Host)
@@ -206,13 +218,11 @@ func (s *store) instantiateWASI() (*wasmtime.Instance, error) {
 	linker.AllowShadowing(true)
 	i32 := wasmtime.NewValType(wasmtime.KindI32)
 	poll := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32, i32, i32}, []*wasmtime.ValType{i32})
-	if err := linker.FuncNew(WASIModule, "poll_oneoff", poll, func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-		return s.pollOneoff(c, args)
-	}); err != nil {
+	if err := linker.FuncNew(WASIModule, "poll_oneoff", poll, s.guarded(WASIModule+"::poll_oneoff", s.pollOneoff)); err != nil {
 		return nil, err
 	}
 	rnd := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32}, []*wasmtime.ValType{i32})
-	if err := linker.FuncNew(WASIModule, "random_get", rnd, s.randomGet); err != nil {
+	if err := linker.FuncNew(WASIModule, "random_get", rnd, s.guarded(WASIModule+"::random_get", s.randomGet)); err != nil {
 		return nil, err
 	}
 	if err := s.linkShadows(linker); err != nil {

@@ -93,9 +93,16 @@ func TestWASIFuelRates(t *testing.T) {
 	}{
 		{"fd_write, one 64 KiB iovec", `(import "wasi_snapshot_preview1" "fd_write" (func $f (param i32 i32 i32 i32) (result i32)))`,
 			`(i32.store (i32.const 0) (i32.const 4096)) (i32.store (i32.const 4) (i32.const 65536))
-			 (drop (call $f (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))`, 4 + 64*30},
+			 (drop (call $f (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))`, 4 + 64*30 + 2000},
 		{"fd_write, 1,024 empty iovecs", `(import "wasi_snapshot_preview1" "fd_write" (func $f (param i32 i32 i32 i32) (result i32)))`,
-			`(drop (call $f (i32.const 1) (i32.const 65536) (i32.const 1024) (i32.const 8)))`, 1024 * 4},
+			`(drop (call $f (i32.const 1) (i32.const 65536) (i32.const 1024) (i32.const 8)))`, 1024*4 + 2000},
+		{"fd_write to a file, 100 KiB (two slices)", `(import "wasi_snapshot_preview1" "fd_write" (func $f (param i32 i32 i32 i32) (result i32)))`,
+			`(i32.store (i32.const 0) (i32.const 4096)) (i32.store (i32.const 4) (i32.const 102400))
+			 (drop (call $f (i32.const 3) (i32.const 0) (i32.const 1) (i32.const 8)))`, 4 + 100*30 + 2*50_000},
+		{"path_filestat_get of a 4-byte path", `(import "wasi_snapshot_preview1" "path_filestat_get" (func $f (param i32 i32 i32 i32 i32) (result i32)))`,
+			`(drop (call $f (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 4) (i32.const 64)))`, 4*4 + 50_000},
+		{"fd_close of no descriptor", `(import "wasi_snapshot_preview1" "fd_close" (func $f (param i32) (result i32)))`,
+			`(drop (call $f (i32.const 99)))`, 2000},
 		{"random_get, 1 MiB", `(import "wasi_snapshot_preview1" "random_get" (func $f (param i32 i32) (result i32)))`,
 			`(drop (call $f (i32.const 0) (i32.const 1048576)))`, 1024 * 64},
 		{"random_get, 8 bytes", `(import "wasi_snapshot_preview1" "random_get" (func $f (param i32 i32) (result i32)))`,

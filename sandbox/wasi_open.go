@@ -16,7 +16,7 @@ package sandbox
 //     case the path was swapped between the look and the open;
 //   - during: a swap in that window could still block the open itself, so
 //     while it runs a watchdog waits for the run's deadline and
-//     cancellation, and when either comes it releases every thread asleep
+//     cancellation, and when either comes it interrupts every thread asleep
 //     in an open (releaseBlockedOpens: wasmtime opens on a thread of its
 //     blocking pool). The guest then gets an error and meets its fence at
 //     the next epoch check.
@@ -47,23 +47,20 @@ const (
 // path names is checked, wasmtime opens it under the watchdog, and what it
 // opened is checked again.
 func (s *store) pathOpen(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	// The look before the open resolves the path a second time: it pays
-	// for that as the open did (pathFuel).
-	if !consumeFuel(c, u32(a, 3)*pathFuelPerByte) {
+	// The look before the open is a second forwarded call resolving the
+	// path, and the check after a cheap one: paid as the open is (pathFuel).
+	if !consumeFuel(c, u32(a, 3)*pathFuelPerByte+forwardFuel+cheapCallFuel) {
 		return nil, fuelTrap()
 	}
 	fds := &s.wasi.fds
 	if e := fds.reserve(); e != errnoSuccess {
 		return errno(e)
 	}
-	// A look that fails (no such file, a dirfd that is not a directory)
-	// says nothing: wasmtime's open answers as it would have.
+	// A look that fails (no such file, a dirfd that is not a directory,
+	// arguments the guest got wrong) says nothing: wasmtime's open answers
+	// as it would have (and names itself, not the look, in its error).
 	kind, e, trap := s.pathKind(c, a)
-	if trap != nil {
-		fds.unreserve()
-		return nil, trap
-	}
-	if e == errnoSuccess && !openable(kind, u32(a, 1)) {
+	if trap == nil && e == errnoSuccess && !openable(kind, u32(a, 1)) {
 		fds.unreserve()
 		return errno(errnoAcces)
 	}
@@ -184,27 +181,25 @@ func (s *store) watchOpen() (stop func()) {
 }
 
 // releaseBlockedOpens releases every thread of the process asleep in an
-// open (/proc/self/task/*/syscall says which system call a thread is in,
-// with its arguments; stat, whether it sleeps). The sleep can only be a
-// FIFO or a device waiting for the other side: a FIFO still reachable by
-// the path is opened from the other side without blocking, which lets the
-// open return; and the thread is sent interruptSignal, whose handler
-// lacks SA_RESTART, so the open returns EINTR (a FIFO renamed away while
-// a thread waits on it can be reached no other way). Nothing else of
-// the sidecar opens anything that can sleep so (module files are opened
-// O_NONBLOCK), and Go retries an open that returns EINTR.
+// open (/proc/self/task/*/syscall says which system call a thread is in;
+// stat, whether it sleeps): it is sent interruptSignal, whose handler
+// lacks SA_RESTART, so the open returns EINTR. The sleep can only be a
+// FIFO or a device waiting for the other side, and the thread one of
+// wasmtime's (nothing else of the sidecar opens anything that can sleep
+// so: module files are opened O_NONBLOCK, and Go retries an open that
+// returns EINTR). The FIFO is never opened from our side: the path the
+// thread opens is relative to a directory of wasmtime's, and whatever
+// resolved it now might not be what the guest may reach.
 func releaseBlockedOpens() {
 	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
+	if err != nil || interruptSignal() == 0 {
 		return
 	}
 	for _, task := range tasks {
-		dirfd, path, ok := blockedOpen(task.Name())
-		if !ok || !sleeping(task.Name()) {
+		if !inOpen(task.Name()) || !sleeping(task.Name()) {
 			continue
 		}
-		releaseFIFO(dirfd, path)
-		if tid, err := strconv.Atoi(task.Name()); err == nil && interruptSignal() != 0 {
+		if tid, err := strconv.Atoi(task.Name()); err == nil {
 			syscall.Tgkill(os.Getpid(), tid, interruptSignal())
 		}
 	}
@@ -222,73 +217,16 @@ func sleeping(tid string) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] == 'S'
 }
 
-func releaseFIFO(dirfd int, path string) {
-	pfd, err := syscall.Openat(dirfd, path, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	defer syscall.Close(pfd)
-	var st syscall.Stat_t
-	if syscall.Fstat(pfd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
-		return
-	}
-	proc := "/proc/self/fd/" + strconv.Itoa(pfd)
-	for _, mode := range []int{syscall.O_RDONLY, syscall.O_WRONLY} {
-		if fd, err := syscall.Open(proc, mode|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0); err == nil {
-			syscall.Close(fd)
-		}
-	}
-}
-
-// blockedOpen reads /proc/self/task/TID/syscall: when the thread is in
-// open, openat or openat2, the directory descriptor and the path it
-// opens.
-func blockedOpen(tid string) (dirfd int, path string, ok bool) {
+// inOpen says whether thread tid is in open, openat or openat2.
+func inOpen(tid string) bool {
 	b, err := os.ReadFile("/proc/self/task/" + tid + "/syscall")
 	if err != nil {
-		return 0, "", false
+		return false
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return 0, "", false
-	}
-	nr, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return 0, "", false
-	}
-	arg := func(i int) uint64 {
-		v, _ := strconv.ParseUint(strings.TrimPrefix(f[1+i], "0x"), 16, 64)
-		return v
-	}
-	var at uint64
-	switch nr {
-	case syscall.SYS_OPENAT, sysOpenat2:
-		dirfd, at = int(int32(arg(0))), arg(1)
-	case syscall.SYS_OPEN:
-		dirfd, at = atFDCWD, arg(0)
-	default:
-		return 0, "", false
-	}
-	mem, err := os.Open("/proc/self/mem")
-	if err != nil {
-		return 0, "", false
-	}
-	defer mem.Close()
-	buf := make([]byte, 4096)
-	n, _ := mem.ReadAt(buf, int64(at))
-	end := strings.IndexByte(string(buf[:n]), 0)
-	if end <= 0 {
-		return 0, "", false
-	}
-	return dirfd, string(buf[:end]), true
+	nr, err := strconv.ParseInt(string(b[:max(0, strings.IndexByte(string(b), ' '))]), 10, 64)
+	return err == nil && (nr == syscall.SYS_OPENAT || nr == sysOpenat2 || nr == syscall.SYS_OPEN)
 }
-
-const atFDCWD = -100
 
 // sysOpenat2 is openat2(2)'s number (the same on every Linux
 // architecture).
 const sysOpenat2 = 437
-
-// oPath is Linux's O_PATH (the syscall package does not name it): a
-// descriptor that pins what a path names without opening it.
-const oPath = 0x200000

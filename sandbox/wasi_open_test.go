@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -133,5 +134,51 @@ func TestFIFOSwappedInDuringAnOpenMeetsTheFence(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatalf("run %d: still running a minute after its 300 ms deadline", i)
 		}
+	}
+}
+
+// TestReexportedImportsAreNotCallable: a module may export one of its
+// imports again; called by name, it would run the host function with no
+// guest as its caller, past everything that expects one (path_open
+// panicked in the host, a 320 MiB fd_write ignored the deadline and its
+// price). Such an export is refused as the export error it is, for runs
+// and instance calls alike.
+func TestReexportedImportsAreNotCallable(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, sandbox.Config{WASIDirs: []string{dir}})
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: `(module
+  (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (export "x_path_open" (func $open))
+  (export "x_fd_write" (func $write))
+  (func (export "own") (result i32) (i32.const 7)))`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := &sandbox.WASI{Dirs: []sandbox.Dir{{Host: dir, Guest: "/d"}}}
+	args := map[string][]sandbox.Value{
+		"x_path_open": {sandbox.ValueI32(3), sandbox.ValueI32(0), sandbox.ValueI32(0), sandbox.ValueI32(1), sandbox.ValueI32(0), sandbox.ValueI64(0), sandbox.ValueI64(0), sandbox.ValueI32(0), sandbox.ValueI32(16)},
+		"x_fd_write":  {sandbox.ValueI32(1), sandbox.ValueI32(0), sandbox.ValueI32(1), sandbox.ValueI32(8)},
+	}
+	for fn, a := range args {
+		req := wasiRequest(m, grant)
+		req.Function, req.Args = fn, a
+		_, err := e.Run(context.Background(), req)
+		if se := wantKind(t, err, sandbox.KindExport); !strings.Contains(se.Message, "imported function passed through") {
+			t.Errorf("run %s: %v", fn, se)
+		}
+	}
+	in, err := e.Instantiate(context.Background(), sandbox.InstanceRequest{Module: m, Limits: hangLimits(), Capabilities: sandbox.Capabilities{WASI: grant}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Release()
+	for fn, a := range args {
+		_, err := in.Call(context.Background(), sandbox.CallRequest{Function: fn, Args: a})
+		wantKind(t, err, sandbox.KindExport)
+	}
+	if res, err := in.Call(context.Background(), sandbox.CallRequest{Function: "own"}); err != nil || res.Values[0].I32() != 7 {
+		t.Errorf("the instance after refused calls: %v, %+v", err, res)
 	}
 }

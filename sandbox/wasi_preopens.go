@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,7 +79,69 @@ func (e *Engine) openGrantedDir(host string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is not at or under a directory the operator allowed (serve --allow-dir)", host)
 	}
+	if kernelFS := kernelFileSystemAt(f, real); kernelFS != "" {
+		f.Close()
+		return nil, fmt.Errorf("%s holds %s, a view of the kernel's and processes' state (the sidecar's own memory among it); it cannot be preopened", host, kernelFS)
+	}
 	return f, nil
+}
+
+// kernelFileSystems are the file systems whose files are views of the
+// kernel's and processes' state (/proc/self/mem is the sidecar's memory):
+// no guest may reach one, at the directory it is granted or below it.
+var kernelFileSystems = map[string]bool{
+	"proc": true, "sysfs": true, "devtmpfs": true, "devpts": true, "debugfs": true, "tracefs": true,
+	"securityfs": true, "cgroup": true, "cgroup2": true, "bpf": true, "configfs": true, "efivarfs": true,
+	"pstore": true, "fusectl": true, "binfmt_misc": true, "mqueue": true, "hugetlbfs": true, "rpc_pipefs": true,
+	"nsfs": true, "autofs": true,
+}
+
+// kernelFileSystemAt names a kernel file system the directory f (whose
+// path is real) is on or that is mounted at or under it, as "/proc
+// (proc)", or returns "" when there is none. (A guest cannot mount
+// anything; one the operator mounts under a granted directory later is
+// theirs.)
+func kernelFileSystemAt(f *os.File, real string) string {
+	var fs syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &fs); err == nil && (fs.Type == procSuperMagic || fs.Type == sysfsMagic) {
+		return real + " (a kernel file system)"
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		fields := strings.Fields(line)
+		sep := slices.Index(fields, "-")
+		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) || !kernelFileSystems[fields[sep+1]] {
+			continue
+		}
+		mount := unescapeMountPath(fields[4])
+		if insideAny(mount, []string{real}) {
+			return mount + " (" + fields[sep+1] + ")"
+		}
+	}
+	return ""
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountPath(p string) string {
+	if !strings.Contains(p, "\\") {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+3 < len(p) {
+			if n, err := strconv.ParseUint(p[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
 }
 
 // resolveRoots resolves the operator's allowed directories once. A root

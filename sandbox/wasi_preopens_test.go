@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -151,5 +152,48 @@ func TestCacheDirMustNotOverlapAllowedDirs(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "overlap") {
 			t.Errorf("cache %s with --allow-dir %s: %v", c.cache, c.allowed, err)
 		}
+	}
+}
+
+// TestKernelFileSystemsAreNeverGranted: with the whole machine allowed
+// (--allow-dir /), a dirs grant of /proc, or of a directory with /proc
+// mounted under it, is refused: /proc/self/mem is the sidecar's own
+// memory (a guest read another instance's stdin out of it, and wrote).
+func TestKernelFileSystemsAreNeverGranted(t *testing.T) {
+	e := newEngine(t, sandbox.Config{WASIDirs: []string{"/"}})
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: strings.ReplaceAll(wasiHello, "CODE", "0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"/proc", "/proc/self", "/", "/sys"} {
+		_, err = e.Run(context.Background(), wasiRequest(m, &sandbox.WASI{Dirs: []sandbox.Dir{{Host: host, Guest: "/d"}}}))
+		var ge *sandbox.GrantError
+		if !errors.As(err, &ge) || !strings.Contains(ge.Problem, "cannot be preopened") {
+			t.Errorf("a grant of %s: %v", host, err)
+		}
+	}
+	if _, err := e.Run(context.Background(), wasiRequest(m, &sandbox.WASI{Dirs: []sandbox.Dir{{Host: t.TempDir(), Guest: "/d"}}})); err != nil {
+		t.Errorf("an ordinary directory: %v", err)
+	}
+}
+
+// TestPreopensWithinMaxOpenFiles: the preopens are descriptors of the
+// store too; more of them than --max-open-files is the parent's mistake
+// (they were held regardless: 64 dirs under a limit of 4).
+func TestPreopensWithinMaxOpenFiles(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, sandbox.Config{WASIDirs: []string{dir}, MaxOpenFiles: 2})
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: strings.ReplaceAll(wasiHello, "CODE", "0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := []sandbox.Dir{{Host: dir, Guest: "/a"}, {Host: dir, Guest: "/b"}, {Host: dir, Guest: "/c"}}
+	_, err = e.Run(context.Background(), wasiRequest(m, &sandbox.WASI{Dirs: dirs}))
+	var ge *sandbox.GrantError
+	if !errors.As(err, &ge) || !strings.Contains(ge.Problem, "--max-open-files") {
+		t.Errorf("3 dirs under --max-open-files 2: %v", err)
+	}
+	if _, err := e.Run(context.Background(), wasiRequest(m, &sandbox.WASI{Dirs: dirs[:2]})); err != nil {
+		t.Errorf("2 dirs: %v", err)
 	}
 }

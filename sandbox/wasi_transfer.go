@@ -39,10 +39,12 @@ var transfers = map[string]transferArgs{
 // transfer forwards shadow i (one of transfers), already priced, in
 // slices. wasmtime moves only the first non-empty buffer of an iovec
 // list, so that is the one sliced: each slice is forwarded as a list of
-// one iovec written to 8 bytes of the guest's memory outside the slice
-// (scratchIovec), saved before and put back after. The guest's thread is
-// inside this call, so nothing of the guest sees it, and the guest's own
-// list is never touched (it may lie inside the buffer).
+// one iovec, with a count for wasmtime to write, both in 12 bytes of the
+// guest's memory outside the slice (scratchIovec), saved before and put
+// back after. The guest's thread is inside this call, so nothing of the
+// guest sees it, and neither the guest's own list nor its count is
+// touched before the end (either may lie inside the buffer: a count
+// written there after one slice would be sent as data by the next).
 func (s *store) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	at := transfers[wasiShadows[i].name]
 	mem := s.wasi.memory(c)
@@ -55,6 +57,9 @@ func (s *store) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtim
 		e := mem[iovs+k*8:]
 		buf, size = uint64(binary.LittleEndian.Uint32(e)), uint64(binary.LittleEndian.Uint32(e[4:]))
 	}
+	if wasiShadows[i].name == "fd_write" && s.wasi.stdioWrite(uint32(u32(a, 0))) {
+		return s.writeStdio(c, a)
+	}
 	if size <= transferSlice {
 		return s.forward(c, i, a)
 	}
@@ -66,11 +71,12 @@ func (s *store) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtim
 		lo, piece := buf+done, min(size-done, transferSlice)
 		mem = s.wasi.memory(c)
 		iov := scratchIovec(uint64(len(mem)), lo, lo+piece)
-		var saved [8]byte
-		copy(saved[:], mem[iov:iov+8])
+		var saved [scratchBytes]byte
+		copy(saved[:], mem[iov:iov+scratchBytes])
 		binary.LittleEndian.PutUint32(mem[iov:], uint32(lo))
 		binary.LittleEndian.PutUint32(mem[iov+4:], uint32(piece))
 		args[1] = wasmtime.ValI32(int32(uint32(iov)))
+		args[at.result] = wasmtime.ValI32(int32(uint32(iov + 8)))
 		if at.offset >= 0 {
 			args[at.offset] = wasmtime.ValI64(a[at.offset].I64() + int64(done))
 		}
@@ -80,8 +86,8 @@ func (s *store) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtim
 		}
 		mem = s.wasi.memory(c)
 		e := res[0].I32()
-		moved := uint64(binary.LittleEndian.Uint32(mem[result:]))
-		copy(mem[iov:iov+8], saved[:])
+		moved := uint64(binary.LittleEndian.Uint32(mem[iov+8:]))
+		copy(mem[iov:iov+scratchBytes], saved[:])
 		if e != errnoSuccess {
 			if done == 0 {
 				return errno(e)
@@ -100,15 +106,19 @@ func (s *store) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtim
 	return errno(errnoSuccess)
 }
 
-// scratchIovec is a 4-aligned address of 8 bytes in a memory of memLen
-// bytes outside [lo, hi), a slice of at most transferSlice bytes of a
-// buffer longer than that: there is always room on one side (memories
-// are whole 64 KiB pages).
+// scratchBytes is the scratch a slice is forwarded with: an iovec (8
+// bytes) and the count wasmtime writes (4).
+const scratchBytes = 12
+
+// scratchIovec is a 4-aligned address of scratchBytes in a memory of
+// memLen bytes outside [lo, hi), a slice of at most transferSlice bytes
+// of a buffer longer than that: there is always room on one side
+// (memories are whole 64 KiB pages).
 func scratchIovec(memLen, lo, hi uint64) uint64 {
-	if after := (hi + 3) &^ 3; after+8 <= memLen {
+	if after := (hi + 3) &^ 3; after+scratchBytes <= memLen {
 		return after
 	}
-	return (lo - 8) &^ 3
+	return (lo - scratchBytes) &^ 3
 }
 
 // fenceStop says whether the run's deadline has passed or it was
@@ -151,4 +161,43 @@ func fillSliced(dst []byte, fill func([]byte) error, stopped func() stopReason) 
 		}
 	}
 	return stopNone, nil
+}
+
+// stdioWrite says whether an fd_write to fd is a write to the guest's
+// stdout or stderr, which is ours (writeStdio): those streams end in the
+// store's output sink anyway, and wasmtime's way there costs each write
+// a round trip through its async runtime (tens of µs). It is not once the
+// guest closed fd 1 or 2 or renumbered onto or from it.
+func (w *wasiRun) stdioWrite(fd uint32) bool {
+	return (fd == 1 || fd == 2) && !w.stdioMoved[fd]
+}
+
+// writeStdio is fd_write to stdout or stderr, already priced (iovFuel
+// checked every buffer is in memory): every buffer goes to the output
+// sink, a slice at a time, the fence checked between slices, and the
+// count to the guest. A result pointer wasmtime would refuse is left to
+// wasmtime, for its own trap.
+func (s *store) writeStdio(c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	mem := s.wasi.memory(c)
+	iovs, n, result := u32(a, 1), u32(a, 2), u32(a, 3)
+	if result%4 != 0 || !inBounds(mem, result, 4) {
+		return s.forward(c, shadowIndex["fd_write"], a)
+	}
+	stream := int(u32(a, 0))
+	var total uint64
+	for k := uint64(0); k < n; k++ {
+		e := mem[iovs+k*8:]
+		buf, size := uint64(binary.LittleEndian.Uint32(e)), uint64(binary.LittleEndian.Uint32(e[4:]))
+		for done := uint64(0); done < size; {
+			piece := min(size-done, transferSlice)
+			s.wasi.out.write(stream, mem[buf+done:buf+done+piece])
+			done += piece
+			total += piece
+			if stop := s.fenceStop(); stop != stopNone && (done < size || k+1 < n) {
+				return nil, s.stopGuest(stop)
+			}
+		}
+	}
+	binary.LittleEndian.PutUint32(mem[result:], uint32(total))
+	return errno(errnoSuccess)
 }

@@ -49,7 +49,7 @@ func TestScratchIovecIsOutsideTheSlice(t *testing.T) {
 		{2*page + 0, page + 3, 2 * page},
 	} {
 		s := scratchIovec(c.mem, c.lo, c.hi)
-		if s%4 != 0 || s+8 > c.mem || (s < c.hi && c.lo < s+8) {
+		if s%4 != 0 || s+scratchBytes > c.mem || (s < c.hi && c.lo < s+scratchBytes) {
 			t.Errorf("scratchIovec(%d, %d, %d) = %d", c.mem, c.lo, c.hi, s)
 		}
 	}

@@ -184,3 +184,48 @@ func TestSlicedTransfersKeepTheirBytes(t *testing.T) {
 		t.Errorf("copy: %d bytes, equal past offset 10: %v", len(got), string(got[10:]) == string(want))
 	}
 }
+
+// TestSlicedWriteSendsTheGuestsBytes: a big fd_write whose result pointer
+// lies inside a later slice of its own buffer sends the guest's bytes:
+// the count of one slice, written where the guest asked for the count,
+// went out as data in the next slice.
+func TestSlicedWriteSendsTheGuestsBytes(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, sandbox.Config{WASIDirs: []string{dir}})
+	const size = 200_000
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: fmt.Sprintf(`(module
+  (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 8)
+  (data (i32.const 0) "out")
+  (func (export "_start") (local $i i32)
+    (loop $fill
+      (i32.store8 (i32.add (i32.const 4096) (local.get $i)) (i32.add (local.get $i) (i32.const 1)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $fill (i32.lt_u (local.get $i) (i32.const %[1]d))))
+    (if (call $open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 3) (i32.const 1) (i64.const 64) (i64.const 0) (i32.const 0) (i32.const 16))
+      (then unreachable))
+    (i32.store (i32.const 32) (i32.const 4096))
+    (i32.store (i32.const 36) (i32.const %[1]d))
+    (drop (call $write (i32.load (i32.const 16)) (i32.const 32) (i32.const 1) (i32.const %[2]d)))))`, size, 4096+100_000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sandbox.Request{Module: m, Limits: hangLimits(), Capabilities: sandbox.Capabilities{
+		WASI: &sandbox.WASI{Dirs: []sandbox.Dir{{Host: dir, Guest: "/w", Writable: true}}}}}
+	if _, err := e.Run(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != size {
+		t.Fatalf("%d bytes written, want %d", len(got), size)
+	}
+	for i, b := range got {
+		if b != byte(i+1) {
+			t.Fatalf("byte %d is %d, want %d: not the guest's", i, b, byte(i+1))
+		}
+	}
+}
