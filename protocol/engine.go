@@ -112,6 +112,9 @@ type Run struct {
 	// writes them, before the run returns. Calls never overlap and must not
 	// block.
 	Output func(stream string, data []byte)
+	// HostFunctions are the imports the parent serves; Host asks it.
+	HostFunctions []HostFunction
+	Host          HostCaller
 }
 
 // Usage is what a run consumed.
@@ -127,6 +130,7 @@ type RunOutcome struct {
 	Elapsed      time.Duration // instantiation + start + call
 	LogLines     int           // lines delivered to Run.Log
 	LogTruncated bool          // some lines were cut or dropped by the log caps
+	LogDropped   int           // a plugin's log lines dropped for want of the log capability
 	ExitCode     int           // a WASI guest's proc_exit status (0 when it returned)
 	Output       *Output       // a WASI run's stdout and stderr; nil otherwise
 }

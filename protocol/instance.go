@@ -207,6 +207,11 @@ type InstanceRequest struct {
 	// Extism level ("" for host::log). It must not block. Output as in Run.
 	Log    func(level, line string)
 	Output func(stream string, data []byte)
+	// HostFunctions are the imports the parent serves, for the
+	// instance's life; Host asks it during instantiation (the start
+	// function and _initialize), each Call's Host afterwards.
+	HostFunctions []HostFunction
+	Host          HostCaller
 }
 
 // CallLimits are the per-call fences; a zero field takes the instance's.
@@ -225,6 +230,7 @@ type Call struct {
 	Limits   CallLimits
 	Log      func(level, line string)
 	Output   func(stream string, data []byte)
+	Host     HostCaller // asks the parent for the instance's HostFunctions
 }
 
 // CallOutcome is what a call that returned produces.

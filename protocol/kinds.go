@@ -27,6 +27,10 @@ const (
 	// KindPluginError: an Extism plugin function reported an error (set
 	// an error message, or returned non-zero); Message is the plugin's own.
 	KindPluginError Kind = "plugin_error"
+	// KindHostFunctionError: a host function served by the parent failed:
+	// the parent answered its host/call with an error, or with values that
+	// do not fit the declaration.
+	KindHostFunctionError Kind = "host_function_error"
 )
 
 // Error makes a Kind usable as an errors.Is target.
@@ -57,6 +61,7 @@ var kinds = []KindInfo{
 	{KindCancelled, 9, -32800, "the caller cancelled the run"},
 	{KindPluginError, 10, 10, "a plugin function reported an error"},
 	{KindCompileLimitExceeded, 11, 11, "compiling the module passed the compile time or memory limit"},
+	{KindHostFunctionError, 12, 12, "a host function served by the parent failed"},
 }
 
 // Kinds returns the table of error kinds, in exit-code order. The slice

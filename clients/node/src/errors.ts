@@ -226,6 +226,24 @@ export class CompileLimitExceeded extends SandboxError {
   }
 }
 
+/**
+ * Kind `host_function_error`: a host function served by the parent failed:
+ * the parent answered its `host/call` with an error, or with values that do
+ * not fit its declaration.
+ */
+export class HostFunctionError extends SandboxError {
+  /** The host function, e.g. `env::lookup`. */
+  readonly function: string | undefined;
+  /** The parent's own message, when it answered with one (`data.message`). */
+  readonly hostMessage: string | undefined;
+  constructor(message: string, init: SandboxErrorInit = {}) {
+    super("host_function_error", message, init);
+    const d = asData(init.data);
+    this.function = str(d, "function");
+    this.hostMessage = str(d, "message");
+  }
+}
+
 /** JSON-RPC code of a call or release on an instance that is closed or unknown. */
 export const INSTANCE_CLOSED_CODE = -32001;
 /** JSON-RPC code of an `instantiate` refused because the sidecar has its maximum of live instances. */
@@ -353,6 +371,7 @@ export const ERROR_KINDS: Readonly<Record<string, { readonly errorClass: Sandbox
     cancelled: { errorClass: Cancelled, rpcCode: -32800 },
     plugin_error: { errorClass: PluginError, rpcCode: 10 },
     compile_limit_exceeded: { errorClass: CompileLimitExceeded, rpcCode: 11 },
+    host_function_error: { errorClass: HostFunctionError, rpcCode: 12 },
   });
 
 /** JSON-RPC code of a cancelled request (LSP's RequestCancelled). */

@@ -54,6 +54,7 @@ export {
   Trap,
   Cancelled,
   CompileLimitExceeded,
+  HostFunctionError,
   PluginError,
   InstanceClosed,
   TooManyInstances,

@@ -6,6 +6,7 @@ import { describe, it } from "node:test";
 import {
   Cancelled,
   CompileLimitExceeded,
+  HostFunctionError,
   PluginError,
   DisallowedImport,
   ERROR_KINDS,
@@ -43,6 +44,7 @@ const expectedClass: Record<string, unknown> = {
   cancelled: Cancelled,
   plugin_error: PluginError,
   compile_limit_exceeded: CompileLimitExceeded,
+  host_function_error: HostFunctionError,
 };
 
 describe("error-kinds.json", () => {

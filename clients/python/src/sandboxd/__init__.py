@@ -23,7 +23,8 @@ from ._plugin import AsyncPlugin, Plugin
 from ._types import CallResult, Capabilities, Dir, Limits, LogLine, Module, RunOptions, RunResult, Wasi
 from ._values import F32, F64, I32, I64, WasmValue
 from .errors import (
-    Cancelled, CompileLimitExceeded, DisallowedImport, ExportError, FuelExhausted, HostError, InstanceClosed,
+    Cancelled, CompileLimitExceeded, DisallowedImport, ExportError, FuelExhausted, HostError, HostFunctionError,
+    InstanceClosed,
     InvalidModule, InvalidParams, MemoryLimitExceeded, PluginError, SandboxError, SidecarError, Timeout,
     TooManyInstances, Trap,
 )
@@ -36,5 +37,5 @@ __all__ = [
     "I32", "I64", "F32", "F64", "WasmValue",
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "PluginError", "CompileLimitExceeded",
-    "InvalidParams", "SidecarError",
+    "HostFunctionError", "InvalidParams", "SidecarError",
 ]

@@ -19,7 +19,7 @@ from ._bytes import bytes_from_wire
 __all__ = [
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled",
-    "CompileLimitExceeded", "PluginError", "InstanceClosed", "TooManyInstances", "InvalidParams", "SidecarError",
+    "CompileLimitExceeded", "HostFunctionError", "PluginError", "InstanceClosed", "TooManyInstances", "InvalidParams", "SidecarError",
     "KIND_CLASSES", "error_from_rpc",
 ]
 
@@ -177,6 +177,19 @@ class CompileLimitExceeded(SandboxError, kind="compile_limit_exceeded", exit_cod
         self.limit: Optional[int] = data.get("limit")
 
 
+class HostFunctionError(SandboxError, kind="host_function_error", exit_code=12):
+    """A host function served by the parent failed: the parent answered its
+    ``host/call`` with an error, or with values that do not fit.
+
+    ``function`` names it (``"env::lookup"``); ``host_message`` is the
+    parent's own message, when it answered with one.
+    """
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.function: Optional[str] = data.get("function")
+        self.host_message: Optional[str] = data.get("message")
+
+
 class PluginError(SandboxError, kind="plugin_error", exit_code=10):
     """An Extism plugin function reported an error: it set an error message
     or returned non-zero. The instance stays usable.
@@ -258,7 +271,8 @@ class SidecarError(SandboxError, kind="sidecar"):
 KIND_CLASSES: Dict[str, Type[SandboxError]] = {
     cls.kind: cls
     for cls in (HostError, FuelExhausted, Timeout, MemoryLimitExceeded, DisallowedImport,
-                InvalidModule, ExportError, Trap, Cancelled, PluginError, CompileLimitExceeded)
+                InvalidModule, ExportError, Trap, Cancelled, PluginError, CompileLimitExceeded,
+                HostFunctionError)
 }
 
 _CODE_CLASSES: Dict[int, Type[SandboxError]] = {
