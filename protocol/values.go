@@ -306,8 +306,7 @@ func ExactInteger(lit string) (*big.Int, bool) {
 		return new(big.Int), strings.Trim(mantissa, "-+.0") == ""
 	}
 	if f.IsInt() && f.MantExp(nil) > 64 { // far out of every range: let the caller say so
-		n, _ := f.Int(nil)
-		return n, true
+		return beyondEveryRange(f.Sign()), true // never f.Int: 1e199999999 is an 83 MB integer
 	}
 	if f.Acc() != big.Exact || !f.IsInt() {
 		return nil, false
@@ -334,11 +333,21 @@ func beyondExponents(lit string) (*big.Int, bool) {
 	case strings.HasPrefix(exp, "-"):
 		return nil, false
 	}
-	n := new(big.Int).Lsh(big.NewInt(1), 128)
 	if strings.HasPrefix(mantissa, "-") {
+		return beyondEveryRange(-1), true
+	}
+	return beyondEveryRange(1), true
+}
+
+// beyondEveryRange stands for an integer past every range a caller checks
+// (±2^128, with sign's sign): what the caller reports is the literal, so
+// the integer itself, however large, is never made.
+func beyondEveryRange(sign int) *big.Int {
+	n := new(big.Int).Lsh(big.NewInt(1), 128)
+	if sign < 0 {
 		n.Neg(n)
 	}
-	return n, true
+	return n
 }
 
 func describeJSON(raw json.RawMessage) string {

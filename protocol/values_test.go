@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -338,6 +339,28 @@ func TestDecodeArgHugeExponent(t *testing.T) {
 					t.Errorf("DecodeArg(%s, %s) = %v, %v; want an infinity", raw, ty, v, err)
 				}
 			}
+		}
+	}
+}
+
+// TestExactIntegerNeverMakesAHugeInteger: an exponent big.Float can hold
+// but no range can (1e199999999, 11 bytes of JSON) was an 83 MB big.Int
+// and 85 ms per number (FuzzDecodeRun found it); it is now out of every
+// range without being made.
+func TestExactIntegerNeverMakesAHugeInteger(t *testing.T) {
+	for _, lit := range []string{`1e199999999`, `-9.5e600000000`, `123e9999999`} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		n, ok := ExactInteger(lit)
+		runtime.ReadMemStats(&after)
+		if !ok || n.BitLen() > 129 || n.Sign() != map[bool]int{true: -1, false: 1}[strings.HasPrefix(lit, "-")] {
+			t.Errorf("ExactInteger(%s) = %d bits, sign %d, %v; want a sentinel past every range with the literal's sign", lit, n.BitLen(), n.Sign(), ok)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+			t.Errorf("ExactInteger(%s) allocated %d bytes", lit, grew)
+		}
+		if _, err := DecodeArg(json.RawMessage(lit), I64); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("DecodeArg(%s, i64) = %v; want out of range", lit, err)
 		}
 	}
 }
