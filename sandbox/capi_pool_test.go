@@ -1,7 +1,7 @@
 package sandbox
 
-// Guards of the pooling block of capi.h and capi.c (capi_test.go's, for what
-// issue 24 bound): its declarations agree with the pinned headers, and
+// Guards of the pooling block of capi.h and capi.c (capi_test.go has the
+// others): its declarations agree with the pinned headers, and
 // configPtr reads wasmtime-go's Config as it is laid out.
 
 import (

@@ -1,6 +1,6 @@
 package sandbox_test
 
-// Benchmarks of issue 24: what a linear memory costs a run, and one-shot
+// Benchmarks of the pooling allocator: what a linear memory costs a run, and one-shot
 // runs of real guests, in-process. They measure; bench/ judges.
 //
 //	go test -run '^$' -bench 'RunMemory|OneShot' ./sandbox

@@ -1,6 +1,6 @@
 package main
 
-// Red team, issue 14, through the real binary: a run read with nothing
+// Through the real binary: a run read with nothing
 // else in flight is prepared, run and answered by the goroutine that read
 // it (leader/follower: another takes over reading after 100 µs). While a
 // guest spins on that path the sidecar must keep reading: stats,
@@ -58,7 +58,7 @@ func startInlineSpin(t *testing.T, s *rawSidecar, id string) {
 	s.waitRunning(1, 0) // stats answered while the guest spins on the reader
 }
 
-func TestRedteamInlineSpinKeepsReading(t *testing.T) {
+func TestInlineSpinKeepsReading(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		s := startRaw(t, binPath)
 		startInlineSpin(t, s, "1")
@@ -142,14 +142,14 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
-// TestRedteamInlineHammer: runs that log, spins that are cancelled,
+// TestInlineHammer: runs that log, spins that are cancelled,
 // stats, compiles and duplicate ids, from four writers at once, some
 // alone and some pipelined: every request is answered exactly once, with
 // the outcome its kind says, and every log line of a run precedes its
 // response in seq order.
 // SANDBOXD_REDTEAM_BIN runs it against another build, e.g. one built
 // with -race.
-func TestRedteamInlineHammer(t *testing.T) {
+func TestInlineHammer(t *testing.T) {
 	bin := binPath
 	if b := os.Getenv("SANDBOXD_REDTEAM_BIN"); b != "" {
 		bin = b
@@ -256,12 +256,12 @@ func TestRedteamInlineHammer(t *testing.T) {
 	}
 }
 
-// TestRedteamInlineBackPressure: a parent that sends runs and reads
+// TestInlineBackPressure: a parent that sends runs and reads
 // nothing. The first run's response blocks the goroutine that ran it (it
 // writes its own response); the others queue. Past --output-high-water
 // the sidecar stops reading, so the parent's writes block, and its memory
 // stays bounded; once the parent reads, every run is answered once.
-func TestRedteamInlineBackPressure(t *testing.T) {
+func TestInlineBackPressure(t *testing.T) {
 	s := startRaw(t, binPath, "--output-high-water", "65536")
 	pad := strings.Repeat("x", 2000) // a bigger response: the echoed id
 	var written atomic.Int64
@@ -334,12 +334,12 @@ func TestRedteamInlineBackPressure(t *testing.T) {
 	}
 }
 
-// TestRedteamSIGTERMDuringSequentialRuns: SIGTERM while a parent sends one
+// TestSIGTERMDuringSequentialRuns: SIGTERM while a parent sends one
 // run at a time. When it came while the reader ran a short run inline
 // (not inside a read), the reader stopped without saying reading had
 // ended and the sidecar waited for its dispatcher forever (2 of 10
 // trials). It must exit every time.
-func TestRedteamSIGTERMDuringSequentialRuns(t *testing.T) {
+func TestSIGTERMDuringSequentialRuns(t *testing.T) {
 	add := `(module (func (export "add") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))`
 	for trial := range 10 {
 		cmd := exec.Command(binPath, "serve", "--framing=ndjson")
