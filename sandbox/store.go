@@ -160,7 +160,7 @@ func (e *Engine) openStore(ctx context.Context, spec storeSpec) (s *store, err e
 		if s.wasi, err = e.prepareWASI(ctx, m, spec.caps, l); err != nil {
 			return s, err
 		}
-		instances++ // the WASI shim (wasi_fuel.go)
+		instances++ // the WASI shim (wasi_shim.go)
 	}
 	if s.slots, err = e.takeSlots(ctx, m.info, spec.plugin != nil, s.wasi != nil, l.TableElements, spec.longLived); err != nil {
 		return s, err

@@ -1,7 +1,11 @@
 package sandbox
 
 import (
+	"fmt"
 	"sort"
+	"strings"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
@@ -10,9 +14,9 @@ import (
 const WASIModule = "wasi_snapshot_preview1"
 
 // wasiFuncs is every preview1 function a granted guest may import, with its
-// core signature. It is the list docs/protocol.md documents; wasi_test.go
-// checks each entry links against wasmtime's own implementation with exactly
-// this signature.
+// core signature. It is the list docs/protocol.md documents;
+// wasi_imports_internal_test.go checks each entry links against wasmtime's
+// own implementation with exactly this signature.
 var wasiFuncs = map[string]string{
 	"args_get":                "(i32, i32) -> (i32)",
 	"args_sizes_get":          "(i32, i32) -> (i32)",
@@ -71,6 +75,42 @@ func WASIFunctions() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// wasiFuncType is the wasmtime type of a preview1 function, safe to share
+// among runs.
+func wasiFuncType(name string) (*wasmtime.FuncType, error) {
+	sig, ok := wasiFuncs[name]
+	if !ok {
+		return nil, fmt.Errorf("%s is not a preview1 function", name)
+	}
+	in, out, _ := strings.Cut(sig, " -> ")
+	types := func(s string) []*wasmtime.ValType {
+		var vt []*wasmtime.ValType
+		for _, f := range strings.Fields(strings.ReplaceAll(strings.Trim(s, "()"), ",", " ")) {
+			k := wasmtime.KindI32
+			if f == "i64" {
+				k = wasmtime.KindI64
+			}
+			vt = append(vt, wasmtime.NewValType(k))
+		}
+		return vt
+	}
+	return sharedFuncType(types(in), types(out)), nil
+}
+
+// watSignature turns "(i32, i64) -> (i32)" into "(param i32 i64)" and
+// "(result i32)".
+func watSignature(sig string) (params, results string) {
+	in, out, _ := strings.Cut(sig, " -> ")
+	list := func(s, kw string) string {
+		s = strings.ReplaceAll(strings.Trim(s, "()"), ",", "")
+		if s == "" {
+			return ""
+		}
+		return "(" + kw + " " + s + ")"
+	}
+	return list(in, "param"), list(out, "result")
 }
 
 // CheckWASIGrant refuses, before any compilation, a module that imports
