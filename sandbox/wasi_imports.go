@@ -84,19 +84,7 @@ func wasiFuncType(name string) (*wasmtime.FuncType, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s is not a preview1 function", name)
 	}
-	in, out, _ := strings.Cut(sig, " -> ")
-	types := func(s string) []*wasmtime.ValType {
-		var vt []*wasmtime.ValType
-		for _, f := range strings.Fields(strings.ReplaceAll(strings.Trim(s, "()"), ",", " ")) {
-			k := wasmtime.KindI32
-			if f == "i64" {
-				k = wasmtime.KindI64
-			}
-			vt = append(vt, wasmtime.NewValType(k))
-		}
-		return vt
-	}
-	return sharedFuncType(types(in), types(out)), nil
+	return signatureType(sig), nil
 }
 
 // watSignature turns "(i32, i64) -> (i32)" into "(param i32 i64)" and

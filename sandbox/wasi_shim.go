@@ -69,7 +69,7 @@ type wasiShimModule struct {
 }
 
 func (e *Engine) wasiShim() (*wasiShimModule, error) {
-	s := &e.wasiShimMod
+	s := &e.wasi.shim
 	s.once.Do(func() {
 		wat, err := wasiShimWAT()
 		if err == nil {
