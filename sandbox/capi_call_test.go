@@ -22,7 +22,7 @@ import (
 )
 
 // TestCallLayoutsMatchHeaders compiles a C program against the pinned
-// headers and compares what it reports with capi.go's declarations.
+// headers and compares what it reports with capi.h's declarations.
 func TestCallLayoutsMatchHeaders(t *testing.T) {
 	inc := wasmtimeIncludeDir(t)
 	cc, err := exec.LookPath("cc")
@@ -62,19 +62,19 @@ int main(void) {
 	t.Logf("headers: func %d, instance %d, val %d (of at %d), extern %d (of at %d, func at %d)", got[0], got[1], got[2], got[3], got[4], got[5], got[6])
 	switch {
 	case got[0] != sizeofWasmtimeFunc:
-		t.Errorf("wasmtime_func_t: %d bytes in the headers, %d in capi.go", got[0], sizeofWasmtimeFunc)
+		t.Errorf("wasmtime_func_t: %d bytes in the headers, %d in capi.h", got[0], sizeofWasmtimeFunc)
 	case got[1] != sizeofWasmtimeInstance:
-		t.Errorf("wasmtime_instance_t: %d bytes in the headers, %d in capi.go", got[1], sizeofWasmtimeInstance)
+		t.Errorf("wasmtime_instance_t: %d bytes in the headers, %d in capi.h", got[1], sizeofWasmtimeInstance)
 	case got[2] != sizeofWasmtimeVal || got[3] != offsetofValOf:
-		t.Errorf("wasmtime_val_t: %d bytes (of at %d) in the headers, %d (of at %d) in capi.go: the arrays sbx_call passes would be misread",
+		t.Errorf("wasmtime_val_t: %d bytes (of at %d) in the headers, %d (of at %d) in capi.h: the arrays sbx_call passes would be misread",
 			got[2], got[3], sizeofWasmtimeVal, offsetofValOf)
 	case got[4] > sizeofWasmtimeExtern || got[5] != offsetofExternOf || got[6] != got[5]:
-		t.Errorf("wasmtime_extern_t: %d bytes (of at %d, func at %d) in the headers; capi.go has %d (of at %d)",
+		t.Errorf("wasmtime_extern_t: %d bytes (of at %d, func at %d) in the headers; capi.h has %d (of at %d)",
 			got[4], got[5], got[6], sizeofWasmtimeExtern, offsetofExternOf)
 	}
 
 	// The functions sbx_call declares match the headers' prototypes.
-	capi := cgoPreamble(t, readFile(t, "capi.go"))
+	capi := capiC(t)
 	for _, fn := range []struct{ name, header string }{
 		{"wasmtime_store_context", "store.h"},
 		{"wasmtime_instance_export_get", "instance.h"},
@@ -83,7 +83,7 @@ int main(void) {
 	} {
 		want := cPrototype(t, readFile(t, filepath.Join(inc, "wasmtime", fn.header)), fn.name, nil)
 		if got := cPrototype(t, capi, fn.name, nil); got != want {
-			t.Errorf("capi.go declares\n\t%s\nbut the pinned header declares\n\t%s", got, want)
+			t.Errorf("capi.h declares\n\t%s\nbut the pinned header declares\n\t%s", got, want)
 		}
 	}
 }

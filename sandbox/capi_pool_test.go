@@ -1,6 +1,6 @@
 package sandbox
 
-// Guards of the pooling block of capi.go (capi_test.go's, for what
+// Guards of the pooling block of capi.h and capi.c (capi_test.go's, for what
 // issue 24 bound): its declarations agree with the pinned headers, and
 // configPtr reads wasmtime-go's Config as it is laid out.
 
@@ -18,7 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/limits"
 )
 
-// poolBlockMarker opens the pooling block, the last of capi.go's preamble.
+// poolBlockMarker opens the pooling block, the last of capi.h and of capi.c.
 const poolBlockMarker = "// ---- the pooling instance allocator (config.h) ----"
 
 // TestPoolDeclarationsMatchHeaders compiles the pooling block after the
@@ -37,12 +37,15 @@ func TestPoolDeclarationsMatchHeaders(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^#define WASMTIME_FEATURE_POOLING_ALLOCATOR\b`).MatchString(conf) {
 		t.Fatal("the pinned wasmtime is built without the pooling allocator")
 	}
-	capi := cgoPreamble(t, readFile(t, "capi.go"))
-	i := strings.Index(capi, poolBlockMarker)
-	if i < 0 {
-		t.Fatalf("capi.go has no %q", poolBlockMarker)
+	var block string
+	for _, file := range []string{"capi.h", "capi.c"} {
+		src := strings.TrimSuffix(strings.TrimSpace(readFile(t, file)), "#endif")
+		i := strings.Index(src, poolBlockMarker)
+		if i < 0 {
+			t.Fatalf("%s has no %q", file, poolBlockMarker)
+		}
+		block += src[i:] + "\n"
 	}
-	block := capi[i:]
 	declared := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^extern [^;(]*?\b(wasmtime_\w+)\(`).FindAllStringSubmatch(block, -1) {
 		declared[m[1]] = true
@@ -65,7 +68,7 @@ func TestPoolDeclarationsMatchHeaders(t *testing.T) {
 		return exec.Command(cc, "-std=c11", "-Werror", "-Wall", "-Wno-unused-function", "-fsyntax-only", "-I", inc, path).CombinedOutput()
 	}
 	if out, err := compile(block); err != nil {
-		t.Fatalf("capi.go's pooling block does not agree with the pinned headers: %v\n%s", err, out)
+		t.Fatalf("the pooling block of capi.h and capi.c does not agree with the pinned headers: %v\n%s", err, out)
 	}
 	// The check can fail: a declaration with a wrong type does not compile.
 	const right = "total_memories_set(wasmtime_pooling_allocation_config_t *, uint32_t)"

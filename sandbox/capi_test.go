@@ -2,7 +2,7 @@ package sandbox
 
 // These tests fail loudly when the pinned wasmtime-go changes under
 // capi.go: its version, the Store layout storePtr reads through unsafe, the
-// C declarations capi.go repeats instead of including, and the trap codes
+// C declarations capi.h repeats instead of including, and the trap codes
 // trapCodes indexes by raw value.
 
 import (
@@ -181,28 +181,20 @@ func cPrototype(t *testing.T, src, fn string, typedefs map[string]string) string
 	return strings.Join(out, " ")
 }
 
-// cgoPreamble is the C code of a Go file: the comment right before
-// import "C".
-func cgoPreamble(t *testing.T, src string) string {
+// capiC is the C side of capi.go: capi.h, the declarations, then capi.c,
+// the definitions.
+func capiC(t *testing.T) string {
 	t.Helper()
-	end := strings.Index(src, "*/\nimport \"C\"")
-	if end < 0 {
-		t.Fatal("capi.go has no cgo preamble")
-	}
-	begin := strings.LastIndex(src[:end], "/*")
-	if begin < 0 {
-		t.Fatal("capi.go's cgo preamble does not open")
-	}
-	return src[begin+2 : end]
+	return readFile(t, "capi.h") + "\n" + readFile(t, "capi.c")
 }
 
 // TestCDeclarationsMatchHeaders: every wasmtime function and constant
-// capi.go declares by hand matches the pinned headers.
+// capi.h declares by hand matches the pinned headers.
 func TestCDeclarationsMatchHeaders(t *testing.T) {
 	inc := wasmtimeIncludeDir(t)
 	storeH := readFile(t, filepath.Join(inc, "wasmtime", "store.h"))
 	errorH := readFile(t, filepath.Join(inc, "wasmtime", "error.h"))
-	capi := cgoPreamble(t, readFile(t, "capi.go"))
+	capi := capiC(t)
 
 	typedefs := map[string]string{}
 	for _, m := range regexp.MustCompile(`typedef\s+(\w+)\s+(wasmtime_update_deadline_kind_t)\s*;`).FindAllStringSubmatch(storeH, -1) {
@@ -223,7 +215,7 @@ func TestCDeclarationsMatchHeaders(t *testing.T) {
 		got := cPrototype(t, capi, fn.name, typedefs)
 		t.Logf("%s: %s", fn.name, want)
 		if got != want {
-			t.Errorf("capi.go declares\n\t%s\nbut the pinned header declares\n\t%s", got, want)
+			t.Errorf("capi.h declares\n\t%s\nbut the pinned header declares\n\t%s", got, want)
 		}
 	}
 
@@ -232,7 +224,7 @@ func TestCDeclarationsMatchHeaders(t *testing.T) {
 		t.Error("WASMTIME_UPDATE_DEADLINE_CONTINUE is no longer 0; sbx_on_epoch writes 0")
 	}
 	if !strings.Contains(capi, "*kind = 0;") {
-		t.Error("capi.go no longer sets *kind = 0: re-check this test")
+		t.Error("capi.c no longer sets *kind = 0: re-check this test")
 	}
 }
 
@@ -374,22 +366,22 @@ func TestFenceStopsStore(t *testing.T) {
 	}
 }
 
-// ---- WASI block of capi.go ----
+// ---- WASI block of capi.h ----
 
-// TestWasiDeclarationsMatchHeaders: the WASI functions capi.go declares by
+// TestWasiDeclarationsMatchHeaders: the WASI functions capi.h declares by
 // hand match wasi.h, and the wasm_byte_vec_t it builds stdin in matches
 // wasm.h's macro-generated declaration.
 func TestWasiDeclarationsMatchHeaders(t *testing.T) {
 	inc := wasmtimeIncludeDir(t)
 	wasiH := readFile(t, filepath.Join(inc, "wasi.h"))
 	wasmH := readFile(t, filepath.Join(inc, "wasm.h"))
-	capi := cgoPreamble(t, readFile(t, "capi.go"))
+	capi := capiC(t)
 	for _, fn := range []string{"wasi_config_set_stdin_bytes", "wasi_config_set_stdout_custom", "wasi_config_set_stderr_custom"} {
 		want := cPrototype(t, wasiH, fn, nil)
 		got := cPrototype(t, capi, fn, nil)
 		t.Logf("%s: %s", fn, want)
 		if got != want {
-			t.Errorf("capi.go declares\n\t%s\nbut wasi.h declares\n\t%s", got, want)
+			t.Errorf("capi.h declares\n\t%s\nbut wasi.h declares\n\t%s", got, want)
 		}
 	}
 	// wasm.h generates the byte vector with WASM_DECLARE_VEC(byte, ): a
@@ -404,7 +396,7 @@ func TestWasiDeclarationsMatchHeaders(t *testing.T) {
 		`WASM_API_EXTERN void wasm_##name##_vec_new\(\s*\\\s*own wasm_##name##_vec_t\* out,\s*\\\s*size_t, own wasm_##name##_t ptr_or_none const\[\]\);`,
 	} {
 		if !regexp.MustCompile(re).MatchString(wasmH) {
-			t.Errorf("wasm.h no longer matches %s: re-check wasm_byte_vec_t in capi.go", re)
+			t.Errorf("wasm.h no longer matches %s: re-check wasm_byte_vec_t in capi.h", re)
 		}
 	}
 	for _, decl := range []string{
@@ -412,7 +404,7 @@ func TestWasiDeclarationsMatchHeaders(t *testing.T) {
 		"extern void wasm_byte_vec_new(wasm_byte_vec_t *out, size_t, const char[]);",
 	} {
 		if !strings.Contains(capi, decl) {
-			t.Errorf("capi.go no longer declares %q: re-check this test", decl)
+			t.Errorf("capi.h no longer declares %q: re-check this test", decl)
 		}
 	}
 }

@@ -156,15 +156,45 @@ func TestInstanceMemoryCapHoldsForItsLife(t *testing.T) {
 	wantClosed(t, err, "closed after memory_limit_exceeded")
 }
 
-func TestInstanceCancelClosesIt(t *testing.T) {
-	in := instantiate(t, engine(t), statefulWAT, nil)
-	ctx, cancel := context.WithCancel(context.Background())
+// spinWAT logs "spinning" and then loops forever: the log line tells a
+// test the call is inside the guest, where sleeping would only guess.
+const spinWAT = `(module
+  (import "host" "log" (func $log (param i32 i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "spinning")
+  (func (export "spin") (call $log (i32.const 0) (i32.const 8)) (loop $l (br $l)))
+  (func (export "peek") (result i32) (i32.const 0)))`
+
+// spinning makes call (a call of a spinWAT instance) with a spin request on
+// a goroutine and returns once the guest is spinning, with the channel the
+// call's error arrives on.
+func spinning(t *testing.T, call func(sandbox.CallRequest) error) <-chan error {
+	t.Helper()
+	inGuest := make(chan struct{})
+	var once sync.Once
 	done := make(chan error, 1)
 	go func() {
-		_, err := in.Call(ctx, sandbox.CallRequest{Function: "spin", Limits: sandbox.CallLimits{Timeout: time.Minute}})
-		done <- err
+		done <- call(sandbox.CallRequest{
+			Function: "spin",
+			Limits:   sandbox.CallLimits{Timeout: time.Minute},
+			Log:      func(sandbox.LogLevel, string) { once.Do(func() { close(inGuest) }) },
+		})
 	}()
-	time.Sleep(10 * time.Millisecond)
+	select {
+	case <-inGuest:
+	case err := <-done:
+		t.Fatalf("spin ended before it began spinning: %v", err)
+	}
+	return done
+}
+
+func TestInstanceCancelClosesIt(t *testing.T) {
+	in := instantiate(t, engine(t), spinWAT, func(r *sandbox.InstanceRequest) { r.Capabilities.Log = true })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := spinning(t, func(req sandbox.CallRequest) error {
+		_, err := in.Call(ctx, req)
+		return err
+	})
 	cancel()
 	select {
 	case err := <-done:
@@ -274,20 +304,15 @@ func TestInstanceReleaseFailsQueuedCalls(t *testing.T) {
 }
 
 func TestInstanceReleaseCancelsTheRunningCall(t *testing.T) {
-	in := instantiate(t, engine(t), statefulWAT, nil)
-	done := make(chan error, 1)
-	started := in.Enqueue()
-	go func() {
-		_, err := started.Call(context.Background(), sandbox.CallRequest{Function: "spin", Limits: sandbox.CallLimits{Timeout: time.Minute}})
-		done <- err
-	}()
-	time.Sleep(10 * time.Millisecond)
+	in := instantiate(t, engine(t), spinWAT, func(r *sandbox.InstanceRequest) { r.Capabilities.Log = true })
+	done := spinning(t, func(req sandbox.CallRequest) error {
+		_, err := in.Call(context.Background(), req)
+		return err
+	})
 	in.Release()
 	select {
 	case err := <-done:
-		if sandbox.KindOf(err) != sandbox.KindCancelled && !errors.Is(err, sandbox.ErrInstanceClosed) {
-			t.Fatalf("err = %v, want cancelled (or closed, had the call not begun)", err)
-		}
+		wantKind(t, err, sandbox.KindCancelled)
 	case <-time.After(30 * time.Second):
 		t.Fatal("release did not stop the running call")
 	}

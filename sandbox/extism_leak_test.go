@@ -27,7 +27,7 @@ func selfRSS(t *testing.T) uint64 {
 	return 0
 }
 
-// TestPluginCallsLeaveNoMemory (red team, instances): every plugin call
+// TestPluginCallsLeaveNoMemory: every plugin call
 // reset the kernel and placed its input through wasmtime-go's Func.Call
 // (reset, alloc, input_set), which fetches the function's type each time
 // and left native memory behind: a long-lived instance grew the process

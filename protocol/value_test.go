@@ -9,7 +9,7 @@ import (
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
-// TestBytesNeverCostMoreThanBase64 (red team, instances): bytes that are
+// TestBytesNeverCostMoreThanBase64: bytes that are
 // valid UTF-8 but escape to 6 bytes each (NUL, control bytes, <>&,
 // U+2028) were written as {"text"}, 6 × their length; every output is now
 // at most its base64 plus the wrapper, and still decodes to the same bytes.
