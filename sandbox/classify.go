@@ -82,7 +82,7 @@ func (s *store) classify(err error) *Error {
 		}
 	}
 	msg := cleanMessage(err.Error())
-	if se := wasiFault(msg); se != nil { // wasi_fuel.go
+	if se := wasiFault(msg); se != nil { // wasi_errors.go
 		return se
 	}
 	if strings.HasSuffix(msg, invalidExitStatus) {

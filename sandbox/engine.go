@@ -221,7 +221,7 @@ type Engine struct {
 	hostTypes hostFuncTypes // the host functions' types (host.go)
 	declTypes declaredTypes // the types of the parent's host functions (host_parent.go)
 
-	wasiShimMod wasiShimModule // forwards the WASI calls a guest paid for (wasi_fuel.go)
+	wasi engineWASI // what WASI stores share: linkers, the shim (wasi_link.go)
 
 	pool   *enginePool // nil: every store allocates for itself (pool.go)
 	noPool string      // why there is no pool

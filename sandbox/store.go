@@ -117,14 +117,29 @@ type wasmFunc = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtim
 // through wasmtime into whoever made the call.
 func (s *store) guarded(name string, fn wasmFunc) wasmFunc {
 	return func(c *wasmtime.Caller, args []wasmtime.Val) (vals []wasmtime.Val, trap *wasmtime.Trap) {
-		defer func() {
-			if p := recover(); p != nil {
-				msg := fmt.Sprintf("sandboxd: internal error in %s: %v", name, p)
-				s.cur.fault = &Error{Kind: KindHost, Message: msg}
-				vals, trap = nil, wasmtime.NewTrap(msg)
-			}
-		}()
+		defer s.recoverHostPanic(name, &vals, &trap)
 		return fn(c, args)
+	}
+}
+
+// storeFunc is a host function shared by every store of an engine (a
+// linker's, defined once, wasi_link.go): it finds its store through its
+// caller, and is guarded as guarded guards a store's own.
+func storeFunc(name string, fn func(*store, *wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)) wasmFunc {
+	return func(c *wasmtime.Caller, args []wasmtime.Val) (vals []wasmtime.Val, trap *wasmtime.Trap) {
+		s := c.Data().(*store)
+		defer s.recoverHostPanic(name, &vals, &trap)
+		return fn(s, c, args)
+	}
+}
+
+// recoverHostPanic, deferred by host function name, makes a panic in it
+// the call's error and the guest's trap.
+func (s *store) recoverHostPanic(name string, vals *[]wasmtime.Val, trap **wasmtime.Trap) {
+	if p := recover(); p != nil {
+		msg := fmt.Sprintf("sandboxd: internal error in %s: %v", name, p)
+		s.cur.fault = &Error{Kind: KindHost, Message: msg}
+		*vals, *trap = nil, wasmtime.NewTrap(msg)
 	}
 }
 
@@ -160,12 +175,12 @@ func (e *Engine) openStore(ctx context.Context, spec storeSpec) (s *store, err e
 		if s.wasi, err = e.prepareWASI(ctx, m, spec.caps, l); err != nil {
 			return s, err
 		}
-		instances++ // the WASI shim (wasi_fuel.go)
+		instances++ // the WASI shim (wasi_shim.go)
 	}
 	if s.slots, err = e.takeSlots(ctx, m.info, spec.plugin != nil, s.wasi != nil, l.TableElements, spec.longLived); err != nil {
 		return s, err
 	}
-	s.wt = wasmtime.NewStore(e.wt)
+	s.wt = wasmtime.NewStoreWithData(e.wt, s) // storeFunc finds s through a caller
 	s.wt.Limiter(int64(l.MemoryBytes), int64(l.TableElements), instances, -1, memories)
 	if s.wasi != nil {
 		if err := s.wasi.attach(s.wt); err != nil {

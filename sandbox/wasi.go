@@ -4,18 +4,28 @@ package sandbox
 // the official test suite), configured so that the guest sees exactly what
 // the run grants: its arguments and environment, stdin as bytes, stdout and
 // stderr streamed to the caller through capi.go, in-memory read-only files
-// and operator-allowed directories, and nothing else. Two functions are
-// ours: poll_oneoff, because wasmtime's sleeps without looking at the
-// run's deadline or cancellation and keeps every subscription until the
-// run ends, and random_get (wasi_fuel.go); the calls whose work the guest
-// pays for are forwarded to wasmtime's (wasi_fuel.go).
+// and operator-allowed directories, and nothing else. This file is a run's
+// WASI state, from the grant to the guest's exit status; the rest is one
+// concern a file:
+//
+//	wasi_imports.go    the preview1 functions, their signatures, the grant check before compiling
+//	wasi_link.go       linking a guest: wasmtime's preview1 with ours over it
+//	wasi_fuel.go       the fuel fence: prices, the shadowed functions, a shadowed call
+//	wasi_shim.go       forwarding a paid call to wasmtime's own function
+//	wasi_poll.go       poll_oneoff, ours: sleeps meet the fence, descriptors are ready
+//	wasi_random.go     random_get, ours: checked, paid, seeded
+//	wasi_stdio.go      fd_write to stdout and stderr, ours
+//	wasi_transfer.go   big transfers in slices, the fence checked between them
+//	wasi_open.go       path_open: nothing that can block
+//	wasi_fds.go        host descriptors counted; fd_close, fd_renumber, fd_sync
+//	wasi_preopens.go   the granted directories and the files tree
+//	wasi_output.go     the output sink: budgets, coalescing, streaming
+//	wasi_errors.go     errnos, and WASI errors that are the guest's traps
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"runtime/cgo"
 	"sort"
@@ -206,44 +216,33 @@ func (w *wasiRun) close() {
 	}
 }
 
-// instantiate links the module with wasmtime's WASI, our poll_oneoff and
-// random_get and the fuel fence's shadows (wasi_fuel.go) shadowing
-// wasmtime's, and the granted host functions.
-func (s *store) instantiateWASI() (*wasmtime.Instance, error) {
-	linker := wasmtime.NewLinker(s.wt.Engine)
-	defer linker.Close()
-	if err := linker.DefineWasi(); err != nil {
-		return nil, err
+// output ends the run's output (forwarding what is pending) and returns
+// what the guest wrote, or nil for a run without WASI.
+func (w *wasiRun) output() *Output {
+	if w == nil {
+		return nil
 	}
-	linker.AllowShadowing(true)
-	i32 := wasmtime.NewValType(wasmtime.KindI32)
-	poll := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32, i32, i32}, []*wasmtime.ValType{i32})
-	if err := linker.FuncNew(WASIModule, "poll_oneoff", poll, s.guarded(WASIModule+"::poll_oneoff", s.pollOneoff)); err != nil {
-		return nil, err
-	}
-	rnd := wasmtime.NewFuncType([]*wasmtime.ValType{i32, i32}, []*wasmtime.ValType{i32})
-	if err := linker.FuncNew(WASIModule, "random_get", rnd, s.guarded(WASIModule+"::random_get", s.randomGet)); err != nil {
-		return nil, err
-	}
-	if err := s.linkShadows(linker); err != nil {
-		return nil, err
-	}
-	var host []Import
-	for _, imp := range s.module.Imports {
-		if imp.Module != WASIModule {
-			host = append(host, imp)
-		}
-	}
-	if len(host) > 0 {
-		externs := s.hostImports(host)
-		for i, imp := range host {
-			if err := linker.Define(s.wt, imp.Module, imp.Name, externs[i]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return linker.Instantiate(s.wt, s.module.wt)
+	return w.out.finish()
 }
+
+// memory is the bytes of the guest's exported "memory", as WASI requires
+// (nil without one). The export is looked up once: a guest's memories
+// never change.
+func (w *wasiRun) memory(c *wasmtime.Caller) []byte {
+	if w.mem == nil {
+		ext := c.GetExport("memory")
+		if ext == nil || ext.Memory() == nil {
+			return nil
+		}
+		w.mem = ext.Memory()
+	}
+	return w.mem.UnsafeData(c)
+}
+
+func inBounds(mem []byte, ptr, n uint64) bool { return ptr+n <= uint64(len(mem)) }
+
+// u32 is argument i as the unsigned 32-bit value WASI means.
+func u32(a []wasmtime.Val, i int) uint64 { return uint64(uint32(a[i].I32())) }
 
 // guestExit is a proc_exit whose status was already read from wasmtime's
 // error (which reading frees), passed on as a plain Go error.
@@ -276,164 +275,6 @@ func (s *store) exitAfterDenial(code int) bool {
 	info := s.module.info
 	return code != 0 && (s.getGlobalIf(info.GrowsMemory || info.GrowsTable, wasmbin.ExportMemDeniedBytes) > 0 ||
 		s.getGlobalIf(info.GrowsTable, wasmbin.ExportTableDenied) > 0)
-}
-
-// output ends the run's output (forwarding what is pending) and returns
-// what the guest wrote, or nil for a run without WASI.
-func (w *wasiRun) output() *Output {
-	if w == nil {
-		return nil
-	}
-	return w.out.finish()
-}
-
-// preview1 constants used by our functions.
-const (
-	errnoSuccess = 0
-	errnoFault   = 21
-	errnoInval   = 28
-
-	subscriptionSize = 48
-	eventSize        = 32
-	eventClock       = 0
-	clockRealtime    = 0
-	clockMonotonic   = 1
-	subAbstime       = 1
-)
-
-func errno(n int32) ([]wasmtime.Val, *wasmtime.Trap) {
-	return []wasmtime.Val{wasmtime.ValI32(n)}, nil
-}
-
-// memory is the bytes of the guest's exported "memory", as WASI requires
-// (nil without one). The export is looked up once: a guest's memories
-// never change.
-func (w *wasiRun) memory(c *wasmtime.Caller) []byte {
-	if w.mem == nil {
-		ext := c.GetExport("memory")
-		if ext == nil || ext.Memory() == nil {
-			return nil
-		}
-		w.mem = ext.Memory()
-	}
-	return w.mem.UnsafeData(c)
-}
-
-func inBounds(mem []byte, ptr, n uint64) bool { return ptr+n <= uint64(len(mem)) }
-
-// pollOneoff is preview1's poll_oneoff. When every subscription is a
-// realtime or monotonic clock it sleeps here, until the earliest one is
-// due, the run's deadline passes or the run is cancelled, whichever comes
-// first; in the last two cases the guest is stopped as the epoch fence
-// would stop it. Subscriptions on descriptors are answered at once
-// (pollDescriptors): every descriptor a run can have (stdin bytes, the
-// output streams, files) is always ready, so nothing waits.
-func (s *store) pollOneoff(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	in, out := uint64(uint32(args[0].I32())), uint64(uint32(args[1].I32()))
-	n, neventsPtr := uint64(uint32(args[2].I32())), uint64(uint32(args[3].I32()))
-	mem := s.wasi.memory(c)
-	if n == 0 || n > maxSubscriptions || in%8 != 0 || out%8 != 0 || neventsPtr%4 != 0 { // wasmtime's checks too, and our bound
-		return errno(errnoInval)
-	}
-	if !inBounds(mem, in, n*subscriptionSize) || !inBounds(mem, out, n*eventSize) || !inBounds(mem, neventsPtr, 4) {
-		return errno(errnoFault)
-	}
-	if !consumeFuel(c, n*subscriptionFuel) {
-		return nil, fuelTrap()
-	}
-	// Two passes over the guest's subscriptions, nothing allocated per
-	// subscription (there may be millions): find the earliest, sleep, then
-	// report every clock that is due.
-	now := time.Now()
-	due := func(mem []byte, i uint64) (userdata uint64, at time.Time, clock bool) {
-		return s.clockDue(mem[in+i*subscriptionSize:][:subscriptionSize], now)
-	}
-	var earliest time.Time
-	for i := uint64(0); i < n; i++ {
-		_, at, clock := due(mem, i)
-		if !clock {
-			return s.pollDescriptors(c, in, out, n, neventsPtr, now)
-		}
-		if i == 0 || at.Before(earliest) {
-			earliest = at
-		}
-	}
-	if time.Until(earliest) >= time.Millisecond {
-		s.wasi.out.flush() // what the guest wrote before sleeping is seen now
-	}
-	if stop := s.sleepUntil(earliest); stop != stopNone {
-		return nil, s.stopGuest(stop)
-	}
-	mem = s.wasi.memory(c) // the same memory: the guest could not run meanwhile
-	woke := time.Now()
-	var events uint32
-	for i := uint64(0); i < n; i++ {
-		userdata, at, _ := due(mem, i)
-		if at.After(woke) && !at.Equal(earliest) {
-			continue
-		}
-		ev := mem[out+uint64(events)*eventSize:][:eventSize]
-		clear(ev)
-		binary.LittleEndian.PutUint64(ev, userdata)
-		ev[10] = eventClock
-		events++
-	}
-	binary.LittleEndian.PutUint32(mem[neventsPtr:], events)
-	return errno(errnoSuccess)
-}
-
-// clockDue reads subscription s: when it is a realtime or monotonic clock,
-// its userdata and when it is due, measured from now.
-func (s *store) clockDue(sub []byte, now time.Time) (userdata uint64, at time.Time, clock bool) {
-	id := binary.LittleEndian.Uint32(sub[16:])
-	if sub[8] != eventClock || (id != clockRealtime && id != clockMonotonic) {
-		return 0, time.Time{}, false
-	}
-	timeout := binary.LittleEndian.Uint64(sub[24:])
-	switch flags := binary.LittleEndian.Uint16(sub[40:]); {
-	case flags&subAbstime == 0:
-		at = addNanos(now, timeout)
-	case id == clockRealtime:
-		at = now.Add(time.Unix(0, int64(min(timeout, math.MaxInt64))).Sub(now))
-	default:
-		at = addNanos(s.wasi.monoBase, timeout)
-	}
-	return binary.LittleEndian.Uint64(sub), at, true
-}
-
-// addNanos is t + ns, saturating far in the future.
-func addNanos(t time.Time, ns uint64) time.Time {
-	if ns > math.MaxInt64 {
-		ns = math.MaxInt64
-	}
-	return t.Add(time.Duration(ns))
-}
-
-// sleepUntil waits until due, the run's deadline or its cancellation, and
-// says which stopped it (stopNone: due came first).
-func (s *store) sleepUntil(due time.Time) stopReason {
-	wait := time.Until(due)
-	if wait <= 0 {
-		return stopNone
-	}
-	left := s.fence.remaining()
-	stop := stopNone
-	if left <= wait {
-		wait, stop = left, stopTimedOut
-	}
-	if wait <= 0 {
-		return stop
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		// The timer fired at or after the fence's deadline when that was
-		// the nearer, so the epoch callback agrees it has passed.
-		return stop
-	case <-s.wasi.ctx.Done():
-		return stopCancelled
-	}
 }
 
 // entryPoint is the export a request calls: the one named, else a WASI

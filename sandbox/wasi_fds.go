@@ -182,11 +182,3 @@ func (s *store) fdRenumber(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmt
 	}
 	return res, trap
 }
-
-// movedStdio records that fd, if it is 1 or 2, is no longer the guest's
-// stdout or stderr as it started (closed, or renumbered onto or from).
-func (w *wasiRun) movedStdio(fd uint32) {
-	if fd == 1 || fd == 2 {
-		w.stdioMoved[fd] = true
-	}
-}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,4 +275,39 @@ func testStreamThenCancel(t *testing.T, e *sandbox.Engine, file string) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the cancelled guest kept running")
 	}
+}
+
+// BenchmarkWASIGuests is one run of each testdata/wasi guest printing its
+// two arguments (the hello-world of each toolchain), with its fuel.
+func BenchmarkWASIGuests(b *testing.B) {
+	for _, g := range wasiGuests {
+		b.Run(g.lang, func(b *testing.B) {
+			e, _ := guestEnv(b)
+			guestModule(b, g.file)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var fuel uint64
+			cpu0 := threadCPU(b)
+			b.ResetTimer()
+			for range b.N {
+				res, err := runGuest(b, e, g.file, sandbox.WASI{Args: []string{"hello", "world"}}, "args")
+				if err != nil || res.ExitCode != 0 {
+					b.Fatal(err)
+				}
+				fuel = res.Usage.FuelConsumed
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((threadCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/run")
+			b.ReportMetric(float64(fuel), "fuel/run")
+		})
+	}
+}
+
+// threadCPU is the CPU time (user and system) of the calling thread.
+func threadCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

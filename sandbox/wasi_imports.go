@@ -1,18 +1,22 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"sort"
+	"strings"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
 // WASIModule is the import module of WASI preview1.
 const WASIModule = "wasi_snapshot_preview1"
 
 // wasiFuncs is every preview1 function a granted guest may import, with its
-// core signature. It is the list docs/protocol.md documents; wasi_test.go
-// checks each entry links against wasmtime's own implementation with exactly
-// this signature.
+// core signature. It is the list docs/protocol.md documents;
+// wasi_imports_internal_test.go checks each entry links against wasmtime's
+// own implementation with exactly this signature.
 var wasiFuncs = map[string]string{
 	"args_get":                "(i32, i32) -> (i32)",
 	"args_sizes_get":          "(i32, i32) -> (i32)",
@@ -73,6 +77,30 @@ func WASIFunctions() []string {
 	return names
 }
 
+// wasiFuncType is the wasmtime type of a preview1 function, safe to share
+// among runs.
+func wasiFuncType(name string) (*wasmtime.FuncType, error) {
+	sig, ok := wasiFuncs[name]
+	if !ok {
+		return nil, fmt.Errorf("%s is not a preview1 function", name)
+	}
+	return signatureType(sig), nil
+}
+
+// watSignature turns "(i32, i64) -> (i32)" into "(param i32 i64)" and
+// "(result i32)".
+func watSignature(sig string) (params, results string) {
+	in, out, _ := strings.Cut(sig, " -> ")
+	list := func(s, kw string) string {
+		s = strings.ReplaceAll(strings.Trim(s, "()"), ",", "")
+		if s == "" {
+			return ""
+		}
+		return "(" + kw + " " + s + ")"
+	}
+	return list(in, "param"), list(out, "result")
+}
+
 // CheckWASIGrant refuses, before any compilation, a module that imports
 // WASI when caps does not grant it: the error is the same disallowed_import
 // Run would return, naming every WASI function imported. It reads only the
@@ -95,161 +123,9 @@ func (e *Engine) CheckWASIGrant(src Source, caps Capabilities) error {
 	if err != nil {
 		return nil // Compile reports it
 	}
-	names, _ := importNames(mod.peekWasm(), WASIModule)
+	names, _ := wasmbin.ImportNames(mod.peekWasm(), WASIModule)
 	if len(names) > 0 {
 		return wasiRefusal(names)
 	}
 	return nil
-}
-
-var errShortModule = errors.New("module ends early")
-
-// importNames returns the names of the imports of wasm from module, in
-// order, reading only up to the import section. It stops at the first
-// thing it cannot decode and returns what it found.
-func importNames(wasm []byte, module string) ([]string, error) {
-	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
-		return nil, errors.New("not a wasm binary")
-	}
-	r := byteReader{b: wasm[8:]}
-	for !r.done() {
-		id, err := r.byte()
-		if err != nil {
-			return nil, err
-		}
-		size, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		body, err := r.bytes(int(size))
-		if err != nil {
-			return nil, err
-		}
-		if id == 2 {
-			return importSection(byteReader{b: body}, module)
-		}
-		if id > 2 { // sections are ordered: past where imports would be
-			return nil, nil
-		}
-	}
-	return nil, nil
-}
-
-func importSection(r byteReader, module string) ([]string, error) {
-	var names []string
-	n, err := r.u32()
-	if err != nil {
-		return nil, err
-	}
-	for i := uint32(0); i < n; i++ {
-		mod, err := r.name()
-		if err != nil {
-			return names, err
-		}
-		field, err := r.name()
-		if err != nil {
-			return names, err
-		}
-		if mod == module {
-			names = append(names, field)
-		}
-		kind, err := r.byte()
-		if err != nil {
-			return names, err
-		}
-		switch kind {
-		case 0x00: // func: type index
-			_, err = r.u32()
-		case 0x01: // table: reftype, limits
-			if _, err = r.byte(); err == nil {
-				err = r.limits()
-			}
-		case 0x02: // memory: limits
-			err = r.limits()
-		case 0x03: // global: valtype, mutability
-			if _, err = r.byte(); err == nil {
-				_, err = r.byte()
-			}
-		case 0x04: // tag: attribute, type index
-			if _, err = r.byte(); err == nil {
-				_, err = r.u32()
-			}
-		default:
-			return names, fmt.Errorf("import kind %#x", kind)
-		}
-		if err != nil {
-			return names, err
-		}
-	}
-	return names, nil
-}
-
-// byteReader decodes the few wasm encodings importNames needs.
-type byteReader struct {
-	b []byte
-	i int
-}
-
-func (r *byteReader) done() bool { return r.i >= len(r.b) }
-
-func (r *byteReader) byte() (byte, error) {
-	if r.i >= len(r.b) {
-		return 0, errShortModule
-	}
-	r.i++
-	return r.b[r.i-1], nil
-}
-
-func (r *byteReader) bytes(n int) ([]byte, error) {
-	if n < 0 || n > len(r.b)-r.i {
-		return nil, errShortModule
-	}
-	r.i += n
-	return r.b[r.i-n : r.i], nil
-}
-
-func (r *byteReader) u64() (uint64, error) {
-	var v uint64
-	for shift := 0; shift < 70; shift += 7 {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, nil
-		}
-	}
-	return 0, errors.New("LEB128 too long")
-}
-
-func (r *byteReader) u32() (uint32, error) {
-	v, err := r.u64()
-	if err == nil && v > 1<<32-1 {
-		err = errors.New("u32 out of range")
-	}
-	return uint32(v), err
-}
-
-func (r *byteReader) name() (string, error) {
-	n, err := r.u32()
-	if err != nil {
-		return "", err
-	}
-	b, err := r.bytes(int(n))
-	return string(b), err
-}
-
-func (r *byteReader) limits() error {
-	flags, err := r.byte()
-	if err != nil {
-		return err
-	}
-	if _, err := r.u64(); err != nil {
-		return err
-	}
-	if flags&1 != 0 {
-		_, err = r.u64()
-	}
-	return err
 }

@@ -1,67 +1,59 @@
-package sandbox
+package sandbox_test
 
 import (
-	"bytes"
+	"context"
+	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/sandbox"
 )
 
-// The sink never ends a piece inside a UTF-8 sequence the next write can
-// complete, so "é" written a byte at a time, flushed between, goes out as
-// one text piece; a sequence left incomplete at the end goes out then.
-func TestOutputSinkKeepsUTF8SequencesWhole(t *testing.T) {
-	var pieces []string
-	s := newOutputSink(1<<10, func(stream string, data []byte) { pieces = append(pieces, stream+":"+string(data)) })
-	s.write(1, []byte("a\xc3"))
-	s.flush()
-	s.write(2, []byte("x")) // a stream switch flushes stdout
-	s.write(1, []byte("\xa9b\xe2\x82"))
-	s.flush()
-	out := s.finish()
-	want := []string{"stdout:a", "stderr:x", "stdout:\xc3\xa9b", "stdout:\xe2\x82"}
-	if len(pieces) != len(want) {
-		t.Fatalf("pieces %q, want %q", pieces, want)
+func TestWASIOutputBudget(t *testing.T) {
+	m := compileWAT(t, strings.ReplaceAll(wasiHello, "CODE", "0"))
+	req := wasiRequest(m, &sandbox.WASI{})
+	req.Limits.OutputBytes = 4
+	res, err := engine(t).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range want {
-		if pieces[i] != want[i] {
-			t.Fatalf("pieces %q, want %q", pieces, want)
-		}
-	}
-	if string(out.Stdout) != "a\xc3\xa9b\xe2\x82" || string(out.Stderr) != "x" || out.Truncated {
-		t.Fatalf("output %q %q %v", out.Stdout, out.Stderr, out.Truncated)
-	}
-	for _, tc := range []struct {
-		p    string
-		tail int
-	}{{"", 0}, {"a", 0}, {"\xc3", 1}, {"\xc3\xa9", 0}, {"\xe2\x82", 2}, {"\xf0\x9f\x98", 3}, {"\xf0\x9f\x98\x80", 0}, {"\xff", 0}, {"\x82", 0}} {
-		if got := incompleteTail([]byte(tc.p)); got != tc.tail {
-			t.Errorf("incompleteTail(%q) = %d, want %d", tc.p, got, tc.tail)
-		}
+	if string(res.Output.Stdout) != "hell" || string(res.Output.Stderr) != "hell" || !res.Output.Truncated {
+		t.Errorf("output %+v", res.Output)
 	}
 }
 
-// One-byte pieces cost OutputPieceCost each: the stream stops at its wire
-// budget, keeps exactly what it forwarded and says it was truncated.
-func TestOutputSinkWireBudget(t *testing.T) {
-	var sent []byte
-	var cost uint64
-	const raw = 1 << 10
-	s := newOutputSink(raw, func(_ string, data []byte) {
-		sent = append(sent, data...)
-		cost += OutputPieceCost(data)
-	})
-	for range raw {
-		s.write(1, []byte{0})
-		s.flush()
+// wasiByteFlood writes its stdout one byte per fd_write, 20,000 times.
+const wasiByteFlood = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "x")
+  (func (export "_start") (local $i i32)
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 1))
+    (loop $l
+      (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 20000))))))`
+
+// A guest writing a byte at a time is streamed in coalesced pieces, not
+// one notification per byte, and nothing is lost or reordered.
+func TestWASIOutputCoalesced(t *testing.T) {
+	m := compileWAT(t, wasiByteFlood)
+	var calls int
+	var got []byte
+	req := wasiRequest(m, &sandbox.WASI{})
+	req.Output = func(stream string, data []byte) {
+		calls++
+		got = append(got, data...)
 	}
-	out := s.finish()
-	if cost > OutputWireBudget(raw) || !out.Truncated || !bytes.Equal(out.Stdout, sent) || len(sent) == 0 || len(sent) == raw {
-		t.Fatalf("forwarded %d bytes costing %d (budget %d), kept %d, truncated %v",
-			len(sent), cost, OutputWireBudget(raw), len(out.Stdout), out.Truncated)
+	res, err := engine(t).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := OutputPieceCost([]byte{0}); got != 8+OutputPieceOverhead { // "\u0000"
-		t.Errorf("a NUL costs %d", got)
+	t.Logf("20000 one-byte writes streamed in %d pieces", calls)
+	if string(got) != strings.Repeat("x", 20000) || string(res.Output.Stdout) != string(got) {
+		t.Errorf("streamed %d bytes, result %d", len(got), len(res.Output.Stdout))
 	}
-	if got := OutputPieceCost([]byte{0xff}); got != 6+OutputPieceOverhead { // "/w=="
-		t.Errorf("an invalid byte costs %d", got)
+	if calls > 5000 { // a piece per 5 ms would need a 25 s loop
+		t.Errorf("%d pieces for 20000 bytes: not coalesced", calls)
 	}
 }

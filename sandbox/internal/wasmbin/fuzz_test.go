@@ -33,9 +33,9 @@ var fuzzSeedWATs = []string{
 	  (start $s))`,
 }
 
-// FuzzInstrument checks that no input panics, that output always parses
-// again, and that whenever wasmtime accepts the input it also accepts the
-// output.
+// FuzzInstrument checks that no input panics (Parse, ImportNames,
+// Instrument), that output always parses again, and that whenever
+// wasmtime accepts the input it also accepts the output.
 func FuzzInstrument(f *testing.F) {
 	for _, wat := range fuzzSeedWATs {
 		wasm, err := wasmtime.Wat2Wasm(wat)
@@ -47,6 +47,7 @@ func FuzzInstrument(f *testing.F) {
 	engine := newTestEngine()
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		_, _ = Parse(wasm)
+		_, _ = ImportNames(wasm, "e")
 		out, info, err := Instrument(wasm)
 		if err != nil {
 			return

@@ -252,24 +252,26 @@ func (m *module) parseImports(r *reader) error {
 		return err
 	}
 	for i := range n {
-		if err := m.parseImport(r); err != nil {
+		if _, _, err := m.parseImport(r); err != nil {
 			return fmt.Errorf("import %d: %w", i, err)
 		}
 	}
 	return nil
 }
 
-func (m *module) parseImport(r *reader) error {
-	if _, err := r.name(); err != nil {
-		return err
+// parseImport reads one import, counts it, and returns its module and
+// name.
+func (m *module) parseImport(r *reader) (mod, name string, err error) {
+	if mod, err = r.name(); err != nil {
+		return "", "", err
 	}
-	if _, err := r.name(); err != nil {
-		return err
+	if name, err = r.name(); err != nil {
+		return "", "", err
 	}
 	at := r.offset()
 	kind, err := r.readByte()
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	switch kind {
 	case kindFunc:
@@ -298,9 +300,9 @@ func (m *module) parseImport(r *reader) error {
 		err = m.readTagType(r)
 		m.space[idxTag]++
 	default:
-		return fmt.Errorf("offset %d: unknown import kind 0x%02x", at, kind)
+		return "", "", fmt.Errorf("offset %d: unknown import kind 0x%02x", at, kind)
 	}
-	return err
+	return mod, name, err
 }
 
 func (m *module) parseFunctions(r *reader) error {
