@@ -103,6 +103,14 @@ func CheckEvalInput(input []byte) error {
 	return nil
 }
 
+// The bounds of a script error's texts, in bytes (the runtimes cut them
+// there, on a character boundary, and sandboxd again): the message is one
+// line, the text the language's own rendering with its stack trace.
+const (
+	MaxScriptMessageBytes = 1 << 10
+	MaxScriptTextBytes    = 4 << 10
+)
+
 // EvalResult is an evaluation's result on the wire (and what `sandboxd
 // eval --json` prints): the snippet's value as JSON, what it consumed,
 // and its stdout and stderr (each at most outputBytes).

@@ -281,7 +281,12 @@ func (in *Instance) start(ctx context.Context, spec storeSpec, req InstanceReque
 		return err
 	}
 	in.s = s
-	o := s.call(ctx, callSpec{limits: in.limits, log: req.Log, output: req.Output, host: req.Host, running: in.running},
+	l, err := in.callLimits(req.Start)
+	if err != nil {
+		s.close()
+		return err
+	}
+	o := s.call(ctx, callSpec{limits: l, log: req.Log, output: req.Output, host: req.Host, running: in.running},
 		func() ([]Value, error) { return nil, s.instantiate(true) })
 	if o.err != nil {
 		s.close()
