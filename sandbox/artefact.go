@@ -35,7 +35,7 @@ import (
 //
 // A module is two files: <hex>.cwasm, exactly the module as wasmtime
 // serialized it, and <hex>.meta, artefactMagic then a frame header (see
-// compilechild.go: the id, the wasm's size, the rewriter's Info and the
+// compilechild_frame.go: the id, the wasm's size, the rewriter's Info and the
 // sha256 of the .cwasm). The .cwasm stands alone so that wasmtime maps it
 // (NewModuleDeserializeFile) instead of the file being read, copied and
 // relocated: for goja's 60 MB that was 1.07 s of 1.08 (reading 0.25 s,
