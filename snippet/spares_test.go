@@ -2,6 +2,9 @@ package snippet_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +72,38 @@ func TestSpares(t *testing.T) {
 	}
 	if _, err := r.Eval(ctx, protocol.Eval{Language: lua, Snippet: protocol.Snippet{Code: "1"}}); err == nil {
 		t.Error("a closed Runner evaluated")
+	}
+}
+
+// TestNotARuntimeIsRefused: a file in the runtimes' place that is not a
+// runtime (here a WASI command) is refused by name, before any snippet
+// reaches it; a missing one names where it was looked for.
+func TestNotARuntimeIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	wasm, err := os.ReadFile(filepath.Join("..", "testdata", "wasi", "guest_c.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "js.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := sandbox.NewEngine(sandbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	r, err := snippet.New(eng, snippet.Config{Dir: dir, CompiledDirs: []string{t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for lang, want := range map[protocol.Language]string{
+		protocol.LanguageJS:  "is not a sandboxd runtime: it is not an Extism plugin exporting \"eval\"",
+		protocol.LanguageLua: "the lua runtime is not installed: open " + filepath.Join(dir, "lua.wasm"),
+	} {
+		_, err := r.Eval(context.Background(), protocol.Eval{Language: lang, Snippet: protocol.Snippet{Code: "1"}})
+		if se := wantKind(t, err, sandbox.KindHost); se != nil && !strings.Contains(se.Message, want) {
+			t.Errorf("%s: %q, want %q", lang, se.Message, want)
+		}
 	}
 }
