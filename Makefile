@@ -19,11 +19,12 @@ binary:
 		$(GO) build -trimpath -o $(BIN) ./cmd/sandboxd
 
 # Everything the checkout's clients install from: the binary (which the
-# Python wheel and the npm package carry, see clients/*/README.md) and the
+# Python wheel and the npm package carry, see clients/*/README.md), the
+# interpreter runtimes compiled for it (runtimes, below) and the
 # Node client ready to be installed from clients/node without an install
 # script: its dependencies and dist/, each remade only when what it is made
 # from changed.
-build: binary node-package
+build: binary node-package runtimes
 
 NODE_CLIENT := clients/node
 node-package: $(NODE_CLIENT)/dist/index.js
@@ -33,11 +34,14 @@ $(NODE_CLIENT)/dist/index.js: $(NODE_CLIENT)/node_modules/.package-lock.json $(N
 	cd $(NODE_CLIENT) && node node_modules/typescript/bin/tsc -p tsconfig.json
 
 # Install the binary as $(DESTDIR)$(PREFIX)/bin/sandboxd (PREFIX=$$HOME/.local
-# for a user install; DESTDIR for packaging), with its man page and its
+# for a user install; DESTDIR for packaging), the runtimes compiled for it in
+# $(PREFIX)/lib/sandboxd/runtimes (where it looks), with its man page and its
 # bash, zsh and fish completions, which the binary makes from its own flags.
 PREFIX  ?= /usr/local
 SHARE   := $(DESTDIR)$(PREFIX)/share
-install: binary
+install: binary runtimes
+	install -d $(DESTDIR)$(PREFIX)/lib/sandboxd/runtimes
+	cp -R bin/runtimes/. $(DESTDIR)$(PREFIX)/lib/sandboxd/runtimes/
 	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/man/man1 $(SHARE)/bash-completion/completions \
 		$(SHARE)/zsh/site-functions $(SHARE)/fish/vendor_completions.d
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/sandboxd
@@ -125,13 +129,18 @@ plugins:
 # The interpreter runtimes: the JavaScript (goja), Lua (gopher-lua) and
 # Starlark guests of runtimes/ (a nested module, so the main module does
 # not depend on the interpreters), each an Extism plugin built as a WASI
-# reactor with Go alone, into bin/runtimes/ (git-ignored with bin/).
+# reactor with Go alone, into bin/runtimes/ (git-ignored with bin/), where
+# bin/sandboxd finds them; then each compiled for this build of
+# bin/sandboxd into bin/runtimes/modules-<build>/ by a first evaluation
+# (about a minute of CPU for JavaScript, once per build; nothing when the
+# artefacts are there), so that no snippet waits (docs/snippets.md).
 RUNTIMES := js lua starlark
-runtimes:
+runtimes: binary
 	mkdir -p bin/runtimes
 	cd runtimes && for r in $(RUNTIMES); do \
 		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags="-s -w" -o ../bin/runtimes/$$r.wasm ./guest/$$r || exit 1; \
 	done
+	for r in $(RUNTIMES); do $(BIN) eval --lang $$r -e 0 >/dev/null || exit 1; done
 
 clean:
 	rm -rf bin

@@ -31,6 +31,11 @@ const (
 	// the parent answered its host/call with an error, or with values that
 	// do not fit the declaration.
 	KindHostFunctionError Kind = "host_function_error"
+	// KindScriptError: a snippet run by an interpreter runtime failed in
+	// its own language: a syntax error, an exception it did not catch, a
+	// value JSON cannot carry (docs/snippets.md). Message is the
+	// language's one line; the data adds line, column and its own text.
+	KindScriptError Kind = "script_error"
 )
 
 // Error makes a Kind usable as an errors.Is target.
@@ -62,6 +67,7 @@ var kinds = []KindInfo{
 	{KindPluginError, 10, 10, "a plugin function reported an error"},
 	{KindCompileLimitExceeded, 11, 11, "compiling the module passed the compile time or memory limit"},
 	{KindHostFunctionError, 12, 12, "a host function served by the parent failed"},
+	{KindScriptError, 13, 13, "the snippet failed in its own language (a syntax error, an uncaught exception)"},
 }
 
 // Kinds returns the table of error kinds, in exit-code order. The slice

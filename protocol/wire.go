@@ -212,6 +212,14 @@ type ErrorData struct {
 	// A trap "exit" (a guest that exited while being instantiated): the
 	// status it exited with.
 	ExitCode *int `json:"exitCode,omitempty"`
+	// A script_error's: the language (js, lua, starlark), the position
+	// (1-based; 0 when the language gives none) and the language's own
+	// rendering of the error (its stack trace or traceback); Message
+	// above is its one line.
+	Language string  `json:"language,omitempty"`
+	Line     *int    `json:"line,omitempty"`
+	Column   *int    `json:"column,omitempty"`
+	Text     *string `json:"text,omitempty"`
 	// InstanceClosed: the failed call closed its instance.
 	InstanceClosed bool `json:"instanceClosed,omitempty"`
 	*WASIOutput         // a failed WASI run's output until it stopped

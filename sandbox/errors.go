@@ -29,6 +29,7 @@ const (
 	KindCompileLimitExceeded = protocol.KindCompileLimitExceeded
 	KindPluginError          = protocol.KindPluginError
 	KindHostFunctionError    = protocol.KindHostFunctionError
+	KindScriptError          = protocol.KindScriptError
 )
 
 // KindInfo is one row of the table of kinds (protocol.Kinds).
@@ -62,25 +63,36 @@ type Error struct {
 	Kind    Kind
 	Message string
 
-	Module, Name string   // disallowed_import: the import
-	Budget       uint64   // fuel_exhausted: the fuel limit
-	TimeoutMs    uint64   // timeout: the deadline in milliseconds
-	Limit        uint64   // memory_limit_exceeded: the cap (bytes or elements); compile_limit_exceeded: the limit (ms or bytes)
-	Requested    uint64   // memory_limit_exceeded: what the guest asked for, if known
-	Resource     Resource // memory_limit_exceeded, compile_limit_exceeded: which cap
-	TrapCode     string   // trap: stable code, see TrapCode
-	Frames       []Frame  // trap: wasm frames, innermost first, at most MaxFrames
-	Function     string   // export, plugin_error: the function concerned
-	ReturnCode   int32    // plugin_error: what the plugin function returned
-	ExitCode     int      // trap with TrapCodeExit: the proc_exit status
-	HostMessage  string   // host_function_error: the parent's own message, if it gave one
-	Output       *Output  // a WASI run's output until it stopped
+	Module, Name string       // disallowed_import: the import
+	Budget       uint64       // fuel_exhausted: the fuel limit
+	TimeoutMs    uint64       // timeout: the deadline in milliseconds
+	Limit        uint64       // memory_limit_exceeded: the cap (bytes or elements); compile_limit_exceeded: the limit (ms or bytes)
+	Requested    uint64       // memory_limit_exceeded: what the guest asked for, if known
+	Resource     Resource     // memory_limit_exceeded, compile_limit_exceeded: which cap
+	TrapCode     string       // trap: stable code, see TrapCode
+	Frames       []Frame      // trap: wasm frames, innermost first, at most MaxFrames
+	Function     string       // export, plugin_error: the function concerned
+	ReturnCode   int32        // plugin_error: what the plugin function returned
+	ExitCode     int          // trap with TrapCodeExit: the proc_exit status
+	HostMessage  string       // host_function_error: the parent's own message, if it gave one
+	Script       *ScriptError // script_error: where the snippet failed, in its language's words
+	Output       *Output      // a WASI run's output until it stopped
 
 	// Usage is set once the run had a store: fuel consumed and peak memory
 	// accompany every failure after instantiation began.
 	Usage *Usage
 
 	err error // the underlying cause, if any (never shown verbatim)
+}
+
+// ScriptError is what a script_error adds: the snippet's language, the
+// position of the error (1-based; 0 when the language gives none) and the
+// language's own rendering of it (a stack trace, a traceback), at most a
+// few KiB. Error.Message is the language's one line.
+type ScriptError struct {
+	Language     protocol.Language
+	Line, Column int
+	Text         string
 }
 
 // Usage is what a run consumed.
@@ -126,6 +138,13 @@ func (e *Error) Outcome() *protocol.Error {
 		d.Function = str(e.Function)
 		if e.HostMessage != "" {
 			d.Message = str(e.HostMessage)
+		}
+	case KindScriptError:
+		if e.Script != nil {
+			d.Language = string(e.Script.Language)
+			d.Message = str(e.Message)
+			line, column := e.Script.Line, e.Script.Column
+			d.Line, d.Column, d.Text = &line, &column, str(e.Script.Text)
 		}
 	case KindTrap:
 		d.TrapCode = e.TrapCode

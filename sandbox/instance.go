@@ -200,6 +200,18 @@ func (e *Engine) Instantiate(ctx context.Context, req InstanceRequest) (*Instanc
 	return e.instantiate(ctx, req, false)
 }
 
+// InstantiateUnlisted makes an instance for its caller alone, as CallOnce
+// does for its one call: it takes no slot of MaxInstances, is neither
+// counted nor found by LookupInstance, is never evicted for being idle,
+// and its store comes from the runs' share of the pool (a long-lived
+// instance's from the instances'), as a run's does. The caller calls it
+// when it needs it and must Release it. It is for a run prepared ahead
+// of its request: a spare interpreter, started before the snippet that
+// will use it arrives (snippet).
+func (e *Engine) InstantiateUnlisted(ctx context.Context, req InstanceRequest) (*Instance, error) {
+	return e.instantiate(ctx, req, true)
+}
+
 func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot bool) (*Instance, error) {
 	if err := e.checkModule(req.Module); err != nil {
 		return nil, err
@@ -250,9 +262,10 @@ func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot b
 	// before add took the reserved slot out and add then put the closed
 	// instance back, live for ever. The timer is set under in.mu, which
 	// evict takes first.
-	if !oneShot {
-		e.instances.add(in)
+	if oneShot { // its caller holds it, and releases it
+		return in, nil
 	}
+	e.instances.add(in)
 	in.update(func(st *instanceState) {
 		st.lastCall = time.Now()
 		in.idle = time.AfterFunc(e.instances.idle, in.evict)
@@ -268,7 +281,12 @@ func (in *Instance) start(ctx context.Context, spec storeSpec, req InstanceReque
 		return err
 	}
 	in.s = s
-	o := s.call(ctx, callSpec{limits: in.limits, log: req.Log, output: req.Output, host: req.Host, running: in.running},
+	l, err := in.callLimits(req.Start)
+	if err != nil {
+		s.close()
+		return err
+	}
+	o := s.call(ctx, callSpec{limits: l, log: req.Log, output: req.Output, host: req.Host, running: in.running},
 		func() ([]Value, error) { return nil, s.instantiate(true) })
 	if o.err != nil {
 		s.close()

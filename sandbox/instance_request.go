@@ -44,6 +44,11 @@ type InstanceRequest struct {
 	// fence instantiation (the start function and _initialize) and are the
 	// defaults of every call.
 	Limits limits.Limits
+	// Start, where set, fences instantiation instead of Limits' fuel,
+	// timeout, log and output budgets, which stay every call's defaults:
+	// for a guest whose start is the host's business, not its caller's
+	// (an interpreter's _initialize). A zero field takes Limits'.
+	Start CallLimits
 	// Config is what a plugin's config_get reads. Ignored for modules that
 	// are not plugins.
 	Config map[string]string

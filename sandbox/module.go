@@ -134,13 +134,7 @@ func (e *Engine) compile(ctx context.Context, src Source) (*Module, CompileInfo,
 	} else {
 		key = mod.textKey()
 	}
-	lim := compileLimits{timeout: src.CompileTimeout, memoryBytes: src.CompileMemoryBytes}
-	if lim.timeout == 0 {
-		lim.timeout = e.cfg.CompileTimeout
-	}
-	if lim.memoryBytes == 0 {
-		lim.memoryBytes = e.cfg.CompileMemoryBytes
-	}
+	lim := e.compileLimits(src)
 	r, shared, err := e.flight.do(ctx, key, func(ctx context.Context) (flightResult, error) {
 		if m, ok := e.cache.peekSource(h, mod); ok { // compiled while we waited
 			return flightResult{m: m, cached: true}, nil
@@ -160,10 +154,11 @@ func (e *Engine) compile(ctx context.Context, src Source) (*Module, CompileInfo,
 				return flightResult{m: m, fromDisk: true}, nil
 			}
 		}
-		m, err := e.compileNew(ctx, mod, src.Path, lim)
+		m, compiled, err := e.compileNew(ctx, mod, src.Path, lim)
 		if err != nil {
 			return flightResult{}, err
 		}
+		e.saveToDisk(m, compiled)
 		if text {
 			e.saveAlias(key, m.ID)
 		}
@@ -240,35 +235,47 @@ func (e *Engine) Lookup(src Source) (*Module, bool) {
 	return m, ok
 }
 
+// compileLimits are src's compile limits, the engine's where it sets none.
+func (e *Engine) compileLimits(src Source) compileLimits {
+	lim := compileLimits{timeout: src.CompileTimeout, memoryBytes: src.CompileMemoryBytes}
+	if lim.timeout == 0 {
+		lim.timeout = e.cfg.CompileTimeout
+	}
+	if lim.memoryBytes == 0 {
+		lim.memoryBytes = e.cfg.CompileMemoryBytes
+	}
+	return lim
+}
+
 // compileNew compiles bytes the engine has not seen, in a compile child,
-// under one of the engine's compile slots.
-func (e *Engine) compileNew(ctx context.Context, mod moduleBytes, path string, lim compileLimits) (*Module, error) {
+// under one of the engine's compile slots. compiled is the module as
+// wasmtime serialized it, for an artefact store; nil when the module was
+// found in the cache meanwhile (another text of the same wasm).
+func (e *Engine) compileNew(ctx context.Context, mod moduleBytes, path string, lim compileLimits) (m *Module, compiled []byte, err error) {
 	cancelled := &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
 	select {
 	case e.compileSlots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, cancelled
+		return nil, nil, cancelled
 	}
 	if ctx.Err() != nil { // both were ready: no child for a compile nobody wants
 		<-e.compileSlots
-		return nil, cancelled
+		return nil, nil, cancelled
 	}
 	r, err := e.compileInChildProcess(ctx, mod, path, lim)
 	<-e.compileSlots
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if m, ok := e.cache.peek(r.id); ok { // another text of the same wasm
-		return m, nil
+		return m, nil, nil
 	}
 	wt, err := wasmtime.NewModuleDeserialize(e.wt, r.compiled)
 	if err != nil {
 		defer releaseWasmtimeError(err)
-		return nil, &Error{Kind: KindHost, Message: "loading the compiled module: " + cleanMessage(err.Error())}
+		return nil, nil, &Error{Kind: KindHost, Message: "loading the compiled module: " + cleanMessage(err.Error())}
 	}
-	m := e.newModule(r.id, r.wasmSize, len(r.compiled), wt, r.info)
-	e.saveToDisk(m, r.compiled)
-	return m, nil
+	return e.newModule(r.id, r.wasmSize, len(r.compiled), wt, r.info), r.compiled, nil
 }
 
 // ModuleID is the content address of wasm bytes.

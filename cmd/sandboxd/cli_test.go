@@ -503,33 +503,7 @@ func TestCLIReadmeExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, _ := strings.Cut(string(readme), "<!-- cli-examples -->\n```console\n")
-	block, _, ok := strings.Cut(block, "\n```\n")
-	if !ok {
-		t.Fatal("README.md has no console block after <!-- cli-examples -->")
-	}
-	type example struct {
-		command                  string
-		stdout, stderr, exitCode string
-	}
-	var examples []*example
-	for _, line := range strings.Split(block, "\n") {
-		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
-			examples = append(examples, &example{command: cmd})
-			continue
-		}
-		if len(examples) == 0 {
-			t.Fatalf("README CLI block starts with %q, not a command", line)
-		}
-		e := examples[len(examples)-1]
-		if text, ok := strings.CutSuffix(line, "(stderr)"); ok {
-			e.stderr += strings.TrimRight(text, " ") + "\n"
-		} else if strings.HasSuffix(e.command, "; echo $?") && e.exitCode == "" && isDecimal(line) {
-			e.exitCode = line
-		} else {
-			e.stdout += line + "\n"
-		}
-	}
+	examples := consoleExamples(t, "README.md", string(readme), "cli-examples")
 	varying := regexp.MustCompile(`"(elapsedMicros|queuedMicros)":[0-9]+`)
 	normalize := func(s string) string { return varying.ReplaceAllString(s, `"$1":…`) }
 	for _, e := range examples {
@@ -563,6 +537,43 @@ func TestCLIReadmeExamples(t *testing.T) {
 	if len(examples) < 4 {
 		t.Errorf("found %d README CLI examples, want at least 4", len(examples))
 	}
+}
+
+// consoleExample is one command of a documented console block and what
+// it prints: lines marked "(stderr)" on stderr, the others on stdout, and
+// for a command ending in "; echo $?" its exit status last.
+type consoleExample struct {
+	command                  string
+	stdout, stderr, exitCode string
+}
+
+// consoleExamples parses the console block after <!-- marker --> in doc.
+func consoleExamples(t *testing.T, name, doc, marker string) []*consoleExample {
+	t.Helper()
+	_, block, _ := strings.Cut(doc, "<!-- "+marker+" -->\n```console\n")
+	block, _, ok := strings.Cut(block, "\n```\n")
+	if !ok {
+		t.Fatalf("%s has no console block after <!-- %s -->", name, marker)
+	}
+	var examples []*consoleExample
+	for _, line := range strings.Split(block, "\n") {
+		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
+			examples = append(examples, &consoleExample{command: cmd})
+			continue
+		}
+		if len(examples) == 0 {
+			t.Fatalf("%s: the block starts with %q, not a command", name, line)
+		}
+		e := examples[len(examples)-1]
+		if text, ok := strings.CutSuffix(line, "(stderr)"); ok {
+			e.stderr += strings.TrimRight(text, " ") + "\n"
+		} else if strings.HasSuffix(e.command, "; echo $?") && e.exitCode == "" && isDecimal(line) {
+			e.exitCode = line
+		} else {
+			e.stdout += line + "\n"
+		}
+	}
+	return examples
 }
 
 // hangFlags are the deadline and compile time limit flags args does not

@@ -55,6 +55,18 @@ each output is followed by a newline (with N = 1 the bytes are exactly the
 output, as without --loop). Log lines ([guest log] LEVEL: line) and the
 plugin's WASI stdout and stderr go to stderr. A plugin error exits 10 (the
 plugin's message is printed on stderr).`},
+	{name: "eval", synopsis: "--lang js|lua|starlark FILE|-|-e CODE [flags]",
+		summary: "evaluate a snippet of JavaScript, Lua or Starlark (docs/snippets.md)",
+		about: `Evaluates a snippet in a fresh interpreter of its language, a runtime that
+runs under the fuel, deadline and memory fences like any guest (docs/
+snippets.md). The snippet is FILE, stdin (-) or the text of -e; --input is
+its global input. What it prints passes through to stdout and stderr as it
+prints it; its value follows on stdout as one line of JSON (with --json, one
+JSON object instead). A script error (a syntax error, an uncaught
+exception) exits 13 with the language's message, position and stack trace
+on stderr. The runtimes are found next to the binary (make build builds and
+compiles them); one not yet compiled for this build is compiled once, with
+a notice on stderr.`},
 	{name: "completion", synopsis: "bash|zsh|fish", summary: "print a shell completion script",
 		about: `Prints a completion script for the shell, made from the same flag tables as
 -h. make install installs all three; to try one in the current shell:

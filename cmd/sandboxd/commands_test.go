@@ -73,7 +73,7 @@ func TestEveryLimitHasAFlagInEveryCommand(t *testing.T) {
 			t.Errorf("limit %s has no entry in cliLimits", f.Name)
 			continue
 		}
-		for _, name := range []string{"run", "run --wasi", "call"} {
+		for _, name := range []string{"run", "run --wasi", "call", "eval"} {
 			if sets[name].Lookup(c.flag) == nil {
 				t.Errorf("sandboxd %s has no --%s for the limit %s", name, c.flag, f.Name)
 			}

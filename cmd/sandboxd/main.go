@@ -5,6 +5,7 @@
 //	sandboxd run FILE [flags]              one run, for shell users
 //	sandboxd run FILE --wasi [-- ARGS...]  a WASI program
 //	sandboxd call FILE FUNCTION            an Extism plugin function, output on stdout
+//	sandboxd eval --lang js FILE|-|-e CODE a snippet of JavaScript, Lua or Starlark
 //	sandboxd completion bash|zsh|fish      a shell completion script
 //	sandboxd man                           the manual page
 //	sandboxd version                       (or --version)
@@ -53,6 +54,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runMain(args[1:], stdout, stderr)
 	case "call":
 		return callMain(args[1:], stdout, stderr) // call.go
+	case "eval":
+		return evalMain(args[1:], stdin, stdout, stderr) // eval.go
 	case "completion":
 		return completionMain(args[1:], stdout, stderr) // completion.go
 	case "man":

@@ -244,6 +244,32 @@ export class HostFunctionError extends SandboxError {
   }
 }
 
+/**
+ * Kind `script_error`: a snippet failed in its own language: a syntax
+ * error, an exception it did not catch, a value JSON cannot carry
+ * (docs/snippets.md). A session stays usable after one.
+ */
+export class ScriptError extends SandboxError {
+  /** The snippet's language: `js`, `lua` or `starlark`. */
+  readonly language: string | undefined;
+  /** The language's one line, e.g. `ReferenceError: x is not defined` (`data.message`). */
+  readonly scriptMessage: string | undefined;
+  /** Where it failed, 1-based; 0 when the language gives none. */
+  readonly line: number | undefined;
+  readonly column: number | undefined;
+  /** The language's own rendering of the error, with its stack trace or traceback. */
+  readonly text: string | undefined;
+  constructor(message: string, init: SandboxErrorInit = {}) {
+    super("script_error", message, init);
+    const d = asData(init.data);
+    this.language = str(d, "language");
+    this.scriptMessage = str(d, "message");
+    this.line = num(d, "line");
+    this.column = num(d, "column");
+    this.text = str(d, "text");
+  }
+}
+
 /** JSON-RPC code of a call or release on an instance that is closed or unknown. */
 export const INSTANCE_CLOSED_CODE = -32001;
 /** JSON-RPC code of an `instantiate` refused because the sidecar has its maximum of live instances. */
@@ -372,6 +398,7 @@ export const ERROR_KINDS: Readonly<Record<string, { readonly errorClass: Sandbox
     plugin_error: { errorClass: PluginError, rpcCode: 10 },
     compile_limit_exceeded: { errorClass: CompileLimitExceeded, rpcCode: 11 },
     host_function_error: { errorClass: HostFunctionError, rpcCode: 12 },
+    script_error: { errorClass: ScriptError, rpcCode: 13 },
   });
 
 /** JSON-RPC code of a cancelled request (LSP's RequestCancelled). */

@@ -55,6 +55,7 @@ export {
   Cancelled,
   CompileLimitExceeded,
   HostFunctionError,
+  ScriptError,
   PluginError,
   InstanceClosed,
   TooManyInstances,

@@ -7,6 +7,7 @@ import {
   Cancelled,
   CompileLimitExceeded,
   HostFunctionError,
+  ScriptError,
   PluginError,
   DisallowedImport,
   ERROR_KINDS,
@@ -45,6 +46,7 @@ const expectedClass: Record<string, unknown> = {
   plugin_error: PluginError,
   compile_limit_exceeded: CompileLimitExceeded,
   host_function_error: HostFunctionError,
+  script_error: ScriptError,
 };
 
 describe("error-kinds.json", () => {

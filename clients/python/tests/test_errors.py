@@ -22,6 +22,7 @@ EXPECTED_CLASSES = {
     "plugin_error": sandboxd.PluginError,
     "compile_limit_exceeded": sandboxd.CompileLimitExceeded,
     "host_function_error": sandboxd.HostFunctionError,
+    "script_error": sandboxd.ScriptError,
 }
 
 
@@ -58,7 +59,8 @@ class MappingTest(unittest.TestCase):
         # The same facts as docs/protocol.md's table, independent of the file.
         codes = {"host": 1, "fuel_exhausted": 2, "timeout": 3, "memory_limit_exceeded": 4,
                  "disallowed_import": 5, "invalid_module": 6, "export": 7, "trap": 8, "cancelled": -32800,
-                 "plugin_error": 10, "compile_limit_exceeded": 11, "host_function_error": 12}
+                 "plugin_error": 10, "compile_limit_exceeded": 11, "host_function_error": 12,
+                 "script_error": 13}
         self.assertEqual(set(KIND_CLASSES), set(codes))
         for kind, code in codes.items():
             cls = KIND_CLASSES[kind]

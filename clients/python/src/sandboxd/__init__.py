@@ -25,7 +25,7 @@ from ._values import F32, F64, I32, I64, WasmValue
 from .errors import (
     Cancelled, CompileLimitExceeded, DisallowedImport, ExportError, FuelExhausted, HostError, HostFunctionError,
     InstanceClosed,
-    InvalidModule, InvalidParams, MemoryLimitExceeded, PluginError, SandboxError, SidecarError, Timeout,
+    InvalidModule, InvalidParams, MemoryLimitExceeded, PluginError, SandboxError, ScriptError, SidecarError, Timeout,
     TooManyInstances, Trap,
 )
 
@@ -37,5 +37,5 @@ __all__ = [
     "I32", "I64", "F32", "F64", "WasmValue",
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "PluginError", "CompileLimitExceeded",
-    "HostFunctionError", "InvalidParams", "SidecarError",
+    "HostFunctionError", "ScriptError", "InvalidParams", "SidecarError",
 ]

@@ -19,7 +19,7 @@ from ._bytes import bytes_from_wire
 __all__ = [
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled",
-    "CompileLimitExceeded", "HostFunctionError", "PluginError", "InstanceClosed", "TooManyInstances", "InvalidParams", "SidecarError",
+    "CompileLimitExceeded", "HostFunctionError", "ScriptError", "PluginError", "InstanceClosed", "TooManyInstances", "InvalidParams", "SidecarError",
     "KIND_CLASSES", "error_from_rpc",
 ]
 
@@ -190,6 +190,25 @@ class HostFunctionError(SandboxError, kind="host_function_error", exit_code=12):
         self.host_message: Optional[str] = data.get("message")
 
 
+class ScriptError(SandboxError, kind="script_error", exit_code=13):
+    """A snippet failed in its own language: a syntax error, an exception it
+    did not catch, a value JSON cannot carry (docs/snippets.md).
+
+    ``script_message`` is the language's one line (``"ReferenceError: x is
+    not defined"``); ``line`` and ``column`` where it failed (1-based, 0
+    when the language gives none); ``text`` the language's own rendering,
+    with its stack trace or traceback; ``language`` ``"js"``, ``"lua"`` or
+    ``"starlark"``. A session stays usable after one.
+    """
+
+    def _read_details(self, data: Dict[str, Any]) -> None:
+        self.language: Optional[str] = data.get("language")
+        self.script_message: Optional[str] = data.get("message")
+        self.line: Optional[int] = data.get("line")
+        self.column: Optional[int] = data.get("column")
+        self.text: Optional[str] = data.get("text")
+
+
 class PluginError(SandboxError, kind="plugin_error", exit_code=10):
     """An Extism plugin function reported an error: it set an error message
     or returned non-zero. The instance stays usable.
@@ -272,7 +291,7 @@ KIND_CLASSES: Dict[str, Type[SandboxError]] = {
     cls.kind: cls
     for cls in (HostError, FuelExhausted, Timeout, MemoryLimitExceeded, DisallowedImport,
                 InvalidModule, ExportError, Trap, Cancelled, PluginError, CompileLimitExceeded,
-                HostFunctionError)
+                HostFunctionError, ScriptError)
 }
 
 _CODE_CLASSES: Dict[int, Type[SandboxError]] = {

@@ -1,0 +1,246 @@
+// Package snippet runs snippets of JavaScript, Lua and Starlark with the
+// interpreter runtimes of runtimes/ (docs/snippets.md): each an Extism
+// plugin the engine runs like any other, under the same fences. A Runner
+// finds the runtimes (next to the binary, FindDir), loads each once —
+// its compiled artefact mapped, or compiled once and stored — and keeps
+// started interpreters ahead of need (spares.go).
+package snippet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// Runner evaluates snippets on an engine. It is safe for concurrent use.
+type Runner struct {
+	eng      *sandbox.Engine
+	cfg      Config
+	runtimes map[protocol.Language]*runtime
+
+	ctx    context.Context // the spares' refills; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the refills
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// New returns a Runner that evaluates on eng under cfg. Nothing is read
+// or compiled until a language is first used (or Load).
+func New(eng *sandbox.Engine, cfg Config) (*Runner, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{eng: eng, cfg: cfg, runtimes: map[protocol.Language]*runtime{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	for _, lang := range protocol.Languages() {
+		r.runtimes[lang] = &runtime{lang: lang, file: runtimeFile(cfg.Dir, lang), loading: make(chan struct{}, 1)}
+	}
+	return r, nil
+}
+
+// Close stops the spares' refills, waits for them and releases every
+// spare. Evaluations under way finish; later ones fail.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	for _, rt := range r.runtimes {
+		if p := rt.sparePool(); p != nil {
+			p.drain()
+		}
+	}
+	return nil
+}
+
+// Load loads lang's runtime: compiles it now if this build has not (make
+// build does this for every language), so that no evaluation waits.
+func (r *Runner) Load(ctx context.Context, lang protocol.Language) error {
+	rt, ok := r.runtimes[lang]
+	if !ok {
+		_, err := protocol.ParseLanguage(string(lang))
+		return &sandbox.Error{Kind: sandbox.KindHost, Message: "language: " + err.Error()}
+	}
+	_, err := rt.load(ctx, r)
+	return err
+}
+
+// Eval evaluates e in a fresh interpreter (a spare when one fits) and
+// releases it. A snippet's own failure is a *sandbox.Error of kind
+// script_error; a fence's, its kind, as for any run.
+func (r *Runner) Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutcome, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	rt, ok := r.runtimes[e.Language]
+	if !ok {
+		_, err := protocol.ParseLanguage(string(e.Language))
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "language: " + err.Error()}
+	}
+	l, err := resolveLimits(e.Language, e.Limits, r.cfg.Maximums)
+	if err != nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "limits." + err.Error()}
+	}
+	input, err := request(e.Snippet)
+	if err != nil {
+		return nil, err
+	}
+	m, err := rt.load(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	in := r.takeSpare(rt, l)
+	if in == nil {
+		if in, err = r.start(ctx, m, e.Language, l, false); err != nil {
+			return nil, err
+		}
+	}
+	defer in.Release()
+	return evaluate(ctx, in, e.Language, input, e.Snippet.Output, callLimits(l))
+}
+
+func (r *Runner) checkOpen() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return &sandbox.Error{Kind: sandbox.KindHost, Message: "the snippet runner is closed"}
+	}
+	return nil
+}
+
+// spareLimits are the limits of lang's spares: an evaluation that sets
+// no store limit of its own.
+func (r *Runner) spareLimits(lang protocol.Language) limits.Limits {
+	l, _ := resolveLimits(lang, limits.Limits{}, r.cfg.Maximums)
+	return l
+}
+
+// takeSpare returns one of rt's spares if its store fits l (and asks for
+// another), or nil.
+func (r *Runner) takeSpare(rt *runtime, l limits.Limits) *sandbox.Instance {
+	p := rt.sparePool()
+	if p == nil || shapeOf(l) != shapeOf(r.spareLimits(rt.lang)) {
+		return nil
+	}
+	in := p.take()
+	r.refill(p)
+	return in
+}
+
+// refill starts p's refill unless the Runner is closed.
+func (r *Runner) refill(p *sparePool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || !p.startFilling() {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		p.fill(r.ctx)
+	}()
+}
+
+func (r *Runner) notice(message string) {
+	if r.cfg.Notice != nil {
+		r.cfg.Notice(message)
+	}
+}
+
+// request is the runtime's input for s: {"code", "input"}.
+func request(s protocol.Snippet) ([]byte, error) {
+	if !utf8.ValidString(s.Code) {
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "code: not valid UTF-8"}
+	}
+	if err := protocol.CheckEvalInput(s.Input); err != nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: err.Error()}
+	}
+	req := struct {
+		Code  string          `json:"code"`
+		Input json.RawMessage `json:"input,omitempty"`
+	}{s.Code, s.Input}
+	return json.Marshal(req)
+}
+
+// guestAnswer is what a runtime's eval answers (runtimes/README.md).
+type guestAnswer struct {
+	Value json.RawMessage `json:"value"`
+	Error *struct {
+		Message      string `json:"message"`
+		Line, Column int
+		Text         string `json:"text"`
+	} `json:"error"`
+}
+
+// evaluate runs one evaluation on in: the runtime's eval called with
+// input under cl, its answer turned into an outcome or a script error.
+func evaluate(ctx context.Context, in *sandbox.Instance, lang protocol.Language, input []byte,
+	output func(string, []byte), cl sandbox.CallLimits) (*protocol.EvalOutcome, error) {
+	started := time.Now()
+	res, err := in.Call(ctx, sandbox.CallRequest{Function: evalFunction, Input: input, Limits: cl, Output: output})
+	if err != nil {
+		var se *sandbox.Error
+		if errors.As(err, &se) && se.Kind == sandbox.KindPluginError {
+			// The request was checked before: the runtime refusing it is
+			// sandboxd's fault, not the snippet's.
+			return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: fmt.Sprintf("the %s runtime refused the request: %s", lang, se.Message), Usage: se.Usage}
+		}
+		return nil, err
+	}
+	usage := res.Usage
+	if res.PluginOutputTruncated {
+		return nil, &sandbox.Error{Kind: sandbox.KindScriptError, Usage: &usage, Output: res.Output,
+			Message: fmt.Sprintf("the value's JSON is larger than limits.outputBytes (%d bytes)", cl.OutputBytes),
+			Script:  &sandbox.ScriptError{Language: lang}}
+	}
+	var a guestAnswer
+	if err := json.Unmarshal(res.PluginOutput, &a); err != nil || (a.Error == nil && len(a.Value) == 0) {
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Usage: &usage,
+			Message: fmt.Sprintf("the %s runtime answered %d bytes that are not {\"value\"} or {\"error\"}", lang, len(res.PluginOutput))}
+	}
+	if a.Error != nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindScriptError, Usage: &usage, Output: res.Output,
+			Message: cut(a.Error.Message, protocol.MaxScriptMessageBytes),
+			Script: &sandbox.ScriptError{Language: lang, Line: max(a.Error.Line, 0), Column: max(a.Error.Column, 0),
+				Text: cut(a.Error.Text, protocol.MaxScriptTextBytes)}}
+	}
+	o := &protocol.EvalOutcome{Value: a.Value, Usage: protocol.Usage{FuelConsumed: usage.FuelConsumed, PeakMemoryBytes: usage.PeakMemoryBytes},
+		Elapsed: time.Since(started) - res.Queued, Queued: res.Queued}
+	if res.Output != nil {
+		o.Output = &protocol.Output{Stdout: res.Output.Stdout, Stderr: res.Output.Stderr, Truncated: res.Output.Truncated}
+	}
+	return o, nil
+}
+
+// cut bounds s to n bytes on a character boundary (the runtimes already
+// do; a runtime is still a guest).
+func cut(s string, n int) string {
+	s = toValidUTF8(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func toValidUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
