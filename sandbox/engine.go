@@ -234,6 +234,7 @@ type Engine struct {
 	instances instanceTable // long-lived instances (instance.go)
 	kernelMod kernelModule  // the Extism kernel, compiled on first use (extism.go)
 	hostTypes hostFuncTypes // the host functions' types (host.go)
+	declTypes declaredTypes // the types of the parent's host functions (host_parent.go)
 
 	wasiShimMod wasiShimModule // forwards the WASI calls a guest paid for (wasi_fuel.go)
 

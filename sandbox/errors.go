@@ -28,6 +28,7 @@ const (
 	KindCancelled            = protocol.KindCancelled
 	KindCompileLimitExceeded = protocol.KindCompileLimitExceeded
 	KindPluginError          = protocol.KindPluginError
+	KindHostFunctionError    = protocol.KindHostFunctionError
 )
 
 // KindInfo is one row of the table of kinds (protocol.Kinds).
@@ -72,6 +73,7 @@ type Error struct {
 	Function     string   // export, plugin_error: the function concerned
 	ReturnCode   int32    // plugin_error: what the plugin function returned
 	ExitCode     int      // trap with TrapCodeExit: the proc_exit status
+	HostMessage  string   // host_function_error: the parent's own message, if it gave one
 	Output       *Output  // a WASI run's output until it stopped
 
 	// Usage is set once the run had a store: fuel consumed and peak memory
@@ -120,6 +122,11 @@ func (e *Error) Outcome() *protocol.Error {
 		d.Module, d.Name = str(e.Module), str(e.Name)
 	case KindExport, KindPluginError:
 		d.Function = str(e.Function)
+	case KindHostFunctionError:
+		d.Function = str(e.Function)
+		if e.HostMessage != "" {
+			d.Message = str(e.HostMessage)
+		}
 	case KindTrap:
 		d.TrapCode = e.TrapCode
 		if e.TrapCode == TrapCodeExit {

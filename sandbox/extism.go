@@ -129,52 +129,6 @@ func isPluginFunction(m *Module, name string) bool {
 	return ok && exp.PluginFunction()
 }
 
-// checkPluginImports checks the Extism imports of m against caps, before
-// any store exists: known functions with their exact signatures, the log
-// functions only with the log capability, never the network or user
-// host functions.
-func checkPluginImports(m *Module, caps Capabilities) *Error {
-	for _, imp := range m.Imports {
-		if imp.Module != ExtismEnvModule && imp.Module != ExtismUserModule {
-			continue
-		}
-		deny := func(why string) *Error {
-			return &Error{Kind: KindDisallowedImport, Module: imp.Module, Name: imp.Name,
-				Message: fmt.Sprintf("import %s::%s is not allowed: %s", imp.Module, imp.Name, why)}
-		}
-		if imp.Module == ExtismUserModule {
-			return deny("sandboxd provides no user host functions (extism:host/user)")
-		}
-		f, known := extismABI[imp.Name]
-		switch {
-		case imp.Kind != "func":
-			return deny("it is a " + imp.Kind + "; the Extism ABI has only functions")
-		case !known:
-			return deny("the Extism ABI as sandboxd implements it has no such function (see docs/protocol.md)")
-		case f.refused != "":
-			return deny(f.refused)
-		case imp.Type != f.signature:
-			return deny(fmt.Sprintf("wrong signature %s, expected %s", imp.Type, f.signature))
-		case f.need == "log" && !caps.Log:
-			return deny("the log capability was not granted for this instance")
-		}
-	}
-	return nil
-}
-
-// withoutPluginImports is a view of m without its Extism imports, for the
-// checks of the other imports.
-func withoutPluginImports(m *Module) *Module {
-	view := *m
-	view.Imports = nil
-	for _, imp := range m.Imports {
-		if imp.Module != ExtismEnvModule && imp.Module != ExtismUserModule {
-			view.Imports = append(view.Imports, imp)
-		}
-	}
-	return &view
-}
-
 // kernelModule compiles the kernel once per engine, and builds the types
 // of the Extism host functions by signature, shared by every plugin (see
 // hostFuncTypes).
@@ -209,8 +163,9 @@ func (e *Engine) kernel() (*wasmtime.Module, error) {
 
 // pluginConfig is what a plugin store is opened with.
 type pluginConfig struct {
-	config   map[string]string // what config_get reads
-	varBytes uint64            // the vars' budget
+	config     map[string]string // what config_get reads
+	varBytes   uint64            // the vars' budget
+	logGranted bool              // the log capability: without it, log lines are dropped and counted
 }
 
 // pluginState is the Extism side of one plugin's store.
@@ -220,6 +175,8 @@ type pluginState struct {
 	vars     map[string][]byte
 	varBytes uint64 // the budget
 	varUsed  uint64 // sum of len(key)+len(value)
+
+	logGranted bool
 
 	kernel      *wasmtime.Instance
 	mem         *wasmtime.Memory
@@ -235,7 +192,7 @@ func newPluginState(st *store, c pluginConfig) *pluginState {
 	if c.config == nil {
 		c.config = map[string]string{}
 	}
-	return &pluginState{st: st, config: c.config, vars: map[string][]byte{}, varBytes: c.varBytes}
+	return &pluginState{st: st, config: c.config, vars: map[string][]byte{}, varBytes: c.varBytes, logGranted: c.logGranted}
 }
 
 func (p *pluginState) beginCall(log func(LogLevel, string)) {

@@ -256,6 +256,13 @@ const logLevelOverhead = len(`,"level":""`)
 func (p *pluginState) logLine(c *wasmtime.Caller, level LogLevel, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	h := uint64(args[0].I64())
 	s := &p.st.cur.log
+	if !p.logGranted { // Extism links the log functions for every plugin; without a logger, lines go nowhere
+		s.dropped++
+		if _, ok := kernelBlock(p.mem.UnsafeData(c), h); ok {
+			return nil, p.release(c, h)
+		}
+		return nil, nil
+	}
 	if s.full { // dropped without copying, as host::log does
 		if _, ok := kernelBlock(p.mem.UnsafeData(c), h); ok {
 			return nil, p.release(c, h)

@@ -139,15 +139,19 @@ func TestWATPluginLogsWithLevels(t *testing.T) {
 	}
 }
 
-func TestWATPluginLogNeedsTheCapability(t *testing.T) {
-	m, _, err := engine(t).Compile(context.Background(), sandbox.Source{Path: watPlugin})
+// TestWATPluginLogWithoutTheCapability: Extism links log_* for every
+// plugin, so a plugin that logs runs without the log capability; its
+// lines are dropped and counted, as Extism drops them with no logger set.
+func TestWATPluginLogWithoutTheCapability(t *testing.T) {
+	in := pluginInstance(t, engine(t), watPlugin, func(r *sandbox.InstanceRequest) { r.Capabilities.Log = false })
+	var lines []string
+	res, err := in.Call(context.Background(), sandbox.CallRequest{Function: "logs",
+		Log: func(level sandbox.LogLevel, line string) { lines = append(lines, line) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = engine(t).Instantiate(context.Background(), sandbox.InstanceRequest{Module: m, Limits: limits.Defaults()})
-	se := wantKind(t, err, sandbox.KindDisallowedImport)
-	if se.Module != sandbox.ExtismEnvModule || !strings.HasPrefix(se.Name, "log_") || !strings.Contains(se.Message, "log capability") {
-		t.Fatalf("refusal %+v", se)
+	if len(lines) != 0 || res.LogLines != 0 || res.LogDropped != 2 {
+		t.Fatalf("lines %q, %d sent, %d dropped; want none sent and 2 dropped", lines, res.LogLines, res.LogDropped)
 	}
 }
 
@@ -223,7 +227,7 @@ func TestWATPluginInputBeyondTheCap(t *testing.T) {
 func TestPluginImportsRefused(t *testing.T) {
 	cases := map[string]struct{ imp, want string }{
 		"http":         {`(import "extism:host/env" "http_request" (func (param i64 i64) (result i64)))`, "no network"},
-		"user":         {`(import "extism:host/user" "my_fn" (func (param i64) (result i64)))`, "user host functions"},
+		"user":         {`(import "extism:host/user" "my_fn" (func (param i64) (result i64)))`, "declare it in hostFunctions"},
 		"unknown":      {`(import "extism:host/env" "teleport" (func))`, "no such function"},
 		"signature":    {`(import "extism:host/env" "alloc" (func (param i32) (result i32)))`, "wrong signature"},
 		"memory":       {`(import "extism:host/env" "memory" (memory 1))`, "only functions"},

@@ -142,19 +142,32 @@ func sharedFuncType(params, results []*wasmtime.ValType) *wasmtime.FuncType {
 // describeFuncType writes it: "(i64, i64) -> ()".
 func signatureType(sig string) *wasmtime.FuncType {
 	params, results, _ := strings.Cut(sig, " -> ")
-	kinds := func(list string) []*wasmtime.ValType {
-		var out []*wasmtime.ValType
-		for _, t := range strings.Split(strings.Trim(list, "()"), ", ") {
-			switch t {
-			case "i32":
-				out = append(out, wasmtime.NewValType(wasmtime.KindI32))
-			case "i64":
-				out = append(out, wasmtime.NewValType(wasmtime.KindI64))
-			}
+	list := func(l string) []string {
+		if l = strings.Trim(l, "()"); l == "" {
+			return nil
 		}
-		return out
+		return strings.Split(l, ", ")
 	}
-	return sharedFuncType(kinds(params), kinds(results))
+	return sharedFuncType(valTypes(valKinds(list(params))), valTypes(valKinds(list(results))))
+}
+
+// valKinds are the kinds of type names: i32, i64, f32, f64, and bytes (an
+// Extism memory handle, an i64).
+func valKinds(names []string) []wasmtime.ValKind {
+	out := make([]wasmtime.ValKind, len(names))
+	for i, n := range names {
+		switch n {
+		case "i32":
+			out[i] = wasmtime.KindI32
+		case "f32":
+			out[i] = wasmtime.KindF32
+		case "f64":
+			out[i] = wasmtime.KindF64
+		default:
+			out[i] = wasmtime.KindI64
+		}
+	}
+	return out
 }
 
 func (h hostFunc) signature() string { return hostSignatures()[h.name] }
@@ -165,30 +178,6 @@ func kindNames(ks []wasmtime.ValKind) []string {
 		out[i] = map[wasmtime.ValKind]string{wasmtime.KindI32: "i32", wasmtime.KindI64: "i64"}[k]
 	}
 	return out
-}
-
-// checkImports rejects, before any store exists, every import that the
-// run's capabilities do not grant, naming the first such import. A granted
-// name with the wrong signature is rejected too, saying so.
-func checkImports(m *Module, caps Capabilities) *Error {
-	for _, imp := range m.Imports {
-		deny := func(why string) *Error {
-			return &Error{Kind: KindDisallowedImport, Module: imp.Module, Name: imp.Name,
-				Message: fmt.Sprintf("import %s::%s is not allowed: %s", boundedName(imp.Module), boundedName(imp.Name), why)}
-		}
-		h, known := lookupHost(imp.Module, imp.Name)
-		switch {
-		case !known:
-			return deny("the host ABI has no such function (grantable: " + hostNames(nil) + "; " + grantedNames(caps) + ")")
-		case imp.Kind != "func":
-			return deny("it is a " + imp.Kind + "; the host exports only functions")
-		case !h.granted(caps):
-			return deny("the " + capabilityOf(h.name) + " capability was not granted for this run (" + grantedNames(caps) + ")")
-		case imp.Type != h.signature():
-			return deny(fmt.Sprintf("wrong signature %s, expected %s", imp.Type, h.signature()))
-		}
-	}
-	return nil
 }
 
 // hostNames lists the host functions, as module::name, that keep passes
@@ -237,8 +226,12 @@ func capabilityOf(fn string) string {
 func (s *store) hostImports(imports []Import) []wasmtime.AsExtern {
 	var out []wasmtime.AsExtern
 	for _, imp := range imports {
-		if imp.Module == ExtismEnvModule && s.plugin != nil { // checkPluginImports checked it
+		if imp.Module == ExtismEnvModule && s.plugin != nil { // checkImports checked it
 			out = append(out, s.plugin.extern(imp.Name))
+			continue
+		}
+		if f, ok := s.declared[[2]string{imp.Module, imp.Name}]; ok {
+			out = append(out, wasmtime.NewFunc(s.wt, s.e.declTypes.of(f), s.guarded(f.String(), s.parentFunction(f))))
 			continue
 		}
 		h, _ := lookupHost(imp.Module, imp.Name)
@@ -342,6 +335,7 @@ type logSink struct {
 	lines     int
 	truncated bool // some line was cut or dropped
 	full      bool // a line was dropped: drop every later one
+	dropped   int  // a plugin's lines dropped for want of the log capability
 	forward   func(line string)
 }
 

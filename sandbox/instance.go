@@ -216,9 +216,12 @@ func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot b
 	if ctx.Err() != nil {
 		return nil, cancelledError()
 	}
-	spec := storeSpec{module: req.Module, caps: req.Capabilities, limits: req.Limits, longLived: !oneShot}
+	if err := protocol.CheckHostFunctions(req.HostFunctions); err != nil {
+		return nil, err
+	}
+	spec := storeSpec{module: req.Module, caps: req.Capabilities, limits: req.Limits, longLived: !oneShot, hostFunctions: req.HostFunctions}
 	if isPlugin(req.Module) {
-		spec.plugin = &pluginConfig{config: maps.Clone(req.Config), varBytes: req.VarBytes}
+		spec.plugin = &pluginConfig{config: maps.Clone(req.Config), varBytes: req.VarBytes, logGranted: req.Capabilities.Log}
 	}
 	if err := spec.checkImports(); err != nil {
 		return nil, err
@@ -265,7 +268,7 @@ func (in *Instance) start(ctx context.Context, spec storeSpec, req InstanceReque
 		return err
 	}
 	in.s = s
-	o := s.call(ctx, callSpec{limits: in.limits, log: req.Log, output: req.Output, running: in.running},
+	o := s.call(ctx, callSpec{limits: in.limits, log: req.Log, output: req.Output, host: req.Host, running: in.running},
 		func() ([]Value, error) { return nil, s.instantiate(true) })
 	if o.err != nil {
 		s.close()
@@ -323,7 +326,7 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 		return nil, &Error{Kind: KindMemoryLimitExceeded, Resource: ResourceMemory, Limit: in.limits.MemoryBytes, Requested: n,
 			Message: fmt.Sprintf("the input of %d bytes exceeds the plugin's memory cap of %d bytes", n, in.limits.MemoryBytes)}
 	}
-	spec := callSpec{limits: l, log: req.Log, output: req.Output, running: in.running}
+	spec := callSpec{limits: l, log: req.Log, output: req.Output, host: req.Host, running: in.running}
 	var pc *pluginCall
 	body := func() ([]Value, error) {
 		exp, _ := m.Export(req.Function)

@@ -54,6 +54,11 @@ type InstanceRequest struct {
 	// instantiation, as CallRequest's do during a call.
 	Log    func(level LogLevel, line string)
 	Output func(stream string, data []byte)
+	// HostFunctions are imports the caller serves, for the instance's
+	// life; Host answers them during instantiation (the start function
+	// and _initialize), each CallRequest's Host afterwards.
+	HostFunctions []HostFunction
+	Host          HostCaller
 }
 
 // LogLevel is the level of a plugin's log line (log_trace … log_error);
@@ -90,6 +95,8 @@ type CallRequest struct {
 	// Call returns; it must not block. Output likewise for WASI writes.
 	Log    func(level LogLevel, line string)
 	Output func(stream string, data []byte)
+	// Host answers the instance's HostFunctions during this call.
+	Host HostCaller
 }
 
 // CallResult is what a call that returned produces.

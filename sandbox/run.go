@@ -26,6 +26,12 @@ type Request struct {
 	// (wasi_output.go), all before Run returns. Calls never overlap and
 	// must not block. data is read-only and stays valid.
 	Output func(stream string, data []byte)
+	// HostFunctions are imports the caller serves: a guest's call of one
+	// is Host's to answer (host_parent.go), while the guest waits within
+	// its fences. Host is called on the guest's thread and must return
+	// when its context is done.
+	HostFunctions []HostFunction
+	Host          HostCaller
 }
 
 // Result is what a successful run returns.
@@ -35,6 +41,7 @@ type Result struct {
 	Elapsed      time.Duration // instantiation + start + call
 	LogLines     int           // lines delivered to Request.Log
 	LogTruncated bool          // some lines were cut or dropped by the log caps
+	LogDropped   int           // a plugin's log lines dropped for want of the log capability
 	// ExitCode is a WASI guest's proc_exit status (0 when it returned).
 	ExitCode int
 	Output   *Output // a WASI run's stdout and stderr; nil otherwise
@@ -60,7 +67,10 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, cancelledError()
 	}
 	m := req.Module
-	spec := storeSpec{module: m, caps: req.Capabilities, limits: req.Limits}
+	if err := protocol.CheckHostFunctions(req.HostFunctions); err != nil {
+		return nil, err
+	}
+	spec := storeSpec{module: m, caps: req.Capabilities, limits: req.Limits, hostFunctions: req.HostFunctions}
 	fn := entryPoint(m, req.Function)
 	if err := spec.checkImports(); err != nil {
 		return nil, err
@@ -76,7 +86,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	defer s.close()
-	call := callSpec{limits: req.Limits, output: req.Output}
+	call := callSpec{limits: req.Limits, output: req.Output, host: req.Host}
 	if req.Log != nil {
 		call.log = func(_ LogLevel, line string) { req.Log(line) }
 	}

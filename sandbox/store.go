@@ -44,19 +44,14 @@ type storeSpec struct {
 	// longLived says the store is a long-lived instance's: it takes its
 	// pool slots from the instances' share (pool.go).
 	longLived bool
+	// hostFunctions are the imports the caller serves (host_parent.go).
+	hostFunctions []HostFunction
 }
 
 // checkImports refuses, before any store exists, an import that is not
-// granted (a plugin's are checked against the Extism ABI).
+// granted (imports.go).
 func (spec storeSpec) checkImports() error {
-	m := spec.module
-	if spec.plugin != nil {
-		if err := checkPluginImports(m, spec.caps); err != nil {
-			return err
-		}
-		m = withoutPluginImports(m)
-	}
-	if err := checkRunImports(m, spec.caps); err != nil {
+	if err := checkImports(spec.module, spec.caps, spec.hostFunctions, spec.plugin != nil); err != nil {
 		return err
 	}
 	return nil
@@ -91,10 +86,11 @@ type store struct {
 	fence    *fence
 	instance *wasmtime.Instance
 	random   splitmix64
-	slots    poolSlots    // what the store took from the engine's pool (pool.go)
-	wasi     *wasiRun     // nil without the wasi capability (wasi.go)
-	plugin   *pluginState // nil unless an Extism plugin (extism.go)
-	bound    boundExports // looked up once after instantiation
+	slots    poolSlots                  // what the store took from the engine's pool (pool.go)
+	wasi     *wasiRun                   // nil without the wasi capability (wasi.go)
+	plugin   *pluginState               // nil unless an Extism plugin (extism.go)
+	declared map[[2]string]HostFunction // the imports the parent serves, by module and name (host_parent.go)
+	bound    boundExports               // looked up once after instantiation
 
 	// cur is the call in progress, begun by call; the host functions
 	// read its limits and record into it.
@@ -103,6 +99,8 @@ type store struct {
 
 // callState is one call's share of a store.
 type callState struct {
+	ctx      context.Context // the call's: done at a cancel or a stop
+	host     HostCaller      // asks the parent (host_parent.go)
 	limits   limits.Limits
 	log      logSink
 	hostTrap string // set when a host function trapped the guest, with why
@@ -145,7 +143,7 @@ type boundExports struct {
 // nothing is left open.
 func (e *Engine) openStore(ctx context.Context, spec storeSpec) (s *store, err error) {
 	m, l := spec.module, spec.limits
-	s = &store{e: e, module: m, limits: l, random: splitmix64{spec.caps.Seed}}
+	s = &store{e: e, module: m, limits: l, random: splitmix64{spec.caps.Seed}, declared: declarations(spec.hostFunctions)}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -185,6 +183,7 @@ type callSpec struct {
 	limits limits.Limits
 	log    func(level LogLevel, line string)
 	output func(stream string, data []byte)
+	host   HostCaller // serves hostFunctions for this call
 	// running, if set, is told how to stop the call while it runs (and
 	// told nil when it has returned), for a caller that must be able to
 	// stop it from elsewhere (an instance's Release).
@@ -233,14 +232,19 @@ func (s *store) call(ctx context.Context, c callSpec, body func() ([]Value, erro
 	defer s.e.ticker.release()
 	f := s.fence
 	stop := f.cancel
-	if s.wasi != nil {
-		// A WASI guest asleep in poll_oneoff (or a watchdog) waits on a
-		// context: it gets one that stop cancels too.
-		wasiCtx, cancel := context.WithCancel(ctx)
+	s.cur.ctx, s.cur.host = ctx, c.host
+	if s.wasi != nil || s.declared != nil {
+		// A guest asleep in poll_oneoff, an open's watchdog, a wait for
+		// the parent's answer: each waits on a context, one that stop
+		// cancels too.
+		callCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		s.wasi.ctx = wasiCtx
-		s.wasi.out.restart(l.OutputBytes, c.output)
+		s.cur.ctx = callCtx
 		stop = func() { f.cancel(); cancel() }
+	}
+	if s.wasi != nil {
+		s.wasi.ctx = s.cur.ctx
+		s.wasi.out.restart(l.OutputBytes, c.output)
 	}
 	if c.running != nil {
 		c.running(stop)
@@ -271,7 +275,7 @@ func (s *store) call(ctx context.Context, c callSpec, body func() ([]Value, erro
 		}
 	}
 	res := &Result{Values: values, Usage: usage, Elapsed: elapsed, LogLines: s.cur.log.lines,
-		LogTruncated: s.cur.log.truncated, Output: s.wasi.output()}
+		LogTruncated: s.cur.log.truncated, LogDropped: s.cur.log.dropped, Output: s.wasi.output()}
 	var pe *Error
 	if errors.As(err, &pe) && pe.Kind == KindPluginError {
 		pe.Usage = &usage

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // WASIModule is the import module of WASI preview1.
@@ -74,58 +73,6 @@ func WASIFunctions() []string {
 	return names
 }
 
-// checkRunImports checks every import against the run's capabilities:
-// WASI imports here, the rest by checkImports.
-func checkRunImports(m *Module, caps Capabilities) *Error {
-	var wasi []Import
-	rest := make([]Import, 0, len(m.Imports))
-	for _, imp := range m.Imports {
-		if imp.Module == WASIModule {
-			wasi = append(wasi, imp)
-		} else {
-			rest = append(rest, imp)
-		}
-	}
-	if len(wasi) > 0 {
-		names := make([]string, len(wasi))
-		for i, imp := range wasi {
-			names[i] = imp.Name
-		}
-		if caps.WASI == nil {
-			return wasiRefusal(names)
-		}
-		for _, imp := range wasi {
-			want, known := wasiFuncs[imp.Name]
-			deny := func(why string) *Error {
-				return &Error{Kind: KindDisallowedImport, Module: imp.Module, Name: imp.Name,
-					Message: fmt.Sprintf("import %s::%s is not allowed: %s", imp.Module, imp.Name, why)}
-			}
-			switch {
-			case imp.Kind != "func":
-				return deny("it is a " + imp.Kind + "; WASI provides only functions")
-			case !known:
-				return deny("WASI preview1 has no such function here (see docs/protocol.md for the list)")
-			case imp.Type != want:
-				return deny(fmt.Sprintf("wrong signature %s, expected %s", imp.Type, want))
-			}
-		}
-	}
-	if len(rest) == len(m.Imports) {
-		return checkImports(m, caps)
-	}
-	others := *m
-	others.Imports = rest
-	return checkImports(&others, caps)
-}
-
-// wasiRefusal is the disallowed_import error of a module that imports WASI
-// without the grant. It names every WASI function the module imports.
-func wasiRefusal(names []string) *Error {
-	return &Error{Kind: KindDisallowedImport, Module: WASIModule, Name: names[0],
-		Message: fmt.Sprintf("the module imports %d WASI function(s) (%s::%s) but the wasi capability was not granted for this run",
-			len(names), WASIModule, strings.Join(names, ", "))}
-}
-
 // CheckWASIGrant refuses, before any compilation, a module that imports
 // WASI when caps does not grant it: the error is the same disallowed_import
 // Run would return, naming every WASI function imported. It reads only the
@@ -138,7 +85,7 @@ func (e *Engine) CheckWASIGrant(src Source, caps Capabilities) error {
 	}
 	if src.ID != "" {
 		if m, ok := e.cache.peek(src.ID); ok {
-			if err := checkRunImports(m, caps); err != nil && err.Module == WASIModule {
+			if err := checkWASIImports(m, caps, nil); err != nil {
 				return err
 			}
 		}

@@ -157,6 +157,9 @@ func callMain(args []string, stdout, stderr io.Writer) int {
 		if res.PluginOutputTruncated {
 			fmt.Fprintf(stderr, "sandboxd call: output truncated to %d bytes (--output-bytes)\n", l.OutputBytes)
 		}
+		if res.LogDropped > 0 {
+			fmt.Fprintf(stderr, "sandboxd call: %d log lines dropped (--allow-log shows them)\n", res.LogDropped)
+		}
 	}
 	return 0
 }

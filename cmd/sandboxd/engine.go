@@ -45,9 +45,11 @@ func wrapModule(mod *sandbox.Module) *compiledModule {
 func (e sidecarEngine) Run(ctx context.Context, mod rpc.Module, run protocol.Run) (*protocol.RunOutcome, error) {
 	res, err := e.eng.Run(ctx, sandbox.Request{
 		Module: mod.(*compiledModule).mod, Function: run.Function, Args: run.Args, Limits: run.Limits,
-		Capabilities: sandboxCaps(run.Capabilities),
-		Log:          run.Log,
-		Output:       run.Output,
+		Capabilities:  sandboxCaps(run.Capabilities),
+		Log:           run.Log,
+		Output:        run.Output,
+		HostFunctions: run.HostFunctions,
+		Host:          run.Host,
 	})
 	if err != nil {
 		var ge *sandbox.GrantError
@@ -62,6 +64,7 @@ func (e sidecarEngine) Run(ctx context.Context, mod rpc.Module, run protocol.Run
 		Elapsed:      res.Elapsed,
 		LogLines:     res.LogLines,
 		LogTruncated: res.LogTruncated,
+		LogDropped:   res.LogDropped,
 		ExitCode:     res.ExitCode,
 	}
 	if res.Output != nil {

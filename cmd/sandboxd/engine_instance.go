@@ -34,7 +34,8 @@ func (e sidecarEngine) Instantiate(ctx context.Context, mod rpc.Module, req prot
 
 func (e sidecarEngine) instanceRequest(cm *compiledModule, req protocol.InstanceRequest) sandbox.InstanceRequest {
 	return sandbox.InstanceRequest{Module: cm.mod, Capabilities: sandboxCaps(req.Capabilities), Limits: req.Limits,
-		Config: req.Config, VarBytes: req.VarBytes, Log: levelled(req.Log), Output: req.Output}
+		Config: req.Config, VarBytes: req.VarBytes, Log: levelled(req.Log), Output: req.Output,
+		HostFunctions: req.HostFunctions, Host: req.Host}
 }
 
 func levelled(f func(level, line string)) func(sandbox.LogLevel, string) {
@@ -113,14 +114,14 @@ func (e sidecarEngine) instanceError(err error, id string) error {
 func sandboxCall(c protocol.Call) sandbox.CallRequest {
 	return sandbox.CallRequest{Function: c.Function, Args: c.Args, Input: c.Input,
 		Limits: sandbox.CallLimits{Fuel: c.Limits.Fuel, Timeout: c.Limits.Timeout, LogBytes: c.Limits.LogBytes, OutputBytes: c.Limits.OutputBytes},
-		Log:    levelled(c.Log), Output: c.Output}
+		Log:    levelled(c.Log), Output: c.Output, Host: c.Host}
 }
 
 func callOutcome(info *protocol.ModuleInfo, fn string, res *sandbox.CallResult) *protocol.CallOutcome {
 	out := &protocol.CallOutcome{
 		RunOutcome: protocol.RunOutcome{Values: res.Values,
 			Usage:   protocol.Usage{FuelConsumed: res.FuelConsumed, PeakMemoryBytes: res.PeakMemoryBytes},
-			Elapsed: res.Elapsed, LogLines: res.LogLines, LogTruncated: res.LogTruncated, ExitCode: res.ExitCode},
+			Elapsed: res.Elapsed, LogLines: res.LogLines, LogTruncated: res.LogTruncated, LogDropped: res.LogDropped, ExitCode: res.ExitCode},
 		Plugin:       info.IsPluginFunction(fn),
 		PluginOutput: res.PluginOutput, PluginOutputTruncated: res.PluginOutputTruncated,
 		Queued: res.Queued,

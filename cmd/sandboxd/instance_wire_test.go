@@ -469,8 +469,6 @@ func TestInstantiateRefusals(t *testing.T) {
 			5, `"module":"extism:host/env","name":"http_request"`},
 		{"user host function", map[string]any{"module": plugin(`(import "extism:host/user" "lookup" (func (param i64) (result i64)))`)},
 			5, `"module":"extism:host/user","name":"lookup"`},
-		{"log without the grant", map[string]any{"module": plugin(`(import "extism:host/env" "log_info" (func (param i64)))`)},
-			5, `"name":"log_info"`},
 		{"WASI without the grant", map[string]any{"module": map[string]string{"path": pluginPath(t, "go/plugin.wasm")},
 			"capabilities": map[string]any{"log": true}}, 5, `"module":"wasi_snapshot_preview1"`},
 		{"cap below the kernel", map[string]any{"module": plugin(`(import "extism:host/env" "alloc" (func (param i64) (result i64)))`),

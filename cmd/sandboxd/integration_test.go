@@ -191,7 +191,7 @@ func TestSidecarStatsCounts(t *testing.T) {
 	}
 	want := map[string]uint64{"ok": 3, "fuel_exhausted": 1, "timeout": 0, "memory_limit_exceeded": 0,
 		"disallowed_import": 1, "invalid_module": 0, "export": 0, "trap": 2, "cancelled": 0, "host": 0,
-		"plugin_error": 0, "compile_limit_exceeded": 0}
+		"plugin_error": 0, "compile_limit_exceeded": 0, "host_function_error": 0}
 	if !reflect.DeepEqual(st.Runs, want) {
 		t.Errorf("stats.runs %v, want %v", st.Runs, want)
 	}
