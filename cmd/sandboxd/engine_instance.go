@@ -146,8 +146,12 @@ type sidecarInstance struct {
 func (i *sidecarInstance) ID() string                   { return i.in.ID() }
 func (i *sidecarInstance) Module() *protocol.ModuleInfo { return i.info }
 func (i *sidecarInstance) Limits() limits.Limits        { return i.in.Limits() }
-func (i *sidecarInstance) Release()                     { i.in.Release() }
-func (i *sidecarInstance) Enqueue() rpc.Turn            { return &sidecarTurn{i: i, t: i.in.Enqueue()} }
+
+// HostFunctions makes the instance an rpc hostDeclarer: its calls' host
+// calls are read by the declarations it was made with.
+func (i *sidecarInstance) HostFunctions() []protocol.HostFunction { return i.in.HostFunctions() }
+func (i *sidecarInstance) Release()                               { i.in.Release() }
+func (i *sidecarInstance) Enqueue() rpc.Turn                      { return &sidecarTurn{i: i, t: i.in.Enqueue()} }
 
 type sidecarTurn struct {
 	i *sidecarInstance
