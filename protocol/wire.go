@@ -82,8 +82,11 @@ type RunResult struct {
 	ModuleID        string      `json:"moduleId"`
 	LogLines        int         `json:"logLines"`
 	LogTruncated    bool        `json:"logTruncated"`
-	Output          *Bytes      `json:"output,omitempty"` // a plugin function's output (a plugin run)
-	*WASIResult                 // WASI runs only: exitCode, stdout, stderr, outputTruncated
+	// LogDropped counts a plugin's log lines dropped because the run has
+	// no log grant (Extism drops them when no logger is set).
+	LogDropped  int    `json:"logDropped,omitempty"`
+	Output      *Bytes `json:"output,omitempty"` // a plugin function's output (a plugin run)
+	*WASIResult        // WASI runs only: exitCode, stdout, stderr, outputTruncated
 }
 
 // CompileParams are the params of `compile`.

@@ -53,6 +53,8 @@ func TestPlainResultEncoding(t *testing.T) {
 		&protocol.CallResult{Values: values, ExitCode: &exit},
 		&protocol.CallResult{Values: values, Stdout: &out},
 		&protocol.CallResult{Values: values, Stderr: &out},
+		&protocol.RunResult{Values: values, LogDropped: 1},
+		&protocol.CallResult{Values: values, LogDropped: 2},
 		&protocol.CompileResult{ModuleID: "sha256:00"},
 		nil,
 	}

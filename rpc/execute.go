@@ -248,6 +248,7 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, 
 		ModuleID:        j.mod.Info().ID,
 		LogLines:        logs.sent,
 		LogTruncated:    res.LogTruncated || logs.dropped,
+		LogDropped:      res.LogDropped,
 	}, nil
 }
 

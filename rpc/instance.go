@@ -227,7 +227,8 @@ func (s *Server) execInstantiate(j *job, spec *instantiateSpec, queued time.Dura
 	mi := in.Module()
 	res := &protocol.InstantiateResult{Instance: info.ID, ModuleID: mi.ID, Plugin: mi.IsPlugin(), Exports: []protocol.ExportInfo{},
 		FuelConsumed: info.FuelConsumed, PeakMemoryBytes: info.PeakMemoryBytes, ElapsedMicros: info.Elapsed.Microseconds(),
-		QueuedMicros: queued.Microseconds(), LogLines: logs.sent, LogTruncated: info.LogTruncated || logs.dropped}
+		QueuedMicros: queued.Microseconds(), LogLines: logs.sent, LogTruncated: info.LogTruncated || logs.dropped,
+		LogDropped: info.LogDropped}
 	for _, e := range mi.Exports {
 		res.Exports = append(res.Exports, protocol.ExportInfo(e))
 	}
@@ -345,6 +346,7 @@ func callResult(res *protocol.CallOutcome, logs *logWire) *protocol.CallResult {
 		QueuedMicros:    res.Queued.Microseconds(),
 		LogLines:        logs.sent,
 		LogTruncated:    res.LogTruncated || logs.dropped,
+		LogDropped:      res.LogDropped,
 	}
 	truncated := false
 	if res.Plugin {

@@ -28,7 +28,8 @@ func (e sidecarEngine) Instantiate(ctx context.Context, mod rpc.Module, req prot
 	boot := in.Instantiation()
 	info := protocol.InstanceInfo{ID: in.ID(), Plugin: in.IsPlugin(),
 		Usage:   protocol.Usage{FuelConsumed: boot.FuelConsumed, PeakMemoryBytes: boot.PeakMemoryBytes},
-		Elapsed: boot.Elapsed, LogLines: boot.LogLines, LogTruncated: boot.LogTruncated}
+		Elapsed: boot.Elapsed, LogLines: boot.LogLines, LogTruncated: boot.LogTruncated,
+		LogDropped: boot.LogDropped}
 	return &sidecarInstance{e: e, in: in, info: &cm.info}, info, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -104,6 +105,29 @@ func TestHostCallPluginBytes(t *testing.T) {
 		if res.Output == nil || !bytes.Equal(*res.Output, want[0].Bytes) {
 			t.Errorf("%d bytes: the output is not the input reversed", len(input))
 		}
+		if res.LogDropped != 1 || res.LogLines != 0 {
+			t.Errorf("%d bytes: logDropped %d, logLines %d; want the one line dropped", len(input), res.LogDropped, res.LogLines)
+		}
+	}
+
+	// With the log grant the line is sent, and nothing is dropped; an
+	// instance's call counts what it drops as a run does.
+	var lines []string
+	in := protocol.Bytes("ab")
+	res, err := c.RunWith(ctx, sandboxd.RunParams{Module: protocol.ModuleSpec{Path: sandboxd.Str(plugin)}, Function: "run", Input: &in,
+		HostFunctions: decl, Capabilities: &protocol.CapabilitySpec{Log: true}},
+		sandboxd.RunHandlers{Host: reverse, Log: func(_ int, line string) { lines = append(lines, line) }})
+	if err != nil || res.LogDropped != 0 || res.LogLines != 1 || fmt.Sprint(lines) != "[hi]" {
+		t.Errorf("with the log grant: %+v %v, lines %q", res, err, lines)
+	}
+	inst, err := c.InstantiateWith(ctx, sandboxd.InstantiateParams{Module: protocol.ModuleSpec{Path: sandboxd.Str(plugin)}, HostFunctions: decl},
+		sandboxd.RunHandlers{Host: reverse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := inst.Call(ctx, "run", sandboxd.CallOptions{Input: []byte("ab")})
+	if err != nil || out.LogDropped != 1 || out.Output == nil || string(*out.Output) != "ba" {
+		t.Errorf("an instance's call: %+v %v", out, err)
 	}
 }
 
