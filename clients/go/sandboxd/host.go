@@ -62,13 +62,9 @@ type HostCall struct {
 // call the Client.
 type HostHandler func(ctx context.Context, call HostCall) ([]HostValue, error)
 
-// HostError is an error answer with a code of the handler's choosing.
-type HostError struct {
-	Code    int64
-	Message string
-}
-
-func (e *HostError) Error() string { return e.Message }
+// HostError is an error answer with a code of the handler's choosing
+// (the sidecar's name for it is protocol.HostCallError).
+type HostError = protocol.HostCallError
 
 // SetHostHandler sets the handler of host calls no run, instance or call
 // of this client has one for (nil: none; such calls get an error answer).
