@@ -68,7 +68,9 @@ func TestHostHandlerErrors(t *testing.T) {
 		want string
 	}{
 		{func(context.Context, HostCall) ([]HostValue, error) { return nil, errors.New("no such key") }, "no such key"},
-		{func(context.Context, HostCall) ([]HostValue, error) { return nil, &HostError{Code: 7, Message: "seven"} }, "seven"},
+		{func(context.Context, HostCall) ([]HostValue, error) {
+			return nil, &HostError{Code: 7, Message: "seven"}
+		}, "seven"},
 		{func(context.Context, HostCall) ([]HostValue, error) { panic("boom") }, "the handler of env::lookup panicked: boom"},
 		{func(context.Context, HostCall) ([]HostValue, error) { return nil, nil }, "the parent answered with 0 values; it returns (i32)"},
 	} {
