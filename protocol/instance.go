@@ -84,6 +84,9 @@ type InstantiateParams struct {
 	Capabilities *CapabilitySpec   `json:"capabilities,omitempty"`
 	Limits       map[string]uint64 `json:"limits,omitempty"` // the run limits and varBytes
 	Config       map[string]string `json:"config,omitempty"`
+	// As RunParams': the instance's for its life.
+	HostFunctions []HostFunction `json:"hostFunctions,omitempty"`
+	HostCall      string         `json:"hostCall,omitempty"`
 }
 
 // InstantiateResult is the result of `instantiate`.
@@ -98,6 +101,7 @@ type InstantiateResult struct {
 	QueuedMicros    int64        `json:"queuedMicros"`
 	LogLines        int          `json:"logLines"`
 	LogTruncated    bool         `json:"logTruncated"`
+	LogDropped      int          `json:"logDropped,omitempty"` // as RunResult's
 }
 
 // CallParams are the params of `call`, as clients build them. Input is a
@@ -107,7 +111,8 @@ type CallParams struct {
 	Function string            `json:"function"`
 	Input    *Bytes            `json:"input,omitempty"`
 	Args     []json.RawMessage `json:"args,omitempty"`
-	Limits   map[string]uint64 `json:"limits,omitempty"` // fuel, timeoutMs, logBytes, outputBytes
+	Limits   map[string]uint64 `json:"limits,omitempty"`   // fuel, timeoutMs, logBytes, outputBytes
+	HostCall string            `json:"hostCall,omitempty"` // as RunParams'
 }
 
 // CallResult is the result of `call` (and of a plugin `run`'s output
@@ -120,7 +125,8 @@ type CallResult struct {
 	QueuedMicros    int64       `json:"queuedMicros"`
 	LogLines        int         `json:"logLines"`
 	LogTruncated    bool        `json:"logTruncated"`
-	Output          *Bytes      `json:"output,omitempty"` // plugin functions only
+	LogDropped      int         `json:"logDropped,omitempty"` // as RunResult's
+	Output          *Bytes      `json:"output,omitempty"`     // plugin functions only
 	// OutputTruncated: the plugin's output or a WASI stream was cut by
 	// outputBytes. Present for plugin functions and WASI instances.
 	OutputTruncated *bool  `json:"outputTruncated,omitempty"`
@@ -250,4 +256,5 @@ type InstanceInfo struct {
 	Elapsed      time.Duration
 	LogLines     int
 	LogTruncated bool
+	LogDropped   int // a plugin's log lines dropped for want of the log capability
 }

@@ -44,6 +44,10 @@ type RunParams struct {
 	// A plugin run's (instance.go): its input and config.
 	Input  *Bytes            `json:"input,omitempty"`
 	Config map[string]string `json:"config,omitempty"`
+	// The imports the parent serves (host.go), and the host call whose
+	// handler sends the run, if one does.
+	HostFunctions []HostFunction `json:"hostFunctions,omitempty"`
+	HostCall      string         `json:"hostCall,omitempty"`
 }
 
 // CapabilitySpec grants host functions. Absent means not granted.
@@ -78,8 +82,11 @@ type RunResult struct {
 	ModuleID        string      `json:"moduleId"`
 	LogLines        int         `json:"logLines"`
 	LogTruncated    bool        `json:"logTruncated"`
-	Output          *Bytes      `json:"output,omitempty"` // a plugin function's output (a plugin run)
-	*WASIResult                 // WASI runs only: exitCode, stdout, stderr, outputTruncated
+	// LogDropped counts a plugin's log lines dropped because the run has
+	// no log grant (Extism drops them when no logger is set).
+	LogDropped  int    `json:"logDropped,omitempty"`
+	Output      *Bytes `json:"output,omitempty"` // a plugin function's output (a plugin run)
+	*WASIResult        // WASI runs only: exitCode, stdout, stderr, outputTruncated
 }
 
 // CompileParams are the params of `compile`.
@@ -163,6 +170,7 @@ type StatsResult struct {
 	UptimeMs          int64             `json:"uptimeMs"`
 	Requests          uint64            `json:"requests"`
 	Instances         *InstancesInfo    `json:"instances,omitempty"`
+	HostCalls         HostCallStats     `json:"hostCalls"`
 }
 
 // CacheInfo is the compile cache's counters.

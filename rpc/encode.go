@@ -131,7 +131,7 @@ func (s *Server) notifyLog(id jsonrpc2.ID, w *logWire, level, line string) {
 func appendPlainResult(b []byte, result any) ([]byte, bool) {
 	switch r := result.(type) {
 	case *protocol.RunResult:
-		if r.Output != nil || r.WASIResult != nil || !marshalsAsIs(r.ModuleID) || !plainValues(r.Values) {
+		if r.Output != nil || r.WASIResult != nil || r.LogDropped != 0 || !marshalsAsIs(r.ModuleID) || !plainValues(r.Values) {
 			return nil, false
 		}
 		b = appendValues(append(b, `{"values":`...), r.Values)
@@ -139,7 +139,8 @@ func appendPlainResult(b []byte, result any) ([]byte, bool) {
 		b = append(append(append(b, `,"moduleId":"`...), r.ModuleID...), '"')
 		return appendLog(b, r.LogLines, r.LogTruncated), true
 	case *protocol.CallResult:
-		if r.Output != nil || r.OutputTruncated != nil || r.ExitCode != nil || r.Stdout != nil || r.Stderr != nil || !plainValues(r.Values) {
+		if r.Output != nil || r.OutputTruncated != nil || r.ExitCode != nil || r.Stdout != nil || r.Stderr != nil || r.LogDropped != 0 ||
+			!plainValues(r.Values) {
 			return nil, false
 		}
 		b = appendValues(append(b, `{"values":`...), r.Values)

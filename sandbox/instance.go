@@ -43,8 +43,10 @@ type Instance struct {
 	// of MaxInstances, is not counted in InstanceStats and cannot be
 	// looked up.
 	oneShot bool
-	freed   chan struct{} // closed once the store has been freed
-	idle    *time.Timer   // evicts the instance when it fires
+	// hostFunctions are the imports its caller serves, for its life.
+	hostFunctions []HostFunction
+	freed         chan struct{} // closed once the store has been freed
+	idle          *time.Timer   // evicts the instance when it fires
 
 	mu    sync.Mutex
 	state instanceState // changed only through update
@@ -192,6 +194,10 @@ func (in *Instance) Instantiation() Result { return in.boot }
 // Limits are the instance's limits (the per-call defaults among them).
 func (in *Instance) Limits() limits.Limits { return in.limits }
 
+// HostFunctions are the imports the instance's caller serves
+// (InstanceRequest.HostFunctions); each call's CallRequest.Host answers them.
+func (in *Instance) HostFunctions() []HostFunction { return in.hostFunctions }
+
 // Instantiate creates a long-lived instance of req.Module: the same checks
 // as Run (imports, static caps), a store of its own, then the start
 // function and _initialize, fenced by req.Limits like a call. A failure
@@ -251,7 +257,8 @@ func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot b
 	if err != nil {
 		return nil, err
 	}
-	in := &Instance{id: id, e: e, module: req.Module, limits: req.Limits, oneShot: oneShot, freed: make(chan struct{})}
+	in := &Instance{id: id, e: e, module: req.Module, limits: req.Limits, oneShot: oneShot,
+		hostFunctions: req.HostFunctions, freed: make(chan struct{})}
 	if err := in.start(ctx, spec, req); err != nil {
 		if !oneShot {
 			e.instances.remove(id, "", false)

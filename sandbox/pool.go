@@ -20,7 +20,10 @@ package sandbox
 // of two shares. Runs (Run, and a one-shot plugin run) take from the runs'
 // share and wait, cancellably, while it is short; long-lived instances take
 // from the instances' share and are refused (ErrTooManyInstances) when it
-// is short, as when MaxInstances are live. A store gives back what it took
+// is short, as when MaxInstances are live. A run that declares host
+// functions takes from the instances' share, waiting: it may hold its
+// store while its caller answers, and the caller's answer may need a run
+// (takeSlots). A store gives back what it took
 // after it is closed. Wasmtime itself never finds its pool empty.
 //
 // Each share holds its count of typical stores (a memory, the plugin
@@ -384,10 +387,15 @@ func (e *Engine) usePool(cfg *wasmtime.Config) {
 // takeSlots takes what a store of module info can come to hold (with the
 // plugin kernel, with the WASI shim) from the pool: from the instances'
 // share for a long-lived instance, refused when it is short, else from the
-// runs' share, waiting while it is short until ctx ends. Call it before the
-// store is made; give the slots back (release) after it is closed. Without
-// a pool it takes nothing.
-func (e *Engine) takeSlots(ctx context.Context, info *wasmbin.Info, plugin, wasi bool, tableElements uint64, longLived bool) (poolSlots, error) {
+// runs' share, waiting while it is short until ctx ends. A run that may
+// wait for its caller (awaitsCaller: it declares host functions) takes
+// from the instances' share too, waiting: while it waits it holds its
+// store without a core, as an instance does, and from the runs' share it
+// would starve the runs its caller's handler sends (with MaxRuns 1, each
+// would wait for it until its deadline). Call it before the store is made;
+// give the slots back (release) after it is closed. Without a pool it
+// takes nothing.
+func (e *Engine) takeSlots(ctx context.Context, info *wasmbin.Info, plugin, wasi bool, tableElements uint64, longLived, awaitsCaller bool) (poolSlots, error) {
 	p := e.pool
 	if p == nil {
 		return poolSlots{}, nil
@@ -395,12 +403,15 @@ func (e *Engine) takeSlots(ctx context.Context, info *wasmbin.Info, plugin, wasi
 	if tableElements > p.settings.tableElements {
 		return poolSlots{}, &Error{Kind: KindHost, Message: fmt.Sprintf("limits.tableElements: must be <= %d (the engine's maximum)", p.settings.tableElements)}
 	}
-	share := &p.runs
-	if longLived {
+	need := needOf(info, plugin, wasi)
+	share, wait := &p.runs, true
+	switch {
+	case longLived:
+		share, wait = &p.instances, false
+	case awaitsCaller && need.within(p.instances.size): // size is fixed at start
 		share = &p.instances
 	}
-	need := needOf(info, plugin, wasi)
-	if err := share.take(ctx, need, !longLived); err != nil {
+	if err := share.take(ctx, need, wait); err != nil {
 		return poolSlots{}, err
 	}
 	return poolSlots{share: share, need: need}, nil

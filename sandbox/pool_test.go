@@ -263,3 +263,40 @@ func TestPoolFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolRunWaitingForItsCaller: with MaxRuns 1, a run that waits for its
+// caller's answer to a host call does not hold the runs' share: the run
+// the caller's handler makes to answer it runs (before, it waited for the
+// first run's store until the first run's deadline).
+func TestPoolRunWaitingForItsCaller(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, sandbox.Config{MaxRuns: 1, Maximums: maximumsWith(func(l *limits.Limits) { l.Memories = 1 })})
+	ctx := context.Background()
+	guest, _, err := e.Compile(ctx, sandbox.Source{WAT: lookupGuest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add, _, err := e.Compile(ctx, sandbox.Source{WAT: `(module (memory 1) (func (export "f") (result i32) i32.const 7))`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sandbox.Request{Module: guest, Function: "run", Limits: hangLimits(), HostFunctions: []sandbox.HostFunction{lookupDecl},
+		Args: []sandbox.Value{sandbox.ValueI64(1), sandbox.ValueF64(1)}}
+	req.Host = func(ctx context.Context, _ sandbox.HostCall) ([]sandbox.HostValue, error) {
+		if info := e.PoolInfo(); info.RunsInUse != 0 {
+			return nil, fmt.Errorf("the waiting run holds the runs' share: %+v", info)
+		}
+		res, err := e.Run(ctx, sandbox.Request{Module: add, Function: "f", Limits: limits.Defaults()})
+		if err != nil {
+			return nil, err
+		}
+		return []sandbox.HostValue{{Value: res.Values[0]}, {Value: sandbox.ValueF32(0)}}, nil
+	}
+	res, err := e.Run(ctx, req)
+	if err != nil || res.Values[0] != sandbox.ValueI32(7) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if info := e.PoolInfo(); info.RunsInUse != 0 || info.InstancesInUse != 0 {
+		t.Fatalf("after the runs: %+v", info)
+	}
+}

@@ -177,7 +177,7 @@ func (e *Engine) openStore(ctx context.Context, spec storeSpec) (s *store, err e
 		}
 		instances++ // the WASI shim (wasi_shim.go)
 	}
-	if s.slots, err = e.takeSlots(ctx, m.info, spec.plugin != nil, s.wasi != nil, l.TableElements, spec.longLived); err != nil {
+	if s.slots, err = e.takeSlots(ctx, m.info, spec.plugin != nil, s.wasi != nil, l.TableElements, spec.longLived, len(spec.hostFunctions) > 0); err != nil {
 		return s, err
 	}
 	s.wt = wasmtime.NewStoreWithData(e.wt, s) // storeFunc finds s through a caller

@@ -28,7 +28,8 @@ func (e sidecarEngine) Instantiate(ctx context.Context, mod rpc.Module, req prot
 	boot := in.Instantiation()
 	info := protocol.InstanceInfo{ID: in.ID(), Plugin: in.IsPlugin(),
 		Usage:   protocol.Usage{FuelConsumed: boot.FuelConsumed, PeakMemoryBytes: boot.PeakMemoryBytes},
-		Elapsed: boot.Elapsed, LogLines: boot.LogLines, LogTruncated: boot.LogTruncated}
+		Elapsed: boot.Elapsed, LogLines: boot.LogLines, LogTruncated: boot.LogTruncated,
+		LogDropped: boot.LogDropped}
 	return &sidecarInstance{e: e, in: in, info: &cm.info}, info, nil
 }
 
@@ -146,8 +147,12 @@ type sidecarInstance struct {
 func (i *sidecarInstance) ID() string                   { return i.in.ID() }
 func (i *sidecarInstance) Module() *protocol.ModuleInfo { return i.info }
 func (i *sidecarInstance) Limits() limits.Limits        { return i.in.Limits() }
-func (i *sidecarInstance) Release()                     { i.in.Release() }
-func (i *sidecarInstance) Enqueue() rpc.Turn            { return &sidecarTurn{i: i, t: i.in.Enqueue()} }
+
+// HostFunctions makes the instance an rpc hostDeclarer: its calls' host
+// calls are read by the declarations it was made with.
+func (i *sidecarInstance) HostFunctions() []protocol.HostFunction { return i.in.HostFunctions() }
+func (i *sidecarInstance) Release()                               { i.in.Release() }
+func (i *sidecarInstance) Enqueue() rpc.Turn                      { return &sidecarTurn{i: i, t: i.in.Enqueue()} }
 
 type sidecarTurn struct {
 	i *sidecarInstance

@@ -1,6 +1,6 @@
 // Command session shows a whole sidecar session from Go: spawn, initialize,
-// a run with streamed logs, a run that fails, a plugin instance called
-// twice, shutdown. It is the last step of `make demo`.
+// a run with streamed logs, a run that fails, a guest calling a function
+// this program serves, a plugin instance called twice, shutdown. It is the last step of `make demo`.
 package main
 
 import (
@@ -68,6 +68,9 @@ func session() error {
 	}
 	fmt.Printf("run infinite_loop: error %d %s\n", e.Code, e.Kind())
 
+	if err := hostFunction(ctx, c); err != nil {
+		return err
+	}
 	if err := plugin(ctx, c); err != nil {
 		return err
 	}
@@ -76,6 +79,24 @@ func session() error {
 		return err
 	}
 	fmt.Println("shutdown: ok")
+	return nil
+}
+
+// hostFunction runs a guest that imports env::lookup, which this program
+// serves: the sidecar asks the run's handler for each call (host/call).
+func hostFunction(ctx context.Context, c *sandboxd.Client) error {
+	lookup := func(_ context.Context, call sandboxd.HostCall) ([]sandboxd.HostValue, error) {
+		return []sandboxd.HostValue{sandboxd.HostI32(int32(call.Args[0].I64()) * 10)}, nil
+	}
+	res, err := c.RunWith(ctx, rpc.RunParams{
+		Module:   rpc.ModuleSpec{Path: sandboxd.Str("testdata/wat/host_lookup.wat")},
+		Function: "sum", Args: []json.RawMessage{json.RawMessage("4")},
+		HostFunctions: []sandboxd.HostFunction{{Module: "env", Name: "lookup", Params: []string{"i64"}, Results: []string{"i32"}}},
+	}, sandboxd.RunHandlers{Host: lookup})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("run sum(4) of lookup(k) = 10k, served by this program: %s\n", res.Values[0].Value)
 	return nil
 }
 
