@@ -175,8 +175,13 @@ class GoPluginTest(PluginTestCase):
         self.assertEqual(cm.exception.message, "failed on purpose: one-shot")
 
     def test_grants_are_enforced(self):
-        with self.assertRaises(sandboxd.DisallowedImport):
-            self.sb.plugin(module=self.go, wasi=True)  # log_* not granted
+        with self.assertRaises(sandboxd.DisallowedImport) as cm:
+            self.sb.plugin(module=self.go, log=True)  # WASI not granted
+        self.assertEqual(cm.exception.module, "wasi_snapshot_preview1")
+        # Extism links log_* for every plugin: without the grant the plugin
+        # runs and its lines are dropped
+        with self.sb.plugin(module=self.go, wasi=True) as p:
+            self.assertEqual(p.call("logs").logs, [])
 
 
 class WatPluginTest(PluginTestCase):
