@@ -16,9 +16,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from ._params import compile_params, instantiate_params, run_request
 from ._plugin import AsyncPlugin, PluginOpening, plugin_options
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
-from ._protocol import (
-    Call, Session, Transform, parse_any, parse_instantiated, parse_module, parse_object, parse_run_result,
-    read_failure, release_params,
+from ._protocol import Call, Session, read_failure
+from ._results import (
+    Transform, parse_any, parse_instantiated, parse_module, parse_object, parse_run_result, release_params,
 )
 from ._types import Limits, Module, OnLog, OnOutput, RunOptions, RunResult
 from .errors import SidecarError

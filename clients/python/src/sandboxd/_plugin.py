@@ -16,13 +16,14 @@ import threading
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 
 from ._params import call_params, instantiate_params
-from ._protocol import Instantiated, call_result_parser, release_params
+from ._results import Instantiated, call_result_parser, release_params
 from ._types import CallResult, Limits, OnLog, OnOutput, RunOptions
 from .errors import InstanceClosed, InvalidParams, SandboxError, SidecarError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._async import _AsyncConnection
-    from ._client import RunHandle, _Connection
+    from ._client import RunHandle
+    from ._connection import _Connection
 
 __all__ = ["Plugin", "AsyncPlugin", "plugin_options"]
 
