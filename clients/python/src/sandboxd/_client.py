@@ -11,8 +11,9 @@ import threading
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ._connection import _Connection, _Outcome
-from ._params import compile_params, instantiate_params, run_request
-from ._plugin import Plugin, plugin_options
+from ._hostcalls import NO_HOST_FUNCTIONS, HostFunction
+from ._params import compile_params, run_request
+from ._plugin import Plugin, instantiate_request
 from ._process import find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import Call
 from ._results import parse_instantiated, parse_module, parse_object, parse_run_result
@@ -40,6 +41,9 @@ class Sidecar:
         restart: if the sidecar dies, start a fresh one on the next call
             (calls pending at the time of death still fail with
             SidecarError). Without it, later calls raise SidecarError.
+        host_functions: :class:`~sandboxd.HostFunction` s declared to every
+            run and instance of this sidecar, serving their guests' calls
+            unless a run or an instance registers its own of the same name.
 
     The process is started by the constructor. If this process dies without
     calling close(), the sidecar sees EOF on stdin and exits by itself.
@@ -47,7 +51,8 @@ class Sidecar:
 
     def __init__(self, binary: Optional[str] = None, args: Sequence[str] = (),
                  max_concurrency: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
-                 restart: bool = False) -> None:
+                 restart: bool = False, host_functions: Sequence[HostFunction] = ()) -> None:
+        self._host_functions = NO_HOST_FUNCTIONS.merged(host_functions, "host_functions")
         self._argv = sidecar_argv(find_binary(binary), args, max_concurrency)
         self._env = sidecar_env(env)
         self._restart = restart
@@ -154,9 +159,9 @@ class Sidecar:
         return RunHandle(*self._send_run(options, keywords))
 
     def _send_run(self, options: Optional[RunOptions], keywords: Dict[str, Any]) -> Tuple[_Connection, Call, _Outcome]:
-        params, on_log, on_output = run_request(options, keywords)
+        params, on_log, on_output, functions = run_request(options, keywords, self._host_functions)
         conn = self._connection()
-        call, out = conn.start("run", params, on_log, parse_run_result, on_output)
+        call, out = conn.start("run", params, on_log, parse_run_result, on_output, host_functions=functions)
         return conn, call, out
 
     def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
@@ -206,13 +211,12 @@ class Sidecar:
         return self._instantiate(keywords, "instantiate()")
 
     def _instantiate(self, keywords: Dict[str, Any], caller: str) -> Plugin:
-        opts = plugin_options(keywords, caller)
-        params = instantiate_params(opts)
+        opts, params, functions = instantiate_request(keywords, caller, self._host_functions)
         conn = self._connection()
         call, out = conn.start("instantiate", params, opts.on_log, parse_instantiated, opts.on_output,
-                               on_late=conn.release_late)
+                               on_late=conn.release_late, host_functions=functions)
         info = conn.wait(call, out, None)
-        return Plugin(conn, info, params.get("capabilities", {}))
+        return Plugin(conn, info, params.get("capabilities", {}), functions)
 
     def stats(self) -> Dict[str, Any]:
         """The sidecar's counters (the ``stats`` method) as a dict."""

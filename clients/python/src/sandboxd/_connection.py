@@ -16,8 +16,9 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ._hostcalls import NO_HOST_FUNCTIONS, HostCall, HostFunctions, answer_plain
 from ._process import BUILD_HINT, StderrTail
 from ._protocol import Call, Session, read_failure
 from ._results import Transform, parse_any, release_params
@@ -44,15 +45,18 @@ def _keep_signals_for_callers() -> None:
 
 
 class _Outcome:
-    """How one request ended: set once by its settle callback."""
+    """How one request ended: set once by its settle callback. Meanwhile
+    the host calls its guest makes wait here for the thread that waits for
+    it to serve them."""
 
-    __slots__ = ("done", "result", "exc", "waiter")
+    __slots__ = ("done", "result", "exc", "waiter", "host_calls")
 
     def __init__(self) -> None:
         self.done = False
         self.result: Any = None
         self.exc: Optional[BaseException] = None
         self.waiter: Optional[_Waiter] = None  # the thread blocked on it, if any
+        self.host_calls: List[HostCall] = []  # to serve on that thread
 
 
 class _Waiter:
@@ -87,6 +91,14 @@ class _Connection:
     never blocks writing and their callbacks run), and when the sidecar's
     stderr has ended (it is exiting: read its stdout to the end and fail
     what is pending, also while nobody calls).
+
+    A host call is served by the thread waiting for the request whose guest
+    made it: whoever reads the ``host/call`` queues it on that request's
+    outcome and wakes its thread, which gives the token up and runs the
+    handler (so the handler may send requests of its own, read for them,
+    and answer). A request nobody waits for (``submit()`` without
+    ``result()``, a wait that timed out) has its host calls served on a
+    thread of their own.
     """
 
     def __init__(self, argv: Sequence[str], env: Optional[Dict[str, str]]) -> None:
@@ -100,7 +112,7 @@ class _Connection:
         self._in_fd = self.proc.stdin.fileno()
         self._out_fd = self.proc.stdout.fileno()
         self.tail = StderrTail()
-        self.session = Session(self.tail.text)
+        self.session = Session(self.tail.text, serve=self._route_host_call, reply=self._send_soon)
         self.info: Optional[Dict[str, Any]] = None  # the initialize result, once asked for
         self._write_lock = threading.Lock()
         self._closing = False
@@ -238,8 +250,20 @@ class _Connection:
 
     def await_outcome(self, out: _Outcome, timeout: Optional[float] = None) -> None:
         """Block until ``out`` is settled, reading for it if nobody else is
-        (see the class docstring). Raises concurrent.futures.TimeoutError
-        after ``timeout`` seconds."""
+        and serving its host calls (see the class docstring). Raises
+        concurrent.futures.TimeoutError after ``timeout`` seconds."""
+        try:
+            self._await(out, timeout)
+        except BaseException:
+            # Leaving without the outcome (timed out, interrupted): host
+            # calls queued for this thread go to threads of their own.
+            with self._lock:
+                calls, out.host_calls = out.host_calls, []
+            for host_call in calls:
+                self._serve_apart(host_call)
+            raise
+
+    def _await(self, out: _Outcome, timeout: Optional[float]) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         lock = self._lock
         while True:
@@ -247,6 +271,21 @@ class _Connection:
             if out.done:
                 lock.release()
                 return
+            if out.host_calls:
+                # Its guest waits for a host function: serve it here, and
+                # let another caller read meanwhile.
+                calls, out.host_calls = out.host_calls, []
+                if self._reader is None:
+                    self._pass_token()
+                lock.release()
+                for i, host_call in enumerate(calls):
+                    try:
+                        self._serve(host_call)
+                    except BaseException:  # interrupted: the rest are still to serve
+                        with lock:
+                            out.host_calls[:0] = calls[i + 1:]
+                        raise
+                continue
             if timeout is None and self._reader is None and not self._ended.is_set():
                 self._reader = out
                 lock.release()
@@ -297,6 +336,49 @@ class _Connection:
                 self._wake_background.notify()
         self._ended.wait(timeout)
 
+    # -- host calls
+
+    def _route_host_call(self, host_call: HostCall) -> None:
+        """Give a host call to the thread waiting for its request (see the
+        class docstring); called by the reader."""
+        out = host_call.call.owner
+        with self._lock:
+            if isinstance(out, _Outcome) and not out.done and (out.waiter is not None or self._reader is out):
+                out.host_calls.append(host_call)
+                if out.waiter is not None:
+                    out.waiter.wake()
+                return
+        self._serve_apart(host_call)
+
+    def _serve_apart(self, host_call: HostCall) -> None:
+        def serve() -> None:
+            _keep_signals_for_callers()
+            self._serve(host_call)
+
+        threading.Thread(target=serve, name="sandboxd-host-call", daemon=True).start()
+
+    def _serve(self, host_call: HostCall) -> None:
+        """Run a host call's handler on this thread and send its answer."""
+        if host_call.cancelled:
+            return
+        frame = answer_plain(host_call, self.session.finish_host_call)
+        if frame is not None:
+            try:
+                self.send(frame)
+            except (OSError, ValueError):
+                pass  # the sidecar is gone; the reader tells the waiting calls
+
+    def _send_soon(self, frame: bytes) -> None:
+        """Send an answer the reader made, from a thread of its own: the
+        reader must not block writing to a sidecar that waits for it to read."""
+        def send() -> None:
+            try:
+                self.send(frame)
+            except (OSError, ValueError):
+                pass
+
+        threading.Thread(target=send, name="sandboxd-reply", daemon=True).start()
+
     # -- requests
 
     def send(self, frame: bytes) -> None:
@@ -313,11 +395,13 @@ class _Connection:
 
     def start(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
               transform: Transform = parse_any, on_output: Optional[OnOutput] = None,
-              on_late: Optional[Callable[[Any], None]] = None) -> Tuple[Call, _Outcome]:
-        """Send a request; returns it and the outcome its response settles."""
+              on_late: Optional[Callable[[Any], None]] = None,
+              host_functions: HostFunctions = NO_HOST_FUNCTIONS) -> Tuple[Call, _Outcome]:
+        """Send a request; returns it and the outcome its response settles.
+        ``host_functions`` serve its guest's host calls."""
         out = _Outcome()
         call, frame = self.session.start(method, params, functools.partial(self._settle, out), on_log,
-                                         transform, on_output, on_late)
+                                         transform, on_output, on_late, host_functions, out)
         try:
             self.send(frame)
         except (OSError, ValueError) as e:  # ValueError: stdin already closed
