@@ -331,7 +331,7 @@ type artefactStore struct {
 }
 
 // storedArtefact heads one file: artefactMagic, then a frame (see
-// compilechild.go) whose payload is the compiled module.
+// compilechild_frame.go) whose payload is the compiled module.
 type storedArtefact struct {
 	Payload  int
 	ID       string

@@ -206,22 +206,7 @@ type Engine struct {
 	compileSlots chan struct{} // one token per compile running (MaxCompiles)
 	ticker       *epochTicker
 
-	exeOnce sync.Once // the compile child's program, found once
-	exe     string
-	exeErr  error
-
-	spareMu       sync.Mutex
-	spare         *childProc // a compile child started ahead of need
-	spareStarting bool
-	spareClaimed  bool          // a compile waits for the spare being started
-	spareTimer    *time.Timer   // refillSpareAfterCompile's
-	refillDelay   time.Duration // spareRefillDelay (tests change it)
-	spareStarted  sync.Cond     // on spareMu: spareStarting became false
-	spareClosed   bool
-	spareBeside   bool // a spare may start while a compile runs (takeChild)
-	spareWG       sync.WaitGroup
-	childStarts   atomic.Int64   // compile children started (tests)
-	reapers       sync.WaitGroup // goroutines waiting for killed children
+	children *childPool // the compile children, a spare among them (compilechild_pool.go)
 
 	stopCompiles     context.CancelFunc
 	closeOnce        sync.Once
@@ -275,14 +260,11 @@ func NewEngine(cfg Config) (*Engine, error) {
 		flight:       compileFlight{base: base, calls: map[string]*flightCall{}},
 		compileSlots: make(chan struct{}, cfg.MaxCompiles),
 		stopCompiles: stop,
-		spareBeside:  runtime.NumCPU() > cfg.MaxCompiles+1,
-		refillDelay:  spareRefillDelay,
 	}
-	e.spareStarted.L = &e.spareMu
 	// The first new module need not wait for a process start. The spare
 	// starts before the wasmtime engine is built: the child's exec and
 	// start-up are the longest part of a cold start's first compile.
-	e.refillSpare()
+	e.children = openChildPool(cfg.OneShot, runtime.NumCPU() > cfg.MaxCompiles+1)
 	wcfg := wasmtimeConfig()
 	e.usePool(wcfg)
 	e.wt = wasmtime.NewEngineWithConfig(wcfg)
@@ -292,19 +274,19 @@ func NewEngine(cfg Config) (*Engine, error) {
 }
 
 // Close kills the compiles in flight and waits for them, closes every
-// instance (cancelling their calls and waiting for them), and stops the
-// ticker. Runs in flight must have returned. Idempotent.
-func (e *Engine) Close() error {
+// instance (cancelling their calls and waiting for them), ends the compile
+// children (returning the first error met doing so) and stops the ticker.
+// Runs in flight must have returned. Idempotent.
+func (e *Engine) Close() (err error) {
 	e.closeOnce.Do(func() {
 		e.stopCompiles()
 		e.flight.wg.Wait()
 		e.instances.closeAll()
-		e.closeSpare()
-		e.reapers.Wait()
+		err = e.children.Close()
 		e.ticker.close()
 		e.removePrivateDir()
 	})
-	return nil
+	return err
 }
 
 // wasmtimeConfig chooses the engine's settings. Each is set explicitly so

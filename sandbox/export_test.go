@@ -9,7 +9,7 @@ import "time"
 func NewInProcessEngine(cfg Config) (*Engine, error) {
 	e, err := NewEngine(cfg)
 	if e != nil {
-		e.closeSpare() // no child is ever needed
+		e.children.Close() // no child is ever needed
 		e.compileInProcess = true
 	}
 	return e, err
@@ -22,21 +22,21 @@ func ModuleInfo(m *Module) any { return m.info }
 func CompilesRunning(e *Engine) int { return len(e.compileSlots) }
 
 // ChildStarts is the number of compile children e has started.
-func ChildStarts(e *Engine) int64 { return e.childStarts.Load() }
+func ChildStarts(e *Engine) int64 { return e.children.starts.Load() }
 
 // SetSpareRefillDelay changes how long after a compile e starts its next
-// spare (spareRefillDelay).
+// spare (spareRefillDelay, compilechild_pool.go).
 func SetSpareRefillDelay(e *Engine, d time.Duration) {
-	e.spareMu.Lock()
-	defer e.spareMu.Unlock()
-	e.refillDelay = d
+	e.children.mu.Lock()
+	defer e.children.mu.Unlock()
+	e.children.refillDelay = d
 }
 
 // SpareReady reports whether e has a spare child waiting.
 func SpareReady(e *Engine) bool {
-	e.spareMu.Lock()
-	defer e.spareMu.Unlock()
-	return e.spare != nil
+	e.children.mu.Lock()
+	defer e.children.mu.Unlock()
+	return e.children.spare != nil
 }
 
 // EvictNow runs the idle timer's function at once, as a timer that fired

@@ -75,7 +75,7 @@ type CompileInfo struct {
 // Compile returns the module for src, from the cache when its bytes were
 // compiled before. New bytes are converted, validated, instrumented and
 // compiled in a child process under src's compile limits (see
-// compilechild.go); concurrent compiles of the same bytes happen once,
+// compilechild_driver.go); concurrent compiles of the same bytes happen once,
 // and that compile is abandoned only when every caller waiting for it
 // has gone. Compile returns promptly when ctx is done. Errors are *Error
 // of kind invalid_module, compile_limit_exceeded, cancelled, or host (an
