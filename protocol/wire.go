@@ -163,6 +163,7 @@ type StatsResult struct {
 	UptimeMs          int64             `json:"uptimeMs"`
 	Requests          uint64            `json:"requests"`
 	Instances         *InstancesInfo    `json:"instances,omitempty"`
+	HostCalls         HostCallStats     `json:"hostCalls"`
 }
 
 // CacheInfo is the compile cache's counters.

@@ -148,12 +148,16 @@ func (rd *reader) run() {
 func (rd *reader) loop() (ended bool) {
 	s, in := rd.s, rd.in
 	for in.waitRoom() {
+		s.hosts.waitRoom()
 		body, err := rd.r.Read()
 		var big *framing.TooLargeError
 		switch {
 		case errors.As(err, &big):
 			// Answered before the body is read; the next Read skips it.
 			s.log.Warn("refused oversized message", "error", big.Error())
+			if s.refuseAnswer(big) {
+				continue // an answer to a host call: that call fails, nothing is sent
+			}
 			in.push(request{answer: errorBody(nil, CodeInvalidRequest, big.Error())})
 			continue
 		case err != nil:
@@ -161,6 +165,7 @@ func (rd *reader) loop() (ended bool) {
 			if errors.As(err, &fe) {
 				in.push(request{answer: errorBody(nil, CodeParseError, fe.Error())})
 			}
+			s.hosts.end() // the parent can answer no host call any more
 			in.finish(readEnd{err: err})
 			return true
 		}
@@ -211,6 +216,7 @@ func (rd *reader) runInline(req request) (handled, keep bool) {
 		return true, true // refused (or failed), and answered
 	}
 	run := rd.watch.begin(rd)
+	j.inlineRun = run
 	s.runAdmitted(j, turnErr)
 	return true, rd.watch.end(run)
 }
@@ -265,6 +271,25 @@ func (w *inlineWatch) end(gen uint64) (keep bool) {
 		return true
 	}
 	return false
+}
+
+// handOnNow hands the reader role on at once if inline run gen still
+// holds it: its job is about to wait for the parent, whose answer must be
+// read meanwhile.
+func (w *inlineWatch) handOnNow(gen uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.active && w.gen == gen {
+		w.active = false // the timer, armed, finds nothing to do
+		w.handOn(w.rd)
+	}
+}
+
+// handOnReading hands the reading on from j if the reader runs j itself.
+func (s *Server) handOnReading(j *job) {
+	if j.inlineRun != 0 {
+		s.watch.handOnNow(j.inlineRun)
+	}
 }
 
 // fire is the timer's: it hands the reader role on if the active run has

@@ -26,6 +26,9 @@
 //	slots.go            run slots (--max-concurrency, a semaphore): the run
 //	                    queue, starting jobs, a slot given back and taken
 //	                    again
+//	hostcall.go         host calls: the host/call requests to the parent,
+//	                    their answers routed from the reader, the wait
+//	                    without a slot, the cycle check, their counters
 //	encode.go           responses and log notifications as bytes
 //	outbox.go           the output: ordering, back-pressure, the drain
 //	                    deadline
@@ -38,6 +41,7 @@
 //	                    capabilities, args
 //	params_instance.go  instantiate, call and release params
 //	params_wasi.go      capabilities.wasi
+//	params_host.go      hostFunctions and hostCall
 //	errors.go           errors as JSON-RPC error objects
 //	compat.go           the names that moved to package protocol, kept
 //	faults.go           fault injection (build tag sandboxd_faults)

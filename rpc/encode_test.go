@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/sourcegraph/jsonrpc2"
+
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
@@ -57,6 +59,55 @@ func TestPlainResultEncoding(t *testing.T) {
 	for i, r := range declined {
 		if got, ok := appendPlainResult(nil, r); ok {
 			t.Errorf("declined result %d: encoded as %s", i, got)
+		}
+	}
+}
+
+// TestHostCallEncoding: the host/call request written by hand is what
+// json.Marshal writes of its params (values of every type, bytes as text
+// and as base64, escapes in names and ids, a call of an instance's).
+func TestHostCallEncoding(t *testing.T) {
+	type request struct {
+		JSONRPC string                  `json:"jsonrpc"`
+		ID      string                  `json:"id"`
+		Method  string                  `json:"method"`
+		Params  protocol.HostCallParams `json:"params"`
+	}
+	bytesOf := func(b string) protocol.HostValue {
+		return protocol.HostValue{Value: protocol.Value{Type: protocol.TypeBytes}, Bytes: []byte(b)}
+	}
+	args := []protocol.HostValue{{Value: protocol.ValueI32(-1)}, {Value: protocol.ValueI64(math.MinInt64)},
+		{Value: protocol.ValueF32(float32(math.Inf(-1)))}, {Value: protocol.Value{Type: protocol.F64, Bits: 0x7ff8000000000123}},
+		bytesOf("héllo <&> \"q\""), bytesOf("\x00\x01\xff"), bytesOf("")}
+	for _, c := range []struct {
+		id       jsonrpc2.ID
+		instance string
+		call     protocol.HostCall
+	}{
+		{jsonrpc2.ID{Num: 7}, "", protocol.HostCall{Module: "env", Name: "lookup", Args: args}},
+		{jsonrpc2.ID{Str: "a\u2028\"b", IsString: true}, "inst-1-2", protocol.HostCall{Module: "extism:host/user", Name: "<kv>\x1b", Args: nil}},
+	} {
+		got, err := encodeHostCall("sbx-3", &job{id: c.id}, c.instance, c.call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(request{JSONRPC: "2.0", ID: "sbx-3", Method: protocol.MethodHostCall,
+			Params: protocol.HostCallParams{ID: c.id, Instance: c.instance, Module: c.call.Module, Name: c.call.Name, Args: protocol.EncodeHostValues(c.call.Args)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("encoded\n%s\nwant\n%s", got, want)
+		}
+		var back request
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range back.Params.Args {
+			v, err := w.HostValue()
+			if err != nil || v.Type != c.call.Args[i].Type || v.Bits != c.call.Args[i].Bits || string(v.Bytes) != string(c.call.Args[i].Bytes) {
+				t.Errorf("arg %d read back as %+v, %v; sent %+v", i, v, err, c.call.Args[i])
+			}
 		}
 	}
 }

@@ -224,13 +224,16 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, 
 	logs := logWire{left: spec.limits.LogBytes}
 	run := protocol.Run{
 		Function: spec.function, Args: j.args, Limits: spec.limits, Capabilities: spec.caps,
-		Log: func(line string) { s.notifyLog(j.id, &logs, "", line) },
+		Log:           func(line string) { s.notifyLog(j.id, &logs, "", line) },
+		HostFunctions: spec.hostFunctions,
 	}
+	var output *outputWire
 	if spec.caps.WASI != nil {
-		output := s.newOutputWire(j.id, spec.limits.OutputBytes)
+		output = s.newOutputWire(j.id, spec.limits.OutputBytes)
 		run.Output = output.write
 		defer output.flush() // before the response, which the caller sends
 	}
+	run.Host = s.hostCaller(j, hostSite{fns: spec.hostFunctions, from: spec.hostCall, output: output})
 	res, err := s.eng.Run(j.ctx, j.mod, run)
 	if err != nil {
 		return nil, err

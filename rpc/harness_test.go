@@ -40,15 +40,23 @@ type harness struct {
 	barriers int
 }
 
-func startServer(t *testing.T, eng *rpctest.Engine, opts rpc.Options) *harness {
+// startServer serves eng, a *rpctest.Engine or *rpctest.Instances.
+func startServer(t *testing.T, eng rpc.Engine, opts rpc.Options) *harness {
 	t.Helper()
 	srv, err := rpc.NewServer(eng, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fake, ok := eng.(*rpctest.Engine)
+	if in, isInstances := eng.(*rpctest.Instances); isInstances {
+		fake, ok = in.Engine, true
+	}
+	if !ok {
+		t.Fatalf("startServer: %T is not a fake engine", eng)
+	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	h := &harness{t: t, srv: srv, eng: eng, inW: inW, ndjson: opts.Framing == rpc.FramingNDJSON,
+	h := &harness{t: t, srv: srv, eng: fake, inW: inW, ndjson: opts.Framing == rpc.FramingNDJSON,
 		msgs: make(chan *message, 100000), served: make(chan error, 1)}
 	go func() {
 		err := srv.Serve(context.Background(), inR, outW)

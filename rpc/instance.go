@@ -51,6 +51,13 @@ type InstanceEngine interface {
 	ExtismFunctions() []string
 }
 
+// hostDeclarer is implemented by an Instance made with host functions
+// (InstanceRequest.HostFunctions): its calls' host calls are read by
+// those declarations.
+type hostDeclarer interface {
+	HostFunctions() []protocol.HostFunction
+}
+
 // Instance is one long-lived instance as the server sees it.
 type Instance interface {
 	ID() string
@@ -129,10 +136,20 @@ func (s *Server) takeTurn(j *job) error {
 		return err
 	}
 	j.callParams, j.params = obj, nil // read once, here
+	var from string
+	if v := obj.values[callHostCall]; v != nil {
+		if from, err = decodeHostCall(v); err != nil {
+			return err
+		}
+	}
 	in, err := ie.LookupInstance(id)
 	if err != nil {
 		return err
 	}
+	if from != "" && s.hosts.waitsFor(from, in.ID()) {
+		return &hostCycleError{instance: in.ID(), hostCall: from}
+	}
+	j.hostCall = from
 	j.inst, j.turn = in, in.Enqueue()
 	s.mu.Lock()
 	s.inLine++
@@ -192,12 +209,17 @@ func (s *Server) execInstantiate(j *job, spec *instantiateSpec, queued time.Dura
 	ie, _ := s.instances()
 	logs := logWire{left: spec.limits.LogBytes}
 	req := protocol.InstanceRequest{Capabilities: spec.caps, Limits: spec.limits, Config: spec.config, VarBytes: spec.varBytes,
-		Log: func(level, line string) { s.notifyLog(j.id, &logs, level, line) }}
+		Log:           func(level, line string) { s.notifyLog(j.id, &logs, level, line) },
+		HostFunctions: spec.hostFunctions}
+	var output *outputWire
 	if spec.caps.WASI != nil {
-		output := s.newOutputWire(j.id, spec.limits.OutputBytes)
+		output = s.newOutputWire(j.id, spec.limits.OutputBytes)
 		req.Output = output.write
 		defer output.flush()
 	}
+	// The instance's id is not known before Instantiate returns: its
+	// start function's host calls carry the instantiate's request id only.
+	req.Host = s.hostCaller(j, hostSite{fns: spec.hostFunctions, from: spec.hostCall, output: output})
 	in, info, err := ie.Instantiate(j.ctx, j.mod, req)
 	if err != nil {
 		return nil, err
@@ -302,6 +324,9 @@ func (s *Server) execCall(j *job, spec *callSpec) (any, error) {
 		Log: func(level, line string) { s.notifyLog(j.id, &logs, level, line) }}
 	output := s.newOutputWire(j.id, or(spec.limits.OutputBytes, l.OutputBytes)) // a WASI instance's
 	call.Output = output.write
+	if d, ok := j.inst.(hostDeclarer); ok {
+		call.Host = s.hostCaller(j, hostSite{fns: d.HostFunctions(), instance: j.inst.ID(), from: j.hostCall, output: output})
+	}
 	res, err := j.turn.Call(j.ctx, call)
 	output.flush() // before the response
 	if err != nil {
@@ -368,13 +393,17 @@ func (s *Server) execPluginRun(j *job, queued time.Duration) (any, error) {
 	spec := j.spec
 	logs := logWire{left: spec.limits.LogBytes}
 	logf := func(level, line string) { s.notifyLog(j.id, &logs, level, line) }
-	req := protocol.InstanceRequest{Capabilities: spec.caps, Limits: spec.limits, Config: spec.config, VarBytes: s.opts.DefaultVarBytes, Log: logf}
+	req := protocol.InstanceRequest{Capabilities: spec.caps, Limits: spec.limits, Config: spec.config, VarBytes: s.opts.DefaultVarBytes, Log: logf,
+		HostFunctions: spec.hostFunctions}
 	call := protocol.Call{Function: spec.function, Args: j.args, Input: spec.input, Log: logf}
+	var output *outputWire
 	if spec.caps.WASI != nil {
-		output := s.newOutputWire(j.id, spec.limits.OutputBytes)
+		output = s.newOutputWire(j.id, spec.limits.OutputBytes)
 		req.Output, call.Output = output.write, output.write
 		defer output.flush()
 	}
+	req.Host = s.hostCaller(j, hostSite{fns: spec.hostFunctions, from: spec.hostCall, output: output})
+	call.Host = req.Host
 	res, err := ie.CallOnce(j.ctx, j.mod, req, call)
 	if err != nil {
 		return nil, err

@@ -66,6 +66,8 @@ type Server struct {
 	stats       counters
 
 	slots *semaphore.Weighted // MaxConcurrency run slots (slots.go)
+	hosts *hostCalls          // the host calls in flight (hostcall.go)
+	watch *inlineWatch        // hands the reading on from a request run inline (dispatch.go)
 	// tasks owns every goroutine of an admitted job: its preparation (a
 	// compile, a large message, a call waiting for its instance) and its
 	// run. Each job has at most one at a time (its run's starts as its
@@ -95,7 +97,8 @@ func NewServer(eng Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{eng: eng, opts: o, log: o.Logger, start: time.Now(),
 		jobs: map[idKey]*job{}, idle: make(chan struct{}),
-		stats: counters{runs: map[string]uint64{}}, slots: semaphore.NewWeighted(int64(o.MaxConcurrency))}
+		stats: counters{runs: map[string]uint64{}}, slots: semaphore.NewWeighted(int64(o.MaxConcurrency)),
+		hosts: newHostCalls(o.MaxQueueBytes)}
 	return s, nil
 }
 
@@ -126,8 +129,9 @@ func (s *Server) Serve(ctx context.Context, rd io.Reader, out io.Writer) error {
 	writer.Go(s.out.run)
 	in := newInbox()
 	inputEnded := make(chan struct{}) // the reader has stopped: end of input, or a read error
+	s.watch = &inlineWatch{handOn: func(rd *reader) { s.loops.Go(rd.run) }, now: time.Now}
 	reader := &reader{s: s, r: framing.NewReader(rd, s.opts.Framing, s.opts.MaxMessageBytes), in: in, eof: inputEnded,
-		watch: &inlineWatch{handOn: func(rd *reader) { s.loops.Go(rd.run) }, now: time.Now}}
+		watch: s.watch}
 	s.loops.Go(reader.run)
 	var end readEnd
 	dispatched := make(chan struct{}) // the dispatcher has handled everything read, or exit
@@ -247,6 +251,7 @@ func (s *Server) drain(in io.Reader, reading bool) {
 		j.cancel()
 	}
 	s.mu.Unlock()
+	s.hosts.close() // the reader waits no more for runs to take up their answers
 	for _, j := range queued {
 		s.answerCancelled(j)
 	}

@@ -59,7 +59,7 @@ func oracleDecodeInstantiate(data []byte, defaults, max limits.Limits, vars varL
 		panic(fmt.Sprintf("%q is valid JSON, yet: %v", data, err))
 	}
 	o := &oracle{}
-	params, ok := o.object(v, "params", "module", "capabilities", "limits", "config")
+	params, ok := o.object(v, "params", "module", "capabilities", "limits", "config", "hostFunctions", "hostCall")
 	if !ok {
 		return nil, o.faults
 	}
@@ -87,6 +87,7 @@ func oracleDecodeInstantiate(data []byte, defaults, max limits.Limits, vars varL
 	if c, ok := params.get("config"); ok {
 		spec.config = o.config(c)
 	}
+	spec.hostFunctions, spec.hostCall = o.host(params)
 	if len(o.faults) > 0 {
 		return nil, o.faults
 	}
@@ -97,6 +98,6 @@ func oracleDecodeInstantiate(data []byte, defaults, max limits.Limits, vars varL
 func instantiateSummary(s *instantiateSpec) string {
 	caps := s.caps
 	caps.WASI = nil // printed by value below
-	return fmt.Sprintf("src=%+v limits=%+v varBytes=%d caps=%+v wasi=%+v config=%v",
-		s.source, s.limits, s.varBytes, caps, s.caps.WASI, s.config)
+	return fmt.Sprintf("src=%+v limits=%+v varBytes=%d caps=%+v wasi=%+v config=%v host=%q from %q",
+		s.source, s.limits, s.varBytes, caps, s.caps.WASI, s.config, s.hostFunctions, s.hostCall)
 }

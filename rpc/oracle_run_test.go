@@ -25,7 +25,7 @@ func oracleDecodeRun(data []byte, defaults, max limits.Limits) (spec *runSpec, a
 	}
 	o := &oracle{}
 	spec = &runSpec{function: "run", defaultFunction: true, limits: defaults}
-	params, ok := o.object(v, "params", "module", "function", "args", "limits", "capabilities", "input", "config")
+	params, ok := o.object(v, "params", "module", "function", "args", "limits", "capabilities", "input", "config", "hostFunctions", "hostCall")
 	if !ok {
 		return nil, nil, o.faults
 	}
@@ -64,6 +64,7 @@ func oracleDecodeRun(data []byte, defaults, max limits.Limits) (spec *runSpec, a
 	if c, ok := params.get("config"); ok {
 		spec.config = o.config(c)
 	}
+	spec.hostFunctions, spec.hostCall = o.host(params)
 	if len(o.faults) > 0 {
 		return nil, nil, o.faults
 	}
@@ -341,4 +342,88 @@ func (o *oracle) bytesValue(v any, field string) []byte {
 	}
 	o.fault(field)
 	return nil
+}
+
+// host reads hostFunctions and hostCall (*Host functions served by the
+// parent*): at most 1,024 declarations {module, name, params, results},
+// module and name non-empty strings of at most 1,024 bytes without NUL,
+// the module not one of sandboxd's own, params and results (absent or
+// null: none) at most 1,000 types of i32, i64, f32, f64, bytes, no
+// module and name declared twice; hostCall "sbx-" and digits' worth of
+// a string (at most 24 bytes).
+func (o *oracle) host(params plainObject) ([]protocol.HostFunction, string) {
+	const field = "hostFunctions"
+	var fns []protocol.HostFunction
+	if v, ok := params.get(field); ok {
+		list, ok := v.([]any)
+		if !ok || len(list) > 1024 {
+			o.fault(field)
+		}
+		seen := map[[2]string]bool{}
+		for i, e := range list {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			decl, ok := o.object(e, f, "module", "name", "params", "results")
+			if !ok {
+				continue
+			}
+			fn := protocol.HostFunction{Params: []string{}, Results: []string{}}
+			for _, key := range []string{"module", "name"} {
+				val, ok := decl.get(key)
+				if !ok {
+					o.fault(f + "." + key)
+				}
+				s := o.str(val, f+"."+key)
+				if s == "" || len(s) > 1024 || strings.Contains(s, "\x00") {
+					o.fault(f + "." + key)
+				}
+				if key == "module" {
+					fn.Module = s
+				} else {
+					fn.Name = s
+				}
+			}
+			switch fn.Module {
+			case "host", "wasi_snapshot_preview1", "extism:host/env":
+				o.fault(f + ".module")
+			}
+			for _, key := range []string{"params", "results"} {
+				val, ok := decl.get(key)
+				if !ok {
+					continue
+				}
+				types, ok := val.([]any)
+				if !ok || len(types) > 1000 {
+					o.fault(f + "." + key)
+				}
+				for j, t := range types {
+					s := o.str(t, fmt.Sprintf("%s.%s[%d]", f, key, j))
+					switch s {
+					case "i32", "i64", "f32", "f64", "bytes":
+					default:
+						o.fault(fmt.Sprintf("%s.%s[%d]", f, key, j))
+					}
+					if key == "params" {
+						fn.Params = append(fn.Params, s)
+					} else {
+						fn.Results = append(fn.Results, s)
+					}
+				}
+			}
+			if k := [2]string{fn.Module, fn.Name}; seen[k] {
+				o.fault(f)
+			} else {
+				seen[k] = true
+			}
+			fns = append(fns, fn)
+		}
+	}
+	var from string
+	if v, ok := params.get("hostCall"); ok {
+		from = o.str(v, "hostCall")
+		digits, ok := strings.CutPrefix(from, "sbx-")
+		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" || len(from) > 24 {
+			o.fault("hostCall")
+		}
+	}
+	return fns, from
 }

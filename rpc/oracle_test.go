@@ -293,8 +293,8 @@ func specSummary(s *runSpec, args []string) string {
 	caps.WASI = nil // printed by value below
 	src := s.source
 	src.Encoded = nil // the wire literal the decoded text or bytes came from
-	return fmt.Sprintf("src=%+v function=%q default=%v args=%q limits=%+v caps=%+v wasi=%+v input=%q (nil %v) config=%v",
-		src, s.function, s.defaultFunction, args, s.limits, caps, s.caps.WASI, s.input, s.input == nil, s.config)
+	return fmt.Sprintf("src=%+v function=%q default=%v args=%q limits=%+v caps=%+v wasi=%+v input=%q (nil %v) config=%v host=%q from %q",
+		src, s.function, s.defaultFunction, args, s.limits, caps, s.caps.WASI, s.input, s.input == nil, s.config, s.hostFunctions, s.hostCall)
 }
 
 // decodedArgs renders the decoder's args as the oracle does.

@@ -17,6 +17,9 @@ type instantiateSpec struct {
 	limits   limits.Limits
 	varBytes uint64
 	config   map[string]string
+	// As a run's (runSpec).
+	hostFunctions []protocol.HostFunction
+	hostCall      string
 }
 
 // callSpec is a decoded `call` request.
@@ -58,6 +61,9 @@ func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits, vars va
 		if spec.config, err = decodeConfig(v); err != nil {
 			return nil, err
 		}
+	}
+	if spec.hostFunctions, spec.hostCall, err = decodeHostMembers(&p, instantiateHostFunctions, instantiateHostCall); err != nil {
+		return nil, err
 	}
 	return spec, nil
 }

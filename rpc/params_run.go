@@ -26,6 +26,10 @@ type runSpec struct {
 	// defaultFunction: function was omitted, so a WASI command's _start
 	// is called when the module exports one (compileRun decides).
 	defaultFunction bool
+	// hostFunctions are the imports the parent serves; hostCall the host
+	// call whose handler sent the run ("" if none).
+	hostFunctions []protocol.HostFunction
+	hostCall      string
 }
 
 // decodeRun reads the (screened) params of `run`. A module sent as wat or
@@ -88,6 +92,9 @@ func decodeRunMembers(raw json.RawMessage, defaults, max limits.Limits) (*runSpe
 	}
 	spec.source.CompileTimeout, spec.source.CompileMemoryBytes = spec.limits.CompileTimeout, spec.limits.CompileMemoryBytes
 	if spec.caps, err = decodeCapabilities(p.values[runCapabilities]); err != nil {
+		return spec, err
+	}
+	if spec.hostFunctions, spec.hostCall, err = decodeHostMembers(&p, runHostFunctions, runHostCall); err != nil {
 		return spec, err
 	}
 	return spec, nil

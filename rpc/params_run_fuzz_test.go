@@ -194,6 +194,17 @@ var decodeRunSeeds = []string{
 	`{"module":{"wat":"x"},"` + strings.Repeat("\u202e", 30) + `":1}`,
 	`{"module":{"wat":"x"},"unknown":1,"other":2}`,
 	`{}`,
+	// Issue 20: hostFunctions and hostCall.
+	`{"module":{"wat":"x"},"hostFunctions":[{"module":"env","name":"f","params":["i64","bytes"],"results":["i32"]}],"hostCall":"sbx-1"}`,
+	`{"module":{"wat":"x"},"hostFunctions":[{"module":"env","name":"f"},{"module":"env","name":"f","params":null}]}`,
+	`{"module":{"wat":"x"},"hostFunctions":[{"module":"host","name":"log"}]}`,
+	`{"module":{"wat":"x"},"hostFunctions":[{"module":"env","name":"f","params":["i128"],"results":[1]}]}`,
+	`{"module":{"wat":"x"},"hostFunctions":[{"module":"","name":"f\u0000","mode":1}]}`,
+	`{"module":{"wat":"x"},"hostFunctions":[null,[],{"name":"f"}],"hostCall":"sbx-"}`,
+	`{"module":{"wat":"x"},"hostFunctions":{},"hostCall":1}`,
+	`{"module":{"wat":"x"},"hostFunctions":null,"hostCall":null}`,
+	`{"module":{"wat":"x"},"hostCall":"sbx-123456789012345678901"}`,
+	`{"module":{"wat":"x"},"hostCall":"\u0073bx-1"}`,
 }
 
 func FuzzDecodeRunDifferential(f *testing.F) {

@@ -44,6 +44,7 @@ type job struct {
 	inst       Instance
 	turn       Turn
 	callParams members // a call's params, read where it was read
+	hostCall   string  // a call's hostCall, read where it was read
 	inLine     bool    // counted in Server.inLine; guarded by Server.mu
 	exec       func(queued time.Duration) (any, error)
 
@@ -51,6 +52,9 @@ type job struct {
 	holding bool          // holds a run slot; guarded by Server.mu
 	elem    *list.Element // in the run queue while phaseQueued
 	replied bool          // owned by the goroutine that answers
+	// inlineRun is the reader's inline run (inlineWatch's gen) that runs
+	// the job, if one does; 0 otherwise.
+	inlineRun uint64
 }
 
 // admit queues a run or compile request for its prepare stage, or answers
@@ -286,7 +290,7 @@ func (s *Server) explainCancel(err error) error {
 	s.mu.Lock()
 	draining := s.state >= stateDraining
 	s.mu.Unlock()
-	if !draining {
+	if !draining && !s.hosts.inputEnded() {
 		return err
 	}
 	return &protocol.Error{Kind: protocol.KindCancelled, Data: pe.Data,

@@ -121,6 +121,10 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 		return request{}, false
 	}
 	env = envelopeOf(trimmed)
+	if env.Method == nil && (env.Result != nil || env.Error != nil) {
+		s.routeAnswer(env, int64(len(body))) // a response: answers a host call, never answered itself
+		return request{}, false
+	}
 	req := request{hasID: env.ID != nil, size: int64(len(body))}
 	if req.hasID {
 		id, ok := parseID(env.ID)
@@ -138,10 +142,6 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 		}
 	}
 	if env.Method == nil {
-		if env.Result != nil || env.Error != nil {
-			s.log.Warn("ignoring a response sent to the server", "id", string(env.ID))
-			return request{}, false
-		}
 		answer(CodeInvalidRequest, `invalid request: "method" is missing`)
 		return request{}, false
 	}

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"time"
 )
 
@@ -120,14 +121,15 @@ func (s *Server) slotFreed() {
 // sending runs of its own is served even with --max-concurrency 1. The
 // job then takes a slot again before withoutSlot returns, ahead of the
 // jobs in the run queue (it holds a store already; finishing it frees
-// that). If the job is cancelled (or the server drains) while it waits
-// for a slot, withoutSlot returns the context's error holding none; the
-// job ends with it and is answered as usual. While away the job counts as
-// running in stats (inFlight), not against the slots.
+// that). If ctx (the run's: its deadline and cancellation; the drain
+// cancels it too) ends while the job waits for a slot, withoutSlot
+// returns the context's error holding none; the job ends with it and is
+// answered as usual. While away the job counts as running in stats
+// (inFlight), not against the slots.
 //
 // Call it on the goroutine that runs j, while j holds a slot (a job's
 // goroutine from startQueued, or the reader's for a job run inline).
-func (s *Server) withoutSlot(j *job, wait func()) error {
+func (s *Server) withoutSlot(ctx context.Context, j *job, wait func()) error {
 	s.mu.Lock()
 	if !s.leaveSlotLocked(j) {
 		s.mu.Unlock()
@@ -142,7 +144,7 @@ func (s *Server) withoutSlot(j *job, wait func()) error {
 	s.mu.Lock()
 	s.returning++ // from now on the queue starts nothing: the next free slot is ours
 	s.mu.Unlock()
-	err := s.slots.Acquire(j.ctx, 1)
+	err := s.slots.Acquire(ctx, 1)
 	s.mu.Lock()
 	s.returning--
 	s.away--

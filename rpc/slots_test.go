@@ -14,8 +14,8 @@ import (
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
-// Run slots (slots.go). withoutSlot has no caller yet but these tests: the
-// host calls of issue 20 will wait for the parent through it.
+// Run slots (slots.go). withoutSlot is the host calls' (hostcall.go);
+// these tests hold it to its contract alone.
 
 // slotEngine runs guest code only while a job holds a slot, and checks
 // that no more than the slots run at once. By function:
@@ -111,7 +111,7 @@ func (e *slotEngine) Run(ctx context.Context, _ Module, run protocol.Run) (*prot
 		}
 	case "outside":
 		e.leave() // no guest code runs while the job waits outside
-		err := e.srv.withoutSlot(e.job(ctx), func() {
+		err := e.srv.withoutSlot(ctx, e.job(ctx), func() {
 			e.events <- "outside: waiting"
 			<-e.release
 		})

@@ -42,6 +42,7 @@ func (s *Server) initializeResult() *protocol.InitializeResult {
 
 func (s *Server) statsResult() *protocol.StatsResult {
 	cache := s.eng.CacheStats()
+	hostCalls := s.hosts.stats()
 	var instances *protocol.InstancesInfo
 	if ie, ok := s.instances(); ok {
 		st := ie.InstanceStats()
@@ -65,6 +66,7 @@ func (s *Server) statsResult() *protocol.StatsResult {
 		UptimeMs:          time.Since(s.start).Milliseconds(),
 		Requests:          s.stats.requests,
 		Instances:         instances,
+		HostCalls:         hostCalls,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // The params of every method, as the wire has them: each JSON object the
@@ -47,10 +48,13 @@ const (
 	runCapabilities
 	runInput
 	runConfig
+	runHostFunctions
+	runHostCall
 )
 
 var runShape = newShape("params", []string{runModule: "module", runFunction: "function", runArgs: "args",
-	runLimits: "limits", runCapabilities: "capabilities", runInput: "input", runConfig: "config"})
+	runLimits: "limits", runCapabilities: "capabilities", runInput: "input", runConfig: "config",
+	runHostFunctions: protocol.HostFunctionsField, runHostCall: protocol.HostCallField})
 
 // compile.
 const (
@@ -69,10 +73,13 @@ const (
 	instantiateCapabilities
 	instantiateLimits
 	instantiateConfig
+	instantiateHostFunctions
+	instantiateHostCall
 )
 
 var instantiateShape = newShape("params", []string{instantiateModule: "module",
-	instantiateCapabilities: "capabilities", instantiateLimits: "limits", instantiateConfig: "config"})
+	instantiateCapabilities: "capabilities", instantiateLimits: "limits", instantiateConfig: "config",
+	instantiateHostFunctions: protocol.HostFunctionsField, instantiateHostCall: protocol.HostCallField})
 
 // call.
 const (
@@ -81,10 +88,11 @@ const (
 	callInput
 	callArgs
 	callLimits
+	callHostCall
 )
 
 var callShape = newShape("params", []string{callInstance: "instance", callFunction: "function",
-	callInput: "input", callArgs: "args", callLimits: "limits"})
+	callInput: "input", callArgs: "args", callLimits: "limits", callHostCall: protocol.HostCallField})
 
 // release.
 const releaseInstance = 0
@@ -164,6 +172,20 @@ const (
 )
 
 var dirShape = newShape(wasiField+".dirs[]", []string{dirHost: "host", dirGuest: "guest", dirWritable: "writable"})
+
+// Each entry of hostFunctions (whose path is hostFunctions[i]).
+const (
+	hostFnModule = iota
+	hostFnName
+	hostFnParams
+	hostFnResults
+)
+
+var hostFunctionShape = newShape(protocol.HostFunctionsField+"[]", []string{hostFnModule: "module", hostFnName: "name",
+	hostFnParams: "params", hostFnResults: "results"})
+
+// The result of the parent's answer to a host call.
+var hostAnswerShape = newShape("result", []string{"values"})
 
 // MaxArgs is the most args a run may pass: wasm's limit on a function's
 // parameters (wasmparser's, which wasmtime applies). A longer array is

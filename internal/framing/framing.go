@@ -55,8 +55,17 @@ func (e *Error) Error() string { return "unrecoverable framing error: " + e.Prob
 // TooLargeError means one message was longer than the Reader's limit. It is
 // returned before the body is read; the next Read skips the body, so the
 // stream is still in step. Size is -1 when the length is not known (an
-// ndjson line is refused as soon as it passes the limit).
-type TooLargeError struct{ Size, Max int64 }
+// ndjson line is refused as soon as it passes the limit). Head is the
+// start of the body that had arrived (at most HeadBytes, a copy): where a message's id
+// usually is, so that the refusal can be told to what it answered (the
+// sidecar's host calls).
+type TooLargeError struct {
+	Size, Max int64
+	Head      []byte
+}
+
+// HeadBytes is how much of a refused message TooLargeError keeps.
+const HeadBytes = 256
 
 func (e *TooLargeError) Error() string {
 	if e.Size < 0 {
@@ -168,7 +177,10 @@ func (r *Reader) readContentLength() ([]byte, error) {
 	}
 	if length > r.max {
 		r.skipBody = length
-		return nil, &TooLargeError{length, r.max}
+		// What has come of it already (waiting for more would wait for a
+		// parent that sends the header alone); the skip reads it again.
+		head, _ := r.br.Peek(int(min(length, HeadBytes, int64(r.br.Buffered()))))
+		return nil, &TooLargeError{Size: length, Max: r.max, Head: bytes.Clone(head)}
 	}
 	r.grow(int(length))
 	if n, err := io.ReadFull(r.br, r.buf); err != nil {
@@ -203,8 +215,9 @@ func (r *Reader) readLine() ([]byte, error) {
 		}
 		if int64(content) > r.max {
 			r.skipLine = errors.Is(err, bufio.ErrBufferFull)
+			head := append(line, chunk[:min(len(chunk), max(0, HeadBytes-len(line)))]...)
 			r.keep(line)
-			return nil, &TooLargeError{-1, r.max}
+			return nil, &TooLargeError{Size: -1, Max: r.max, Head: bytes.Clone(head[:min(len(head), HeadBytes)])}
 		}
 		line = append(line, chunk...)
 		switch {

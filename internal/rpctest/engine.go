@@ -35,6 +35,7 @@ import (
 //	plainerror   fails with an error that is no outcome
 //	panic        panics
 //	sleep        pauses 0-2 ms, then returns i32 1
+//	host:N       calls its first host function N times (host.go)
 //
 // A module given as the WAT text "compile:gate" compiles until Gate is
 // closed (reporting "compile" on Started); the id "sha256:unknown" was
@@ -191,6 +192,13 @@ func (e *Engine) Run(ctx context.Context, _ rpc.Module, req protocol.Run) (*prot
 		return nil, errors.New("something broke")
 	case fn == "panic":
 		panic("fake engine panic")
+	case strings.HasPrefix(fn, "host:"):
+		n, _ := hostCalls(fn)
+		vals, err := callHost(ctx, n, req.HostFunctions, req.Host, req.Limits.Timeout, req.Log)
+		if err != nil {
+			return nil, err
+		}
+		res.Values = vals
 	case fn == "sleep":
 		time.Sleep(time.Duration(e.Runs.Load()%3) * time.Millisecond) // not to wait for anything: to vary timings
 		res.Values = []protocol.Value{protocol.ValueI32(1)}

@@ -15,8 +15,10 @@ import (
 
 // Instances adds instances (rpc.InstanceEngine) to Engine: each is a
 // plugin with a counter. By function, "count" adds one and outputs the
-// count, "fail" is a plugin error naming its input, anything else traps
-// and closes the instance. At most Max live at once. A call's turn works
+// count, "fail" is a plugin error naming its input, "host:N" makes N
+// host calls (host.go; a failed one closes the instance), anything else
+// traps and closes the instance. An instance whose config has "start"
+// set to "host:N" makes them while it is instantiated. At most Max live at once. A call's turn works
 // as the engine's: one call at a time per instance, in the order taken,
 // and Call refuses a turn that is not ready.
 type Instances struct {
@@ -47,7 +49,13 @@ func (e *Instances) Instantiate(ctx context.Context, _ rpc.Module, req protocol.
 		return nil, protocol.InstanceInfo{}, &protocol.TooManyInstancesError{Live: len(e.live), Max: e.Max}
 	}
 	e.next++
-	in := &instance{e: e, id: "inst-fake-" + strconv.Itoa(e.next)}
+	in := &instance{e: e, id: "inst-fake-" + strconv.Itoa(e.next), fns: req.HostFunctions}
+	if n, ok := hostCalls(req.Config["start"]); ok { // the start function's host calls
+		if _, err := callHost(ctx, n, req.HostFunctions, req.Host, req.Limits.Timeout, nil); err != nil {
+			e.next--
+			return nil, protocol.InstanceInfo{}, err
+		}
+	}
 	e.live[in.id] = in
 	return in, protocol.InstanceInfo{ID: in.id, Plugin: true}, nil
 }
@@ -84,8 +92,9 @@ func (e *Instances) InstanceIdle() time.Duration { return time.Minute }
 func (e *Instances) ExtismFunctions() []string   { return []string{"alloc"} }
 
 type instance struct {
-	e  *Instances
-	id string
+	e   *Instances
+	id  string
+	fns []protocol.HostFunction
 
 	mu      sync.Mutex
 	busy    bool
@@ -98,6 +107,9 @@ func (in *instance) ID() string                   { return in.id }
 func (in *instance) Module() *protocol.ModuleInfo { return PluginModule }
 func (in *instance) Limits() limits.Limits        { return limits.Defaults() }
 func (in *instance) Release()                     { in.shut("released") }
+
+// HostFunctions are the instance's declarations (rpc's hostDeclarer).
+func (in *instance) HostFunctions() []protocol.HostFunction { return in.fns }
 
 func (in *instance) shut(reason string) {
 	in.mu.Lock()
@@ -190,6 +202,19 @@ func (t *turn) Call(ctx context.Context, call protocol.Call) (*protocol.CallOutc
 		return nil, &protocol.Error{Kind: protocol.KindPluginError, Message: msg,
 			Data: protocol.ErrorData{Message: &msg, ReturnCode: &rc, Function: &fn}}
 	default:
+		if n, ok := hostCalls(call.Function); ok {
+			timeout := call.Limits.Timeout
+			if timeout == 0 {
+				timeout = in.Limits().Timeout
+			}
+			log := func(line string) { call.Log("", line) }
+			vals, err := callHost(ctx, n, in.fns, call.Host, timeout, log)
+			if err != nil {
+				in.shut(fmt.Sprintf("closed after a failed host call in a call of %q", call.Function))
+				return nil, err
+			}
+			return &protocol.CallOutcome{RunOutcome: protocol.RunOutcome{Values: vals}}, nil
+		}
 		in.shut(fmt.Sprintf("closed after trap in a call of %q", call.Function))
 		return nil, &protocol.Error{Kind: protocol.KindTrap, Message: "unreachable", Data: protocol.ErrorData{InstanceClosed: true}}
 	}

@@ -1,0 +1,480 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/sandboxd/sandboxd/internal/framing"
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// Host calls: the requests the sidecar sends the parent when a guest
+// calls a host function the parent serves (docs/protocol.md, "Host
+// functions served by the parent").
+//
+// The wait lives in the job's own goroutine, inside the engine's call of
+// the job's HostCaller (the guest is in the middle of an import): it
+// registers the call, gives the job's run slot back (withoutSlot), queues
+// the request in the outbox behind everything the guest wrote before it,
+// and waits for the answer or the run's context. The reader never waits
+// for anything of a host call: it takes an answer apart (screening),
+// hands it to the waiting call and reads on; the job decodes it once it
+// holds a slot again. A job the reader runs itself (runInline) hands the
+// reading to another goroutine before it waits.
+
+// hostCalls is the server's table of the host calls in flight, and their
+// counters. Its lock is never held with Server.mu.
+type hostCalls struct {
+	mu      sync.Mutex
+	room    *sync.Cond // held went down, or the table closed
+	next    uint64
+	pending map[string]*hostCall // sent and not answered, by id
+	ended   bool                 // the parent's input ended: nothing more can be answered
+	closed  bool                 // the server drains: the reader waits for room no more
+	// held is the size of the answers delivered to their calls and not
+	// yet taken up (a run takes its answer up once it holds a slot
+	// again); the reader waits while it is over heldMax, so a parent
+	// answering many waiting runs with large answers cannot make the
+	// sidecar hold more than that.
+	held    int64
+	heldMax int64
+
+	sent, answered, failed, cancelled, waiting, unexpected uint64
+}
+
+// hostCall is one host call in flight.
+type hostCall struct {
+	id       string
+	instance string // the instance whose call made it, if any
+	// from is the host call whose handler sent the request that made this
+	// one ("" if none): the chain the cycle check follows.
+	from   string
+	answer chan hostAnswer // the reader's one delivery; buffered
+}
+
+// hostAnswer is what the reader delivers to a host call.
+type hostAnswer struct {
+	result  json.RawMessage // the answer's result, or
+	rerr    json.RawMessage // its error object, or
+	problem string          // why the sidecar could not take it, or
+	gone    bool            // the parent's input ended first
+	size    int64           // what it adds to hostCalls.held
+}
+
+func newHostCalls(heldMax int64) *hostCalls {
+	h := &hostCalls{pending: map[string]*hostCall{}, heldMax: heldMax}
+	h.room = sync.NewCond(&h.mu)
+	return h
+}
+
+// open registers a new host call; false once the parent's input ended.
+func (h *hostCalls) open(instance, from string) (*hostCall, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return nil, false
+	}
+	h.next++
+	hc := &hostCall{id: protocol.HostCallIDPrefix + strconv.FormatUint(h.next, 10), instance: instance, from: from,
+		answer: make(chan hostAnswer, 1)}
+	h.pending[hc.id] = hc
+	h.sent++
+	h.waiting++
+	return hc, true
+}
+
+// deliver hands an answer to the host call id, if it is in flight, and
+// reports whether it was. It never blocks.
+func (h *hostCalls) deliver(id string, a hostAnswer) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hc := h.pending[id]
+	if hc == nil {
+		h.unexpected++
+		return false
+	}
+	delete(h.pending, id)
+	h.held += a.size
+	hc.answer <- a
+	return true
+}
+
+// withdraw takes a call whose run stopped waiting out of the table, and
+// reports whether it was still there (no answer was delivered): the
+// parent is then told to stop ($/cancelRequest), unless its input ended.
+func (h *hostCalls) withdraw(hc *hostCall) (pending, ended bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pending[hc.id] != hc {
+		return false, h.ended
+	}
+	delete(h.pending, hc.id)
+	return true, h.ended
+}
+
+// done counts how a host call ended (answered, failed or cancelled: one
+// of the counters) and gives back what its answer held.
+func (h *hostCalls) done(outcome *uint64, size int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*outcome++
+	h.waiting--
+	if size > 0 {
+		h.held -= size
+		h.room.Broadcast()
+	}
+}
+
+// end says the parent's input ended: every call in flight is told so, and
+// none is opened any more.
+func (h *hostCalls) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ended = true
+	for id, hc := range h.pending {
+		delete(h.pending, id)
+		hc.answer <- hostAnswer{gone: true}
+	}
+}
+
+// close stops the reader's waits for room (the server drains).
+func (h *hostCalls) close() {
+	h.mu.Lock()
+	h.closed = true
+	h.room.Broadcast()
+	h.mu.Unlock()
+}
+
+// waitRoom blocks the reader while the answers held pass heldMax.
+func (h *hostCalls) waitRoom() {
+	h.mu.Lock()
+	for h.held > h.heldMax && !h.closed {
+		h.room.Wait()
+	}
+	h.mu.Unlock()
+}
+
+// waitsFor reports whether the instance waits, through the chain of host
+// calls that starts at from, for the handler of from: a call from that
+// handler to the instance would wait for itself.
+func (h *hostCalls) waitsFor(from, instance string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for steps := 0; from != "" && steps <= len(h.pending); steps++ {
+		hc := h.pending[from]
+		if hc == nil {
+			return false
+		}
+		if hc.instance == instance {
+			return true
+		}
+		from = hc.from
+	}
+	return false
+}
+
+// hostStats is stats' hostCalls.
+func (h *hostCalls) stats() protocol.HostCallStats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return protocol.HostCallStats{Sent: h.sent, Answered: h.answered, Failed: h.failed, Cancelled: h.cancelled,
+		Waiting: h.waiting, Unexpected: h.unexpected}
+}
+
+// hostSite is where a job's host calls come from: its declarations, the
+// instance whose call it is (for host/call's instance and the cycle
+// check), the host call whose handler sent it, and its output wire (held
+// output goes out before the request).
+type hostSite struct {
+	fns      []protocol.HostFunction
+	instance string
+	from     string
+	output   *outputWire
+}
+
+// hostCaller is job j's HostCaller, or nil when it declares nothing.
+func (s *Server) hostCaller(j *job, site hostSite) protocol.HostCaller {
+	if len(site.fns) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, call protocol.HostCall) ([]protocol.HostValue, error) {
+		return s.callHost(ctx, j, site, call)
+	}
+}
+
+// callHost asks the parent and waits for its answer, without a run slot.
+func (s *Server) callHost(ctx context.Context, j *job, site hostSite, call protocol.HostCall) ([]protocol.HostValue, error) {
+	fn, ok := declared(site.fns, call)
+	if !ok { // the engine links declared imports only
+		return nil, fmt.Errorf("host call of %s::%s, which hostFunctions does not declare", call.Module, call.Name)
+	}
+	h := s.hosts
+	hc, ok := h.open(site.instance, site.from)
+	if !ok { // the parent can answer nothing any more: the run ends as the drain ends it
+		j.cancel()
+		return nil, ctx.Err()
+	}
+	body, err := encodeHostCall(hc.id, j, site.instance, call)
+	if err != nil {
+		h.withdraw(hc)
+		h.done(&h.failed, 0)
+		return nil, err
+	}
+	if site.output != nil {
+		site.output.flush()
+	}
+	s.handOnReading(j)
+	var ans hostAnswer
+	answered := false
+	err = s.withoutSlot(ctx, j, func() {
+		s.out.send(body)
+		select {
+		case ans = <-hc.answer:
+			answered = true
+		case <-ctx.Done():
+		}
+	})
+	if !answered {
+		if pending, ended := h.withdraw(hc); pending && !ended {
+			s.cancelHostCall(hc.id)
+		} else if !pending {
+			ans = <-hc.answer // delivered as the wait ended: give back what it holds
+		}
+	}
+	switch {
+	case ans.gone:
+		j.cancel() // the drain cancels it too, or, after shutdown, nothing else would
+		h.done(&h.cancelled, 0)
+		return nil, ctx.Err()
+	case !answered || err != nil:
+		h.done(&h.cancelled, ans.size)
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	values, err := decodeHostAnswer(fn, ans)
+	if err != nil {
+		h.done(&h.failed, ans.size)
+		return nil, err
+	}
+	h.done(&h.answered, ans.size)
+	return values, nil
+}
+
+// declared finds the declaration of the function called.
+func declared(fns []protocol.HostFunction, call protocol.HostCall) (protocol.HostFunction, bool) {
+	for _, f := range fns {
+		if f.Module == call.Module && f.Name == call.Name {
+			return f, true
+		}
+	}
+	return protocol.HostFunction{}, false
+}
+
+// encodeHostCall writes the host/call request, protocol.HostCallParams
+// as json.Marshal would write them, in one buffer: a bytes argument of
+// megabytes is encoded once (json.Marshal checks and copies what a
+// Marshaler returns again). TestHostCallEncoding holds the two to the
+// same bytes.
+func encodeHostCall(id string, j *job, instance string, call protocol.HostCall) ([]byte, error) {
+	reqID, err := j.id.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	module, _ := json.Marshal(call.Module)
+	name, _ := json.Marshal(call.Name)
+	args := protocol.EncodeHostValues(call.Args)
+	n := 160 + len(reqID) + len(instance) + len(module) + len(name)
+	for _, a := range args {
+		n += 48 + len(a.Value)
+	}
+	b := make([]byte, 0, n)
+	b = append(append(append(b, `{"jsonrpc":"2.0","id":"`...), id...), `","method":"`+protocol.MethodHostCall+`","params":{"id":`...)
+	b = append(b, reqID...)
+	if instance != "" {
+		inst, _ := json.Marshal(instance)
+		b = append(append(b, `,"instance":`...), inst...)
+	}
+	b = append(append(append(append(b, `,"module":`...), module...), `,"name":`...), name...)
+	b = appendValues(append(b, `,"args":`...), args)
+	return append(b, "}}"...), nil
+}
+
+type hostCancelNotification struct {
+	JSONRPC string                    `json:"jsonrpc"`
+	Method  string                    `json:"method"`
+	Params  protocol.HostCancelParams `json:"params"`
+}
+
+// cancelHostCall tells the parent the sidecar waits no more for host call
+// id (the run's deadline passed, or it was cancelled).
+func (s *Server) cancelHostCall(id string) {
+	body, _ := json.Marshal(hostCancelNotification{JSONRPC: "2.0", Method: MethodCancel,
+		Params: protocol.HostCancelParams{ID: id}})
+	s.out.send(body)
+}
+
+// maxHostErrorMessage bounds the parent's error message a run's error
+// carries.
+const maxHostErrorMessage = 16 << 10
+
+// decodeHostAnswer reads an answer for the declaration fn: the parent's
+// error answer is a *protocol.HostCallError with its code and message; a
+// result is {"values": [...]}, read by the declaration's result types.
+// An answer that does not fit is an error saying exactly what is wrong
+// (the engine reports both as host_function_error naming the function).
+func decodeHostAnswer(fn protocol.HostFunction, a hostAnswer) ([]protocol.HostValue, error) {
+	wrong := func(format string, args ...any) error { return fmt.Errorf(format, args...) }
+	switch {
+	case a.problem != "":
+		return nil, errors.New(a.problem)
+	case a.rerr != nil:
+		var e struct {
+			Code    *int64  `json:"code"`
+			Message *string `json:"message"`
+		}
+		if json.Unmarshal(a.rerr, &e) != nil || e.Code == nil || e.Message == nil {
+			return nil, wrong(`the parent answered with an error that is not a JSON-RPC error object ({"code": integer, "message": string})`)
+		}
+		return nil, &protocol.HostCallError{Code: *e.Code, Message: protocol.CutUTF8(*e.Message, maxHostErrorMessage)}
+	}
+	returns := fn.ResultTypes()
+	var m members
+	if a.result == nil || isNull(a.result) {
+		a.result = json.RawMessage("{}") // no values
+	}
+	if err := hostAnswerShape.read(a.result, &m); err != nil {
+		return nil, wrong(`the parent's answer: %v; an answer is {"values": [...]}`, err)
+	}
+	var raw []json.RawMessage
+	if v := bytes.TrimSpace(m.values[0]); v != nil {
+		if v[0] != '[' {
+			return nil, wrong("the parent's answer: values must be an array, got %s", kindOfJSON(v))
+		}
+		if n, ok := countElements(v, len(fn.Results)+1); !ok || n != len(fn.Results) {
+			if !ok {
+				return nil, wrong("the parent answered with more than %d values; it returns %s", len(fn.Results), returns)
+			}
+			return nil, wrong("the parent answered with %d values; it returns %s", n, returns)
+		}
+		raw = jsonscan.Elements(v)
+	} else if len(fn.Results) > 0 {
+		return nil, wrong("the parent answered with no values; it returns %s", returns)
+	}
+	values := make([]protocol.HostValue, len(raw))
+	for i, r := range raw {
+		v, err := protocol.DecodeHostValue(r, protocol.ValType(fn.Results[i]))
+		if err != nil {
+			var te *protocol.HostTypeError
+			if errors.As(err, &te) {
+				return nil, wrong("the parent's value %d is %s; it returns %s there", i, protocol.DescribeType(te.Got), fn.Results[i])
+			}
+			return nil, wrong("the parent's value %d: %v (it returns %s there)", i, err, fn.Results[i])
+		}
+		values[i] = v
+	}
+	return values, nil
+}
+
+// routeAnswer takes a response the parent sent (an answer to a host
+// call) to its call, on the reader: it never blocks. Anything else (an
+// id the sidecar never sent, an answer to a call answered or given up
+// already) is dropped, counted and logged.
+func (s *Server) routeAnswer(env envelope, size int64) {
+	id, ok := parseID(env.ID)
+	a := hostAnswer{size: size}
+	switch {
+	case env.Error != nil && !isNull(env.Error) && env.Result != nil:
+		a.problem = "the parent's answer has both a result and an error"
+	case env.Error != nil && !isNull(env.Error):
+		a.rerr = env.Error
+	default:
+		a.result = env.Result
+	}
+	if ok && id.IsString && s.hosts.deliver(id.Str, a) {
+		return
+	}
+	if !ok || !id.IsString {
+		s.hosts.countUnexpected()
+	}
+	s.log.Warn("dropping an answer to no host call in flight (never sent, answered already, or given up)",
+		"id", protocol.Quote(string(env.ID)))
+}
+
+// countUnexpected counts an answer to an id that cannot be a host call's.
+func (h *hostCalls) countUnexpected() {
+	h.mu.Lock()
+	h.unexpected++
+	h.mu.Unlock()
+}
+
+// refuseAnswer ends the host call that a message too large to read
+// answered, when the start of the message says which (its id, and a
+// result or an error, among its leading members: where clients write
+// them), and reports whether it did. The message is skipped unread,
+// answered nothing.
+func (s *Server) refuseAnswer(big *framing.TooLargeError) bool {
+	var id json.RawMessage
+	isAnswer, isRequest := false, false
+	cut := jsonscan.LeadingMembers(big.Head, func(key, value []byte) {
+		switch {
+		case keyIs(key, "id"):
+			id = value
+		case keyIs(key, "result"), keyIs(key, "error"):
+			isAnswer = true
+		case keyIs(key, "method"):
+			isRequest = true
+		}
+	})
+	isAnswer = isAnswer || keyIs(cut, "result") || keyIs(cut, "error")
+	hid, ok := parseID(id)
+	if !isAnswer || isRequest || !ok || !hid.IsString {
+		return false
+	}
+	size := "longer than"
+	if big.Size >= 0 {
+		size = strconv.FormatInt(big.Size, 10) + " bytes, more than"
+	}
+	a := hostAnswer{problem: fmt.Sprintf("the parent's answer to host call %s is %s --max-message-bytes (%d); it was not read",
+		protocol.Escape(hid.Str), size, big.Max)}
+	if s.hosts.deliver(hid.Str, a) {
+		return true
+	}
+	s.log.Warn("dropping an answer too large to read, to no host call in flight", "id", protocol.Quote(string(id)))
+	return true
+}
+
+// inputEnded reports whether the parent's input ended.
+func (h *hostCalls) inputEnded() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended
+}
+
+// hostCycleError refuses a call that would wait for itself (-32003): its
+// instance waits, through the chain of host calls, for the handler that
+// sent it.
+type hostCycleError struct{ instance, hostCall string }
+
+func (e *hostCycleError) Error() string {
+	return fmt.Sprintf("instance %s is waiting for your answer to host call %s; a call to it from that handler would wait for itself",
+		protocol.Escape(e.instance), protocol.Escape(e.hostCall))
+}
+
+func (e *hostCycleError) RPCError() *jsonrpc2.Error {
+	err := &jsonrpc2.Error{Code: protocol.CodeHostCallCycle, Message: e.Error()}
+	err.SetError(struct {
+		Instance string `json:"instance"`
+		HostCall string `json:"hostCall"`
+	}{e.instance, e.hostCall})
+	return err
+}
