@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,8 +44,10 @@ type Instance struct {
 	// of MaxInstances, is not counted in InstanceStats and cannot be
 	// looked up.
 	oneShot bool
-	freed   chan struct{} // closed once the store has been freed
-	idle    *time.Timer   // evicts the instance when it fires
+	// hostFunctions are the imports the caller serves, for every call.
+	hostFunctions []HostFunction
+	freed         chan struct{} // closed once the store has been freed
+	idle          *time.Timer   // evicts the instance when it fires
 
 	mu    sync.Mutex
 	state instanceState // changed only through update
@@ -179,6 +182,10 @@ func (in *Instance) evict() {
 // restart gets "no such instance", not somebody else's instance).
 func (in *Instance) ID() string { return in.id }
 
+// HostFunctions are the imports the caller serves (InstanceRequest.HostFunctions):
+// every call's CallRequest.Host serves them.
+func (in *Instance) HostFunctions() []HostFunction { return in.hostFunctions }
+
 // Module is the module the instance runs.
 func (in *Instance) Module() *Module { return in.module }
 
@@ -239,7 +246,8 @@ func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot b
 	if err != nil {
 		return nil, err
 	}
-	in := &Instance{id: id, e: e, module: req.Module, limits: req.Limits, oneShot: oneShot, freed: make(chan struct{})}
+	in := &Instance{id: id, e: e, module: req.Module, limits: req.Limits, oneShot: oneShot,
+		hostFunctions: slices.Clone(req.HostFunctions), freed: make(chan struct{})}
 	if err := in.start(ctx, spec, req); err != nil {
 		if !oneShot {
 			e.instances.remove(id, "", false)

@@ -147,7 +147,10 @@ func (i *sidecarInstance) ID() string                   { return i.in.ID() }
 func (i *sidecarInstance) Module() *protocol.ModuleInfo { return i.info }
 func (i *sidecarInstance) Limits() limits.Limits        { return i.in.Limits() }
 func (i *sidecarInstance) Release()                     { i.in.Release() }
-func (i *sidecarInstance) Enqueue() rpc.Turn            { return &sidecarTurn{i: i, t: i.in.Enqueue()} }
+
+// HostFunctions makes the server serve the host calls of every call.
+func (i *sidecarInstance) HostFunctions() []protocol.HostFunction { return i.in.HostFunctions() }
+func (i *sidecarInstance) Enqueue() rpc.Turn                      { return &sidecarTurn{i: i, t: i.in.Enqueue()} }
 
 type sidecarTurn struct {
 	i *sidecarInstance
