@@ -82,7 +82,10 @@ export interface HostFunction {
    * resolves to is the answer, what it throws or rejects with an error
    * answer carrying its message (the run then fails with `HostFunctionError`).
    */
-  handler: (args: HostValue[], call: HostCallContext) => HostResult | Promise<HostResult>;
+  // Each argument is a HostValue of the type `params` gives it: known when
+  // the program runs, not when it compiles, so typed any (a handler takes
+  // `([key])` as the bigint it is, without a cast).
+  handler: (args: any[], call: HostCallContext) => HostResult | Promise<HostResult>;
 }
 
 /** Resource limits of one run; omitted fields take the sidecar's defaults (see `Sidecar.info.limits`). */
