@@ -84,6 +84,9 @@ type InstantiateParams struct {
 	Capabilities *CapabilitySpec   `json:"capabilities,omitempty"`
 	Limits       map[string]uint64 `json:"limits,omitempty"` // the run limits and varBytes
 	Config       map[string]string `json:"config,omitempty"`
+	// As RunParams': the instance's for its life.
+	HostFunctions []HostFunction `json:"hostFunctions,omitempty"`
+	HostCall      string         `json:"hostCall,omitempty"`
 }
 
 // InstantiateResult is the result of `instantiate`.
@@ -108,6 +111,7 @@ type CallParams struct {
 	Input    *Bytes            `json:"input,omitempty"`
 	Args     []json.RawMessage `json:"args,omitempty"`
 	Limits   map[string]uint64 `json:"limits,omitempty"` // fuel, timeoutMs, logBytes, outputBytes
+	HostCall string            `json:"hostCall,omitempty"` // as RunParams'
 }
 
 // CallResult is the result of `call` (and of a plugin `run`'s output

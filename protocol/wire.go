@@ -44,6 +44,10 @@ type RunParams struct {
 	// A plugin run's (instance.go): its input and config.
 	Input  *Bytes            `json:"input,omitempty"`
 	Config map[string]string `json:"config,omitempty"`
+	// The imports the parent serves (host.go), and the host call whose
+	// handler sends the run, if one does.
+	HostFunctions []HostFunction `json:"hostFunctions,omitempty"`
+	HostCall      string         `json:"hostCall,omitempty"`
 }
 
 // CapabilitySpec grants host functions. Absent means not granted.

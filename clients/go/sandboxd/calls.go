@@ -38,7 +38,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, h 
 	if err != nil {
 		return fmt.Errorf("sandboxd: encoding %s params: %w", method, err)
 	}
-	cl := &call{id: id, onLog: h.Log, onLevel: h.LevelLog, onOutput: h.Output, done: make(chan struct{}), dst: result}
+	cl := &call{id: id, onLog: h.Log, onLevel: h.LevelLog, onOutput: h.Output, host: h.Host, done: make(chan struct{}), dst: result}
 	if method == protocol.MethodInstantiate {
 		// An instance made for a caller who gave up must not be left
 		// behind until idle eviction, whenever its answer comes.
@@ -251,6 +251,12 @@ func (c *Client) dispatch(body []byte) {
 			c.dispatchLog(params)
 		case `"` + protocol.NotifyOutput + `"`:
 			c.dispatchOutput(params)
+		case `"` + protocol.MethodHostCall + `"`:
+			if req := c.receiveHostCall(idRaw, params); req != nil {
+				go c.serveHost(req) // never on the reader: it may block, and call the Client
+			}
+		case `"` + protocol.MethodCancel + `"`:
+			c.cancelHostCall(params)
 		}
 		return // other notifications and server requests: none are defined
 	}
@@ -372,6 +378,7 @@ func (c *Client) fail(readErr error) {
 	calls := c.pending
 	c.pending = map[uint64]*call{}
 	c.mu.Unlock()
+	c.hostCancel() // nobody can take a handler's answer any more
 	for _, cl := range calls {
 		cl.err = err
 		close(cl.done)

@@ -81,6 +81,14 @@ type Client struct {
 	// gave up (releaseLate). Close stops new ones (under mu) and waits.
 	lateReleases  sync.WaitGroup
 	lateReleaseOK bool // false once Close has begun; guarded by mu
+
+	// Host calls (host.go): the client-wide handler, the host calls being
+	// served by id (guarded by mu), and the context of every handler,
+	// cancelled when the stream ends or Close is done with the sidecar.
+	host       HostHandler
+	serving    map[string]*hostRequest
+	hostCtx    context.Context
+	hostCancel context.CancelFunc
 }
 
 // call is one request waiting for its response.
@@ -89,6 +97,7 @@ type call struct {
 	onLog    func(seq int, line string)
 	onLevel  func(seq int, level, line string) // instead of onLog, if set
 	onOutput func(seq int, stream string, data []byte)
+	host     HostHandler   // serves the host calls its guest makes
 	done     chan struct{} // closed once result or err is set
 	// expired is closed when ctx has ended and the grace after the cancel
 	// has run out; nil (never ready) for contexts that cannot end.
@@ -190,6 +199,7 @@ func New(ctx context.Context, r io.Reader, w io.WriteCloser, ndjson bool) *Clien
 
 		lateReleaseOK: true,
 	}
+	c.hostCtx, c.hostCancel = context.WithCancel(context.Background())
 	c.readTok <- struct{}{}
 	return c
 }
@@ -248,6 +258,10 @@ type RunHandlers struct {
 	// LevelLog, if set, receives the log lines instead of Log, with their
 	// level: an Extism log_* line's ("trace" … "error"), "" for host::log.
 	LevelLog func(seq int, level, line string)
+	// Host serves the host functions the run declares (RunParams.HostFunctions);
+	// given to InstantiateWith, the instance's, for its life. Unlike the
+	// others it runs on a goroutine of its own and may call the Client.
+	Host HostHandler
 }
 
 // RunWith calls `run` with handlers for its log and output notifications.
@@ -257,6 +271,9 @@ func (c *Client) RunWith(ctx context.Context, p RunParams, h RunHandlers) (*prot
 		return nil, ErrClosed
 	}
 	var res protocol.RunResult
+	if p.HostCall == "" {
+		p.HostCall = hostCallOf(ctx)
+	}
 	if err := c.call(ctx, protocol.MethodRun, p, &res, h, cancelGrace); err != nil {
 		return nil, err
 	}
@@ -300,8 +317,10 @@ func (c *Client) close() error {
 	defer c.lateReleases.Wait() // each is one write, which ends or fails once the pipe is closed
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// shutdown waits for in-flight runs, so their answers are read first.
+	// shutdown waits for in-flight runs, so their answers are read first
+	// (their host calls are still served meanwhile).
 	shutdownErr := c.call(ctx, protocol.MethodShutdown, nil, nil, RunHandlers{}, 0)
+	c.hostCancel()
 	if !errors.Is(shutdownErr, ErrClosed) {
 		// Not after the stream died: a peer that stopped reading would
 		// block the write forever on an unbuffered pipe.

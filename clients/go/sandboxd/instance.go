@@ -36,6 +36,7 @@ type Instance struct {
 	// Result is instantiate's answer: module id, exports, whether the
 	// module is a plugin, what instantiation consumed.
 	Result *InstantiateResult
+	host   HostHandler // the instance's (InstantiateWith's RunHandlers.Host)
 }
 
 // Instantiate calls `instantiate`. If ctx ends first, the instantiate is
@@ -54,10 +55,13 @@ func (c *Client) InstantiateWith(ctx context.Context, p InstantiateParams, h Run
 		return nil, ErrClosed
 	}
 	var res InstantiateResult
+	if p.HostCall == "" {
+		p.HostCall = hostCallOf(ctx)
+	}
 	if err := c.call(ctx, protocol.MethodInstantiate, p, &res, h, cancelGrace); err != nil {
 		return nil, typedError(err)
 	}
-	return &Instance{c: c, ID: res.Instance, Result: &res}, nil
+	return &Instance{c: c, ID: res.Instance, Result: &res, host: h.Host}, nil
 }
 
 // CallOptions are the optional parts of a call.
@@ -75,6 +79,9 @@ type CallOptions struct {
 	// Client.
 	Log    func(seq int, level, line string)
 	Output func(seq int, stream string, data []byte)
+	// Host serves this call's host calls instead of the instance's
+	// handler (nil: the instance's).
+	Host HostHandler
 }
 
 // Call calls function on the instance. A plugin error is a *PluginError,
@@ -85,13 +92,17 @@ func (in *Instance) Call(ctx context.Context, function string, o CallOptions) (*
 	if c.closing.Load() {
 		return nil, ErrClosed
 	}
-	p := protocol.CallParams{Instance: in.ID, Function: function, Args: o.Args, Limits: o.Limits}
+	p := protocol.CallParams{Instance: in.ID, Function: function, Args: o.Args, Limits: o.Limits, HostCall: hostCallOf(ctx)}
 	if o.Input != nil {
 		b := protocol.Bytes(o.Input)
 		p.Input = &b
 	}
 	var res CallResult
-	if err := c.call(ctx, protocol.MethodCall, p, &res, RunHandlers{LevelLog: o.Log, Output: o.Output}, cancelGrace); err != nil {
+	h := RunHandlers{LevelLog: o.Log, Output: o.Output, Host: o.Host}
+	if h.Host == nil {
+		h.Host = in.host
+	}
+	if err := c.call(ctx, protocol.MethodCall, p, &res, h, cancelGrace); err != nil {
 		return nil, typedError(err)
 	}
 	return &res, nil
