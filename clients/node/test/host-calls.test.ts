@@ -25,6 +25,22 @@ const transform = (handler: HostFunction["handler"]): HostFunction => ({
   results: ["bytes"],
   handler,
 });
+/** Answers lookup(k) with k + 100 after a while, so that runs wait on the parent at once. */
+const plus = lookup(async ([k]) => {
+  await new Promise((r) => setTimeout(r, 10));
+  return Number(k) + 100;
+});
+
+/** Runs fn with a sidecar of its own. */
+async function withSidecar(maxConcurrency: number, fn: (sb: Sidecar) => Promise<void>): Promise<void> {
+  const sb = await spawnSidecar({ maxConcurrency });
+  try {
+    await fn(sb);
+  } finally {
+    await sb.close();
+  }
+}
+
 const neverCalled = wait(() => {
   throw new Error("env::wait is not called by this export");
 });
@@ -127,60 +143,31 @@ describe("host calls against the real sidecar", () => {
   });
 
   it("serves runs waiting on the parent at once", async () => {
-    const plus = lookup(async ([k]) => {
-      await new Promise((r) => setTimeout(r, 10));
-      return Number(k) + 100;
-    });
     const runs = [0, 1].map((k) => sb.run({ wat: guest, function: "lookup", args: [BigInt(k)], hostFunctions: [plus, neverCalled] }));
     assert.deepEqual((await Promise.all(runs)).map((r) => r.values[0]), [100, 101]);
   });
 });
 
 describe("host calls the engine does not serve yet", () => {
-  it(
-    "lets a handler run another module with --max-concurrency 1",
-    {
-      // Issue 20 item 4. The run gives its slot back while it waits (rpc), but
-      // its store keeps its place in the engine pool's runs share, sized by
-      // --max-concurrency too (sandbox/pool.go): the nested run waits for that
-      // place until the outer run's deadline.
-      todo: "the engine pool's runs share holds the waiting run's store",
-    },
-    async () => {
-      const sb = await spawnSidecar({ maxConcurrency: 1 });
-      try {
-        const nested = lookup(async ([k]) => (await sb.run({ wat: watText("well_behaved.wat"), function: "add", args: [Number(k), 1] })).values[0] as number);
-        const r = await sb.run({ wat: guest, function: "lookup", args: [10n], limits: { timeoutMs: 500 }, hostFunctions: [nested, neverCalled] });
-        assert.deepEqual(r.values, [11]);
-      } finally {
-        await sb.close();
-      }
-    },
+  // Issue 20 item 4. A run gives its slot back while it waits for the parent
+  // (rpc), but its store keeps its place in the engine pool's runs share,
+  // sized by --max-concurrency too (sandbox/pool.go): a nested run, or a run
+  // that took a slot given back, waits for a place the waiting runs hold, so
+  // they get their answers but no slot to come back to, until a deadline.
+  it("lets a handler run another module with --max-concurrency 1", { todo: "the engine pool's runs share holds the waiting run's store" }, () =>
+    withSidecar(1, async (sb) => {
+      const nested = lookup(async ([k]) => (await sb.run({ wat: watText("well_behaved.wat"), function: "add", args: [Number(k), 1] })).values[0] as number);
+      const r = await sb.run({ wat: guest, function: "lookup", args: [10n], limits: { timeoutMs: 500 }, hostFunctions: [nested, neverCalled] });
+      assert.deepEqual(r.values, [11]);
+    }),
   );
 
-  it(
-    "serves more runs waiting on the parent than there are slots",
-    {
-      // Issue 20 item 4. Runs waiting for the parent gave their slots back and
-      // the next runs took them, then wait for a place in the engine pool's
-      // runs share that the waiting runs' stores hold: the waiting runs get
-      // their answers but no slot to come back to, until their deadline.
-      todo: "the engine pool's runs share holds the waiting runs' stores",
-    },
-    async () => {
-      const sb = await spawnSidecar({ maxConcurrency: 2 });
-      try {
-        const plus = lookup(async ([k]) => {
-          await new Promise((r) => setTimeout(r, 10));
-          return Number(k) + 100;
-        });
-        const runs = [0, 1, 2, 3, 4, 5].map((k) =>
-          sb.run({ wat: guest, function: "lookup", args: [BigInt(k)], limits: { timeoutMs: 500 }, hostFunctions: [plus, neverCalled] }),
-        );
-        assert.deepEqual((await Promise.all(runs)).map((r) => r.values[0]), [100, 101, 102, 103, 104, 105]);
-      } finally {
-        await sb.close();
-      }
-    },
+  it("serves more runs waiting on the parent than there are slots", { todo: "the engine pool's runs share holds the waiting runs' stores" }, () =>
+    withSidecar(2, async (sb) => {
+      const runs = [0, 1, 2, 3, 4, 5].map((k) =>
+        sb.run({ wat: guest, function: "lookup", args: [BigInt(k)], limits: { timeoutMs: 500 }, hostFunctions: [plus, neverCalled] }),
+      );
+      assert.deepEqual((await Promise.all(runs)).map((r) => r.values[0]), [100, 101, 102, 103, 104, 105]);
+    }),
   );
 });
