@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -258,7 +259,7 @@ func (e *Engine) instantiate(ctx context.Context, req InstanceRequest, oneShot b
 		return nil, err
 	}
 	in := &Instance{id: id, e: e, module: req.Module, limits: req.Limits, oneShot: oneShot,
-		hostFunctions: req.HostFunctions, freed: make(chan struct{})}
+		hostFunctions: slices.Clone(req.HostFunctions), freed: make(chan struct{})}
 	if err := in.start(ctx, spec, req); err != nil {
 		if !oneShot {
 			e.instances.remove(id, "", false)

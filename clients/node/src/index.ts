@@ -40,6 +40,12 @@ export {
   type InstantiationUsage,
   type LogLevel,
   type LogEntry,
+  type HostFunction,
+  type HostValueType,
+  type HostValue,
+  type HostResult,
+  type HostResultValue,
+  type HostCallContext,
 } from "./sidecar.js";
 
 export {

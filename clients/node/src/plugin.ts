@@ -8,6 +8,7 @@
  * @module
  */
 import { InstanceClosed, SandboxError, SidecarError } from "./errors.js";
+import type { HostFunctionTable } from "./hostcalls.js";
 import { CallRequest, ReleaseRequest } from "./protocol.js";
 import { callParams, toCallResult } from "./requests.js";
 import type { RunState } from "./session.js";
@@ -37,6 +38,8 @@ export interface Instantiated {
   plugin: boolean;
   exports: ExportInfo[];
   usage: InstantiationUsage;
+  /** What serves the host calls of its calls. */
+  hostFunctions: HostFunctionTable;
 }
 
 /**
@@ -59,6 +62,7 @@ export class Plugin {
   readonly instantiation: InstantiationUsage;
 
   private readonly channel: PluginChannel;
+  private readonly hostFunctions: HostFunctionTable;
   private releasing: Promise<void> | undefined;
   private closedBy: string | undefined;
 
@@ -70,6 +74,7 @@ export class Plugin {
     this.isPlugin = made.plugin;
     this.exports = made.exports;
     this.instantiation = made.usage;
+    this.hostFunctions = made.hostFunctions;
   }
 
   /**
@@ -97,7 +102,7 @@ export class Plugin {
    */
   async call(fn: string, input?: BytesInput, options: CallOptions = {}): Promise<CallResult> {
     const params = callParams(this.id, fn, input, options);
-    const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput };
+    const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput, hostFunctions: this.hostFunctions };
     let raw: CallWireResult;
     try {
       raw = await this.channel.send<CallWireResult>(CallRequest, params, state, options.signal);

@@ -10,6 +10,7 @@
 import { NotificationType, NotificationType0, RequestType, RequestType0 } from "vscode-jsonrpc/node";
 
 import type { WireBytes } from "./bytes.js";
+import type { HostFunctionDeclaration } from "./hostcalls.js";
 import type {
   CallWireResult,
   CompileWireResult,
@@ -53,6 +54,10 @@ export interface RunParams {
   input?: WireBytes;
   /** A plugin run's config (what `config_get` reads). */
   config?: Record<string, string>;
+  /** Host functions the parent serves. */
+  hostFunctions?: HostFunctionDeclaration[];
+  /** Sent from a host call's handler: that host call (the client adds it). */
+  hostCall?: RequestId;
 }
 
 /** Params of `instantiate`. */
@@ -61,6 +66,8 @@ export interface InstantiateParams {
   capabilities?: Record<string, unknown>;
   limits?: Record<string, number>;
   config?: Record<string, string>;
+  hostFunctions?: HostFunctionDeclaration[];
+  hostCall?: RequestId;
 }
 
 /** Params of `call`. */
@@ -70,6 +77,7 @@ export interface CallParams {
   input?: WireBytes;
   args?: unknown[];
   limits?: Record<string, number>;
+  hostCall?: RequestId;
 }
 
 /** Params of `release`. */
@@ -114,6 +122,23 @@ export interface OutputParams {
   data: { text: string } | { base64: string };
 }
 
+/** Params of the `host/call` request (server to client): a guest called a host function the parent serves. */
+export interface HostCallParams {
+  /** The id of the run, call or instantiate request whose guest made the call. */
+  id: RequestId;
+  /** The instance, for a call (or instantiation) of one. */
+  instance?: string;
+  module: string;
+  name: string;
+  /** Values as results are written; a bytes value is `{type: "bytes", value: {text} | {base64}}`. */
+  args: unknown[];
+}
+
+/** The answer to `host/call`: values as `run`'s args are written, a bytes value as `input` is. */
+export interface HostCallResult {
+  values: unknown[];
+}
+
 /** Params of `$/cancelRequest`. */
 export interface CancelParams {
   id: RequestId;
@@ -128,6 +153,7 @@ export const ReleaseRequest = new RequestType<ReleaseParams, null, ErrorData>("r
 export const StatsRequest = new RequestType0<Stats, ErrorData>("stats");
 export const ShutdownRequest = new RequestType0<null, ErrorData>("shutdown");
 export const ExitNotification = new NotificationType0("exit");
+export const HostCallRequest = new RequestType<HostCallParams, HostCallResult, ErrorData>("host/call");
 export const CancelNotification = new NotificationType<CancelParams>("$/cancelRequest");
 export const LogNotification = new NotificationType<LogParams>("log");
 export const OutputNotification = new NotificationType<OutputParams>("output");

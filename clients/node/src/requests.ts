@@ -9,6 +9,7 @@ import { resolve as resolvePath } from "node:path";
 
 import { decodeBytes, encodeBytes, type WireBytes } from "./bytes.js";
 import { InvalidParams, SidecarError } from "./errors.js";
+import { HostFunctionTable } from "./hostcalls.js";
 import type { CallParams, CompileParams, InstantiateParams, ModuleParam, RunParams, WasiParam } from "./protocol.js";
 import type { RunState } from "./session.js";
 import type {
@@ -165,8 +166,8 @@ function configParam(config: unknown): Record<string, string> {
   return { ...(config as Record<string, string>) };
 }
 
-/** The `run` params; throws {@link InvalidParams} before anything is sent. */
-export function runParams(options: RunOptions): RunParams {
+/** The `run` params, declaring `hostFunctions`; throws {@link InvalidParams} before anything is sent. */
+export function runParams(options: RunOptions, hostFunctions = HostFunctionTable.empty): RunParams {
   const params: RunParams = { module: moduleParam(options) };
   if (options.function !== undefined) params.function = options.function;
   if (options.args !== undefined) params.args = options.args.map((a, i) => encodeArg(a, i));
@@ -175,16 +176,18 @@ export function runParams(options: RunOptions): RunParams {
   if (caps !== undefined) params.capabilities = caps;
   if (options.input !== undefined) params.input = bytesParam(options.input, "input");
   if (options.config !== undefined) params.config = configParam(options.config);
+  if (hostFunctions.size > 0) params.hostFunctions = hostFunctions.declarations();
   return params;
 }
 
-/** The `instantiate` params; throws {@link InvalidParams} before anything is sent. */
-export function instantiateParams(options: PluginOptions): InstantiateParams {
+/** The `instantiate` params, declaring `hostFunctions`; throws {@link InvalidParams} before anything is sent. */
+export function instantiateParams(options: PluginOptions, hostFunctions = HostFunctionTable.empty): InstantiateParams {
   const params: InstantiateParams = { module: moduleParam(options) };
   const caps = capabilitiesParam(options);
   if (caps !== undefined) params.capabilities = caps;
   if (options.limits !== undefined) params.limits = { ...options.limits } as Record<string, number>;
   if (options.config !== undefined) params.config = configParam(options.config);
+  if (hostFunctions.size > 0) params.hostFunctions = hostFunctions.declarations();
   return params;
 }
 

@@ -10,6 +10,12 @@
  * that id and arrive before its response, always find their run. Messages
  * are handled in the order the reader delivers them.
  *
+ * The sidecar's own requests are `host/call`s: a guest called a host
+ * function this process serves. The session runs the handler registered
+ * for the request the call names (its {@link RunState.hostFunctions}),
+ * answers what cannot be served at once, and aborts the handler's signal
+ * when the sidecar cancels the call (no answer follows then).
+ *
  * @module
  */
 import {
@@ -25,17 +31,32 @@ import {
   type ResponseMessage,
 } from "vscode-jsonrpc/node";
 
-import { SidecarError, errorFromResponse } from "./errors.js";
+import { Cancelled, SidecarError, errorFromResponse } from "./errors.js";
 import { decodeBytes } from "./bytes.js";
 import {
+  HOST_CALL_CODES,
+  HostCallProblem,
+  bounded,
+  decodeArgs,
+  describeFailure,
+  encodeResults,
+  runServing,
+  servingFor,
+  type HostFunctionTable,
+  type ServingHostCall,
+} from "./hostcalls.js";
+import {
   CancelNotification,
+  HostCallRequest,
   LogNotification,
   OutputNotification,
+  type CancelParams,
+  type HostCallParams,
   type LogParams,
   type OutputParams,
   type RequestId,
 } from "./protocol.js";
-import type { LogLevel, OutputStream } from "./types.js";
+import type { HostCallContext, HostFunction, HostValue, LogLevel, OutputStream } from "./types.js";
 
 /** What a run collects while it is pending: its log lines, output count and problems with them. */
 export interface RunState {
@@ -52,6 +73,8 @@ export interface RunState {
   seqProblem?: string;
   /** The abort reason, the `cause` of the Cancelled error. */
   abortReason?: unknown;
+  /** What serves the host calls its guest makes. */
+  hostFunctions?: HostFunctionTable;
 }
 
 /** A request sent: its id (for `$/cancelRequest`) and its outcome. */
@@ -79,13 +102,27 @@ interface Pending {
   resolve: (result: unknown) => void;
   reject: (error: Error) => void;
   run?: RunState;
+  /** Its guest's host calls being served. */
+  hostCalls?: Set<HostCallEntry>;
 }
+
+/** A host call being served. */
+interface HostCallEntry extends ServingHostCall {
+  controller: AbortController;
+  /** The request whose guest made it. */
+  pending: Pending;
+}
+
+/** The methods whose guests may call host functions; sent from a handler, they name its host call (`hostCall`). */
+const RUNS_GUESTS = new Set(["run", "call", "instantiate"]);
 
 export class Session {
   private nextId = 0;
   private readonly pending = new Map<RequestId, Pending>();
   private closedWith: (() => SidecarError) | undefined;
   private readonly handlers = new Map<string, NotificationHandler<unknown>>();
+  /** The sidecar's host/call requests being served, by their ids. */
+  private readonly hostCalls = new Map<RequestId, HostCallEntry>();
 
   constructor(
     private readonly reader: MessageReader,
@@ -94,6 +131,7 @@ export class Session {
   ) {
     this.onNotification(LogNotification, (params, run) => this.log(params, run));
     this.onNotification(OutputNotification, (params, run) => this.output(params, run));
+    this.onNotification(CancelNotification, (params) => this.cancelHostCall(params));
     reader.listen((message) => this.receive(message));
   }
 
@@ -122,7 +160,12 @@ export class Session {
     const id = this.nextId++;
     if (this.closedWith !== undefined) return { id, result: Promise.reject(this.closedWith()) };
     const message: RequestMessage = { jsonrpc: "2.0", id, method: type.method };
-    if (params !== undefined) message.params = params as object;
+    if (params !== undefined) {
+      // Sent from a handler: name its host call, so that the sidecar refuses
+      // at once a call to the instance waiting for that handler.
+      const serving = RUNS_GUESTS.has(type.method) ? servingFor(this) : undefined;
+      message.params = serving === undefined ? (params as object) : { ...(params as object), hostCall: serving.id };
+    }
     const result = new Promise<R>((resolve, reject) => {
       this.pending.set(id, { method: type.method, resolve: resolve as (r: unknown) => void, reject, run });
     });
@@ -152,6 +195,7 @@ export class Session {
     this.closedWith ??= error;
     const pending = [...this.pending.values()];
     this.pending.clear();
+    for (const entry of [...this.hostCalls.values()]) this.abortHostCall(entry, "the sidecar is gone"); // nobody can take their answers
     for (const p of pending) p.reject(this.closedWith());
     this.reader.dispose();
   }
@@ -165,8 +209,91 @@ export class Session {
       const id = (message.params as { id?: unknown } | undefined)?.id;
       const run = typeof id === "number" || typeof id === "string" ? this.pending.get(id)?.run : undefined;
       handler(message.params, run);
+    } else if (Message.isRequest(message)) {
+      this.serveHostCall(message);
     }
-    // the sidecar sends no requests
+  }
+
+  /**
+   * A request from the sidecar: a `host/call` runs the handler registered
+   * for the request it names; what cannot be served is answered at once
+   * with an error (never left unanswered: the guest waits for it).
+   */
+  private serveHostCall(message: RequestMessage): void {
+    const { id, method } = message;
+    if (id === null) return; // not a request vscode-jsonrpc would deliver: nothing to answer
+    const fail = (code: number, text: string) => {
+      const answer: ResponseMessage = { jsonrpc: "2.0", id, error: { code, message: bounded(text) } };
+      void this.writer.write(answer).catch(() => {});
+    };
+    if (method !== HostCallRequest.method) {
+      return fail(HOST_CALL_CODES.noHandler, `method not found: this client serves host/call only, not ${JSON.stringify(method)}`);
+    }
+    const params = (message.params ?? {}) as Partial<HostCallParams>;
+    const { module, name } = params;
+    const requestId = params.id;
+    const pending = typeof requestId === "number" || typeof requestId === "string" ? this.pending.get(requestId) : undefined;
+    if (pending === undefined) {
+      return fail(
+        HOST_CALL_CODES.noHandler,
+        `no request ${JSON.stringify(requestId)} of this client is waiting for ${module}::${name} (it ended, or was never sent)`,
+      );
+    }
+    const fn = pending.run?.hostFunctions?.get(module, name);
+    if (fn === undefined) {
+      return fail(HOST_CALL_CODES.noHandler, `no handler for host function ${module}::${name} in request ${requestId} (${pending.method})`);
+    }
+    if (this.hostCalls.has(id)) return fail(HOST_CALL_CODES.badArguments, `host/call id ${JSON.stringify(id)} is already outstanding`);
+    let args: HostValue[];
+    try {
+      args = decodeArgs(fn, params.args);
+    } catch (err) {
+      const problem = err as HostCallProblem;
+      return fail(problem.code, problem.message);
+    }
+    const entry: HostCallEntry = { id, session: this, controller: new AbortController(), pending };
+    this.hostCalls.set(id, entry);
+    (pending.hostCalls ??= new Set()).add(entry);
+    const context: HostCallContext = {
+      signal: entry.controller.signal,
+      id,
+      requestId: requestId!,
+      instance: typeof params.instance === "string" ? params.instance : undefined,
+      module: fn.module,
+      name: fn.name,
+    };
+    void this.answerHostCall(entry, fn, args, context);
+  }
+
+  private async answerHostCall(entry: HostCallEntry, fn: HostFunction, args: HostValue[], context: HostCallContext): Promise<void> {
+    let answer: ResponseMessage;
+    try {
+      const returned = await runServing(entry, () => fn.handler(args, context));
+      answer = { jsonrpc: "2.0", id: entry.id, result: { values: encodeResults(fn, returned) } };
+    } catch (err) {
+      const [code, text] = err instanceof HostCallProblem ? [err.code, err.message] : [HOST_CALL_CODES.handlerFailed, describeFailure(err)];
+      answer = { jsonrpc: "2.0", id: entry.id, error: { code, message: bounded(text) } };
+    }
+    if (this.hostCalls.get(entry.id) !== entry) return; // cancelled meanwhile: no answer
+    this.forgetHostCall(entry);
+    void this.writer.write(answer).catch(() => {});
+  }
+
+  /** `$/cancelRequest` from the sidecar: the run's deadline passed or it was cancelled. */
+  private cancelHostCall(params: Partial<CancelParams> | undefined): void {
+    const id = params?.id;
+    const entry = typeof id === "number" || typeof id === "string" ? this.hostCalls.get(id) : undefined;
+    if (entry !== undefined) this.abortHostCall(entry, "the sidecar cancelled it (its run's deadline passed, or the run was cancelled)");
+  }
+
+  private abortHostCall(entry: HostCallEntry, why: string): void {
+    this.forgetHostCall(entry);
+    entry.controller.abort(new Cancelled(`host call ${JSON.stringify(entry.id)} was cancelled: ${why}`));
+  }
+
+  private forgetHostCall(entry: HostCallEntry): void {
+    this.hostCalls.delete(entry.id);
+    entry.pending.hostCalls?.delete(entry);
   }
 
   private settle(message: ResponseMessage): void {
@@ -175,6 +302,10 @@ export class Session {
     const p = this.pending.get(id);
     if (!p) return; // not pending (already failed by close)
     this.pending.delete(id);
+    if (p.hostCalls?.size) {
+      // the request ended (its deadline, say) while its host calls were served
+      for (const entry of [...p.hostCalls]) this.abortHostCall(entry, `${p.method} ${JSON.stringify(id)} ended`);
+    }
     if (message.error !== undefined) {
       const { code, message: text, data } = message.error;
       p.reject(

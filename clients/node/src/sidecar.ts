@@ -10,6 +10,7 @@ import type { RequestType, RequestType0 } from "vscode-jsonrpc/node";
 
 import { findBinary } from "./binary.js";
 import { Cancelled, InvalidParams, SidecarError } from "./errors.js";
+import { HostFunctionTable } from "./hostcalls.js";
 import { describeExit, lastLine, SidecarProcess } from "./process.js";
 import { asyncDispose, Plugin, type PluginChannel } from "./plugin.js";
 import {
@@ -67,6 +68,12 @@ export type {
   InstantiationUsage,
   LogLevel,
   LogEntry,
+  HostFunction,
+  HostValueType,
+  HostValue,
+  HostResult,
+  HostResultValue,
+  HostCallContext,
 } from "./types.js";
 export { Plugin } from "./plugin.js";
 
@@ -81,6 +88,8 @@ type State = "open" | "closing" | "dead";
 export class Sidecar {
   /** The absolute path of the binary that was started. */
   readonly binary: string;
+  /** The host functions of every run and instance (`SpawnOptions.hostFunctions`). */
+  private hostFunctions = HostFunctionTable.empty;
 
   private serverInfo: ServerInfo | undefined;
   private readonly process: SidecarProcess;
@@ -126,6 +135,7 @@ export class Sidecar {
    * @throws {InvalidParams} for a bad option (`maxConcurrency`).
    */
   static async spawn(options: SpawnOptions = {}): Promise<Sidecar> {
+    const hostFunctions = HostFunctionTable.empty.merged(options.hostFunctions, "hostFunctions");
     const binary = findBinary(options.binary);
     const args = ["serve"];
     if (options.maxConcurrency !== undefined) {
@@ -137,6 +147,7 @@ export class Sidecar {
     args.push(...(options.args ?? []));
     const process = await SidecarProcess.start(binary, args, options);
     const sidecar = new Sidecar(binary, process);
+    sidecar.hostFunctions = hostFunctions;
     try {
       sidecar.serverInfo = await sidecar.call(InitializeRequest, {
         clientInfo: { name: "sandboxd-node", version: "0.1.0" },
@@ -181,8 +192,9 @@ export class Sidecar {
    *   sidecar, or a {@link SidecarError} (busy, crashed sidecar).
    */
   async run(options: RunOptions): Promise<RunResult> {
-    const params = runParams(options);
-    const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput };
+    const hostFunctions = this.hostFunctions.merged(options.hostFunctions, "hostFunctions");
+    const params = runParams(options, hostFunctions);
+    const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput, hostFunctions };
     const raw = await this.send(RunRequest, params, state, options.signal);
     if (state.callbackError) throw state.callbackError.error;
     return toRunResult(raw, state, this.stderrTail);
@@ -204,8 +216,9 @@ export class Sidecar {
    *   {@link SidecarError}.
    */
   async instantiate(options: PluginOptions): Promise<Plugin> {
-    const params = instantiateParams(options);
-    const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput };
+    const hostFunctions = this.hostFunctions.merged(options.hostFunctions, "hostFunctions");
+    const params = instantiateParams(options, hostFunctions);
+    const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput, hostFunctions };
     const raw = await this.send(InstantiateRequest, params, state, options.signal);
     let usage;
     try {
@@ -228,6 +241,7 @@ export class Sidecar {
       plugin: raw.plugin === true,
       exports: raw.exports,
       usage,
+      hostFunctions,
     });
   }
 

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { ArgValue, Value, WireValue } from "./values.js";
+import type { ArgValue, TypedBitsArg, TypedValueArg, Value, ValueType, WireValue } from "./values.js";
 
 /** Options of {@link Sidecar.spawn}. */
 export interface SpawnOptions {
@@ -24,6 +24,68 @@ export interface SpawnOptions {
   cwd?: string;
   /** Called with every chunk the sidecar writes to stderr (its slog output), e.g. to show it in an output channel. */
   onStderr?: (text: string) => void;
+  /**
+   * Host functions declared to every run and instance of this sidecar,
+   * serving their guests' calls unless a run or an instance registers its
+   * own of the same `module` and `name`.
+   */
+  hostFunctions?: HostFunction[];
+}
+
+/** A host function's parameter or result type: wasm's numbers, or `bytes` (an Extism memory handle, for plugins). */
+export type HostValueType = ValueType | "bytes";
+
+/** A host function's argument: `number` for i32, f32, f64; `bigint` for i64; bytes as a `Uint8Array`. */
+export type HostValue = number | bigint | Uint8Array;
+
+/**
+ * What a host function's handler returns (or resolves to): nothing for no
+ * result, the value (or a one-element array) for one, an array for several.
+ * Each value as a `run` argument is given: a `number` for i32/f32/f64, a
+ * `bigint` or safe-integer `number` for i64, a typed value from `i32()`,
+ * `f64Bits()`, …, and for `bytes` a `Uint8Array` or a string (its UTF-8).
+ */
+export type HostResult = HostResultValue | HostResultValue[] | undefined | void;
+/** One value of a {@link HostResult}. */
+export type HostResultValue = number | bigint | string | Uint8Array | TypedValueArg | TypedBitsArg;
+
+/** What a handler is told of the call it serves. */
+export interface HostCallContext {
+  /**
+   * Aborted when the sidecar cancels the call (the run's deadline passed,
+   * or the run was cancelled): whatever the handler returns then is dropped.
+   */
+  signal: AbortSignal;
+  /** The sidecar's id of the `host/call` request (`"sbx-1"`). */
+  id: string | number;
+  /** The id of this client's `run`, `call` or `instantiate` whose guest made the call. */
+  requestId: string | number;
+  /** The instance whose call (or instantiation) made it; `undefined` for a run. */
+  instance: string | undefined;
+  module: string;
+  name: string;
+}
+
+/**
+ * A function of this process that guests may import as `module::name`
+ * (docs/protocol.md, "Host functions served by the parent").
+ */
+export interface HostFunction {
+  module: string;
+  name: string;
+  /** Parameter types (default none). */
+  params?: HostValueType[];
+  /** Result types (default none). */
+  results?: HostValueType[];
+  /**
+   * Called with the arguments and the call's context; what it returns or
+   * resolves to is the answer, what it throws or rejects with an error
+   * answer carrying its message (the run then fails with `HostFunctionError`).
+   */
+  // Each argument is a HostValue of the type `params` gives it: known when
+  // the program runs, not when it compiles, so typed any (a handler takes
+  // `([key])` as the bigint it is, without a cast).
+  handler: (args: any[], call: HostCallContext) => HostResult | Promise<HostResult>;
 }
 
 /** Resource limits of one run; omitted fields take the sidecar's defaults (see `Sidecar.info.limits`). */
@@ -196,6 +258,8 @@ export interface RunOptions extends ModuleSource {
   onOutput?: (stream: OutputStream, data: Uint8Array, seq: number) => void;
   /** Aborting sends `$/cancelRequest`; the run then rejects with `Cancelled`. */
   signal?: AbortSignal;
+  /** Host functions declared to this run's guest and serving its calls, over the sidecar's of the same name. */
+  hostFunctions?: HostFunction[];
 }
 
 /** The result of a successful {@link Plugin.call} (and the base of {@link RunResult}). */
@@ -256,6 +320,12 @@ export interface PluginOptions extends ModuleSource {
   onOutput?: (stream: OutputStream, data: Uint8Array, seq: number) => void;
   /** Aborting cancels the instantiation (no instance is left behind); it rejects with `Cancelled`. */
   signal?: AbortSignal;
+  /**
+   * Host functions declared to the instance for its life, serving the host
+   * calls of its instantiation and of every call, over the sidecar's of the
+   * same name.
+   */
+  hostFunctions?: HostFunction[];
 }
 
 /** Options of {@link Plugin.call}. */

@@ -100,6 +100,7 @@ describe("README.md", () => {
   // it names testdata/wasi/guest_c.wasm relative to the checkout, as the README says
   it("the WASI Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("wasi-node", repoDir));
   it("the plugin Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("plugin-node", repoDir));
+  it("the host functions Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("host-node", repoDir));
 });
 
 /** npm, as the running `npm test` was started (its CLI through this node), or npm on PATH. */

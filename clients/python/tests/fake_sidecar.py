@@ -28,6 +28,10 @@ instance_ids = iter(range(1, 1 << 30))
 rendezvous_cond = threading.Condition()
 rendezvous_waiting = {}  # group -> rendezvous calls of that group received so far
 max_message = int(os.environ.get("FAKE_MAX_MESSAGE", "0")) or None
+host_ids = iter(range(1, 1 << 30))
+host_waiting = {}  # host/call id -> Event set by its answer
+host_answers = {}  # host/call id -> the answer message (every one received, late ones too)
+cancel_on_stats = []  # (run id, host/call id): cancelled, and the run answered timeout, at the next stats
 
 
 def send(msg):
@@ -62,10 +66,38 @@ def run_result(values, params, **extra):
     return res
 
 
+def do_host(id, params):
+    """Each argument is a host call to make, in turn: {"module", "name",
+    "args"} (args as the sidecar sends them); "cancel": "on_stats" leaves
+    it waiting until the next stats request, which cancels it and answers
+    the run timeout, as the real sidecar does at a deadline. The result's
+    "answers" are the answer messages."""
+    answers = []
+    for step in params.get("args", []):
+        hid = step.get("id", "sbx-%d" % next(host_ids))
+        ev = host_waiting[hid] = threading.Event()
+        call = {"id": id, "module": step["module"], "name": step["name"], "args": step.get("args", [])}
+        if "instance" in params:
+            call["instance"] = params["instance"]
+        if step.get("cancel") == "on_stats":
+            with cancels_lock:
+                cancel_on_stats.append((id, hid))
+        send({"jsonrpc": "2.0", "id": hid, "method": "host/call", "params": call})
+        if step.get("cancel") == "on_stats":
+            return
+        if not ev.wait(10):
+            error(id, 1, "host: no answer to %s" % hid, {"kind": "host"})
+            return
+        answers.append(host_answers[hid])
+    result(id, run_result([], params, answers=answers))
+
+
 def do_run(id, params):
     fn = params.get("function", "run")
     args = params.get("args", [])
-    if fn == "add":
+    if fn == "host":
+        do_host(id, params)
+    elif fn == "add":
         result(id, run_result([{"type": "i32", "value": sum(args)}], params))
     elif fn == "echo":
         result(id, run_result([], params))
@@ -166,7 +198,11 @@ def handle(msg):
     method = msg.get("method")
     id = msg.get("id")
     params = msg.get("params") or {}
-    if method == "run":
+    if method is None and isinstance(id, str):  # an answer to a host/call
+        host_answers[id] = msg
+        if id in host_waiting:
+            host_waiting[id].set()
+    elif method == "run":
         threading.Thread(target=do_run, args=(id, params), daemon=True).start()
     elif method == "instantiate":
         threading.Thread(target=do_instantiate, args=(id, params), daemon=True).start()
@@ -190,7 +226,13 @@ def handle(msg):
                     "exports": [{"name": "add", "kind": "func", "params": ["i32", "i32"], "results": ["i32"]}],
                     "cached": False, "compileMicros": 2500, "params": params})
     elif method == "stats":
-        result(id, {"runs": {"ok": 0}, "inFlight": 0, "hasParams": "params" in msg,
+        with cancels_lock:
+            cancelling = list(cancel_on_stats)
+            cancel_on_stats.clear()
+        for run_id, hid in cancelling:
+            send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": hid}})
+            error(run_id, 3, "timeout: deadline of 100 ms exceeded", {"kind": "timeout", "timeoutMs": 100})
+        result(id, {"runs": {"ok": 0}, "inFlight": 0, "hasParams": "params" in msg, "hostAnswers": dict(host_answers),
                     "cancelRequests": list(cancel_requests), "releases": list(releases),
                     "instances": sorted(instances)})
     elif method == "shutdown":

@@ -13,7 +13,8 @@ import sandboxd
 from sandboxd import _params
 from sandboxd._framing import encode_message
 from sandboxd._plugin import plugin_options
-from sandboxd._protocol import Session, call_result_parser, parse_instantiated
+from sandboxd._protocol import Session
+from sandboxd._results import call_result_parser, parse_instantiated
 from sandboxd.errors import error_from_rpc
 
 from _support import fake_sidecar_bin

@@ -169,6 +169,9 @@ class ReadmeSnippetTest(IntegrationTest):
     def test_plugin_python_snippet_runs_as_printed(self):
         self.check_snippet("plugin-python", str(REPO))
 
+    def test_host_python_snippet_runs_as_printed(self):
+        self.check_snippet("host-python", str(REPO))
+
     def check_snippet(self, name, cwd):
         snippet = readme_block("snippet: " + name)
         expected = readme_block("output: " + name)

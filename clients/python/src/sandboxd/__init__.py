@@ -19,6 +19,7 @@ subclass named after the fence or fault that stopped them.
 
 from ._async import AsyncSidecar
 from ._client import RunHandle, Sidecar
+from ._hostcalls import HostCall, HostFunction, current_host_call, host_function
 from ._plugin import AsyncPlugin, Plugin
 from ._types import CallResult, Capabilities, Dir, Limits, LogLine, Module, RunOptions, RunResult, Wasi
 from ._values import F32, F64, I32, I64, WasmValue
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Sidecar", "AsyncSidecar", "RunHandle", "RunOptions", "Limits", "Capabilities", "Wasi", "Dir", "Module", "RunResult",
     "Plugin", "AsyncPlugin", "CallResult", "LogLine", "InstanceClosed", "TooManyInstances",
+    "HostFunction", "HostCall", "host_function", "current_host_call",
     "I32", "I64", "F32", "F64", "WasmValue",
     "SandboxError", "HostError", "FuelExhausted", "Timeout", "MemoryLimitExceeded",
     "DisallowedImport", "InvalidModule", "ExportError", "Trap", "Cancelled", "PluginError", "CompileLimitExceeded",

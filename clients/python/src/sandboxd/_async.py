@@ -3,22 +3,25 @@
 Same protocol core (:class:`~sandboxd._protocol.Session`) as the threaded
 client, driven by the event loop's callbacks on the sidecar's pipes. Cancelling the
 task that awaits a run sends ``$/cancelRequest`` so the guest really stops,
-instead of burning a worker until its deadline.
+instead of burning a worker until its deadline. A host call's handler runs
+as a task of its own, which the sidecar's ``$/cancelRequest`` cancels.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import subprocess
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
-from ._params import compile_params, instantiate_params, run_request
-from ._plugin import AsyncPlugin, PluginOpening, plugin_options
+from ._hostcalls import NO_HOST_FUNCTIONS, HostCall, HostFunction, HostFunctions, mark_current
+from ._params import compile_params, run_request
+from ._plugin import AsyncPlugin, PluginOpening, instantiate_request
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
-from ._protocol import (
-    Call, Session, Transform, parse_any, parse_instantiated, parse_module, parse_object, parse_run_result,
-    read_failure, release_params,
+from ._protocol import Call, Session, read_failure
+from ._results import (
+    Transform, parse_any, parse_instantiated, parse_module, parse_object, parse_run_result, release_params,
 )
 from ._types import Limits, Module, OnLog, OnOutput, RunOptions, RunResult
 from .errors import SidecarError
@@ -89,7 +92,8 @@ class _AsyncConnection:
         self._loop = loop
         self.proc = proc
         self.tail = StderrTail()
-        self.session = Session(self.tail.text)
+        self.session = Session(self.tail.text, serve=self._serve_host_call, reply=self._write_now)
+        self._handlers: Set["asyncio.Task[None]"] = set()  # host calls being served (the loop keeps weak refs)
         self.info: Optional[Dict[str, Any]] = None  # the initialize result, once asked for
         self._stdin: Any = None  # the write pipe transport
         self._closing = False
@@ -178,9 +182,9 @@ class _AsyncConnection:
 
     # -- writing
 
-    def _write_now(self, frame: bytes) -> bool:
+    def _write_now(self, frame: Optional[bytes]) -> bool:
         stdin = self._stdin
-        if stdin is None or stdin.is_closing():
+        if frame is None or stdin is None or stdin.is_closing():
             return False
         if self._batch is not None:
             self._batch.append(frame)
@@ -208,6 +212,33 @@ class _AsyncConnection:
             self._drained.append(fut)
             await fut
 
+    # -- host calls
+
+    def _serve_host_call(self, call: HostCall) -> None:
+        """Run a host call's handler as a task (called by the reader)."""
+        task = self._loop.create_task(self._answer(call))
+        self._handlers.add(task)
+        task.add_done_callback(self._handlers.discard)
+        call.on_cancel = task.cancel
+
+    async def _answer(self, call: HostCall) -> None:
+        mark_current(call)  # in this task's own context: current_host_call() across its awaits
+        try:
+            returned = call.function.handler(*call.args)
+            if inspect.isawaitable(returned):
+                returned = await returned
+        except asyncio.CancelledError:
+            if call.cancelled:
+                return  # by the sidecar: no answer
+            self._write_now(self.session.finish_host_call(call, failure=RuntimeError("the handler was cancelled")))
+            raise
+        except Exception as e:
+            frame = self.session.finish_host_call(call, failure=e)
+        else:
+            frame = self.session.finish_host_call(call, returned)
+        if frame is not None:
+            self._write_now(frame)
+
     def notify(self, method: str, params: Any = None) -> None:
         try:
             self._write_now(Session.notification(method, params))
@@ -234,7 +265,8 @@ class _AsyncConnection:
 
     async def call(self, method: str, params: Any = None, on_log: Optional[OnLog] = None,
                    transform: Transform = parse_any, wait: Optional[float] = None,
-                   on_output: Optional[OnOutput] = None, on_late: Optional[Callable[[Any], None]] = None) -> Any:
+                   on_output: Optional[OnOutput] = None, on_late: Optional[Callable[[Any], None]] = None,
+                   host_functions: HostFunctions = NO_HOST_FUNCTIONS) -> Any:
         fut = self._loop.create_future()
 
         def settle(result: Any, exc: Optional[BaseException]) -> None:
@@ -245,7 +277,8 @@ class _AsyncConnection:
             else:
                 fut.set_result(result)
 
-        call, frame = self.session.start(method, params, settle, on_log, transform, on_output, on_late)
+        call, frame = self.session.start(method, params, settle, on_log, transform, on_output, on_late,
+                                         host_functions, fut)
         try:
             if not self._write_now(frame):
                 raise ConnectionResetError("the sidecar's stdin is closed")
@@ -299,7 +332,9 @@ class _AsyncConnection:
 
 class AsyncSidecar:
     """The asyncio twin of :class:`sandboxd.Sidecar`: same arguments, same
-    methods, awaited. ``async with sandboxd.AsyncSidecar() as sb:`` starts
+    methods, awaited. A host function's handler may be an ``async def``
+    (run as a task, cancelled when the sidecar cancels the call) or a
+    plain function (run on the event loop). ``async with sandboxd.AsyncSidecar() as sb:`` starts
     the process (so does the first call); many calls may be awaited at once
     (``asyncio.gather``). Cancelling a task awaiting :meth:`run` sends
     ``$/cancelRequest`` and the sidecar stops the guest within milliseconds.
@@ -311,7 +346,8 @@ class AsyncSidecar:
 
     def __init__(self, binary: Optional[str] = None, args: Sequence[str] = (),
                  max_concurrency: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
-                 restart: bool = False) -> None:
+                 restart: bool = False, host_functions: Sequence[HostFunction] = ()) -> None:
+        self._host_functions = NO_HOST_FUNCTIONS.merged(host_functions, "host_functions")
         self._argv = sidecar_argv(find_binary(binary), args, max_concurrency)
         self._env = sidecar_env(env)
         self._restart = restart
@@ -381,9 +417,10 @@ class AsyncSidecar:
         """See :meth:`sandboxd.Sidecar.run` (same arguments). ``on_log`` and
         ``on_output`` run on the event loop, as the sidecar's output is read, before this coroutine
         returns. Cancelling the awaiting task cancels the run."""
-        params, on_log, on_output = run_request(options, keywords)
+        params, on_log, on_output, functions = run_request(options, keywords, self._host_functions)
         conn = await self._connection()
-        result: RunResult = await conn.call("run", params, on_log, parse_run_result, on_output=on_output)
+        result: RunResult = await conn.call("run", params, on_log, parse_run_result, on_output=on_output,
+                                            host_functions=functions)
         return result
 
     async def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None,
@@ -410,14 +447,13 @@ class AsyncSidecar:
         return self._instantiate(keywords, "instantiate()")
 
     def _instantiate(self, keywords: Dict[str, Any], caller: str) -> PluginOpening:
-        opts = plugin_options(keywords, caller)
-        params = instantiate_params(opts)
+        opts, params, functions = instantiate_request(keywords, caller, self._host_functions)
 
         async def open() -> AsyncPlugin:
             conn = await self._connection()
             info = await conn.call("instantiate", params, opts.on_log, parse_instantiated,
-                                   on_output=opts.on_output, on_late=conn.release_late)
-            return AsyncPlugin(conn, info, params.get("capabilities", {}))
+                                   on_output=opts.on_output, on_late=conn.release_late, host_functions=functions)
+            return AsyncPlugin(conn, info, params.get("capabilities", {}), functions)
 
         return PluginOpening(open)
 

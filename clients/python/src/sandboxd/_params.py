@@ -16,6 +16,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _values
+from ._hostcalls import NO_HOST_FUNCTIONS, HostFunctions
 from ._types import Capabilities, Dir, Limits, Module, OnLog, OnOutput, RunOptions, Wasi
 from .errors import InvalidParams
 
@@ -276,8 +277,9 @@ def _grants(options: RunOptions) -> Dict[str, Any]:
     return cap
 
 
-def run_params(options: RunOptions) -> Dict[str, Any]:
-    """The ``run`` params; raises InvalidParams before anything is sent."""
+def run_params(options: RunOptions, host_functions: HostFunctions = NO_HOST_FUNCTIONS) -> Dict[str, Any]:
+    """The ``run`` params, declaring ``host_functions``; raises
+    InvalidParams before anything is sent."""
     cap = _grants(options)
     function = options.function
     if function is None and "wasi" not in cap:
@@ -299,7 +301,15 @@ def run_params(options: RunOptions) -> Dict[str, Any]:
         params["limits"] = lim
     if cap:
         params["capabilities"] = cap
+    declare(params, host_functions)
     return params
+
+
+def declare(params: Dict[str, Any], host_functions: HostFunctions) -> None:
+    """``hostFunctions`` of a run or an instantiation; absent when there
+    are none (declaring nothing changes nothing)."""
+    if host_functions:
+        params["hostFunctions"] = host_functions.declarations()
 
 
 _PLAIN_RUN_KEYWORDS = frozenset({"wat", "wasm", "path", "module", "function", "args"})
@@ -321,16 +331,20 @@ def plain_run_params(keywords: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
             "function": function, "args": _values.encode_args(keywords.get("args", ()))}
 
 
-def run_request(options: Optional[RunOptions], keywords: Mapping[str, Any]
-                ) -> Tuple[Dict[str, Any], Optional[OnLog], Optional[OnOutput]]:
-    """The ``run`` params and the run's on_log and on_output from run()'s
+def run_request(options: Optional[RunOptions], keywords: Mapping[str, Any],
+                sidecar_functions: HostFunctions = NO_HOST_FUNCTIONS
+                ) -> Tuple[Dict[str, Any], Optional[OnLog], Optional[OnOutput], HostFunctions]:
+    """The ``run`` params, the run's on_log and on_output and the host
+    functions serving it (the run's over the sidecar's) from run()'s
     arguments (an options object, keywords, or both): the plain path when
     only keywords of a plain run are given, else through RunOptions."""
     params = plain_run_params(keywords) if options is None else None
     if params is not None:
-        return params, None, None
+        declare(params, sidecar_functions)
+        return params, None, None, sidecar_functions
     opts = RunOptions.build(options, keywords)
-    return run_params(opts), opts.on_log, opts.on_output
+    functions = sidecar_functions.merged(opts.host_functions, "host_functions")
+    return run_params(opts, functions), opts.on_log, opts.on_output, functions
 
 
 #: The keywords of ``plugin()`` that belong to a run or a call, not to an
@@ -342,9 +356,10 @@ _NOT_FOR_INSTANTIATE = {
 }
 
 
-def instantiate_params(options: RunOptions) -> Dict[str, Any]:
+def instantiate_params(options: RunOptions, host_functions: HostFunctions = NO_HOST_FUNCTIONS) -> Dict[str, Any]:
     """The ``instantiate`` params from a RunOptions built of ``plugin()``'s
-    keywords (its module source, limits, capabilities and config)."""
+    keywords (its module source, limits, capabilities and config),
+    declaring ``host_functions``."""
     for name, instead in _NOT_FOR_INSTANTIATE.items():
         value = getattr(options, name)
         if value is not None and value != ():
@@ -360,6 +375,7 @@ def instantiate_params(options: RunOptions) -> Dict[str, Any]:
         params["limits"] = lim
     if options.config is not None:
         params["config"] = config_object(options.config)
+    declare(params, host_functions)
     return params
 
 

@@ -13,18 +13,20 @@ does not. Instances live in the sidecar process and die with it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
+from ._hostcalls import HostFunctions
 from ._params import call_params, instantiate_params
-from ._protocol import Instantiated, call_result_parser, release_params
+from ._results import Instantiated, call_result_parser, release_params
 from ._types import CallResult, Limits, OnLog, OnOutput, RunOptions
 from .errors import InstanceClosed, InvalidParams, SandboxError, SidecarError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._async import _AsyncConnection
-    from ._client import RunHandle, _Connection
+    from ._client import RunHandle
+    from ._connection import _Connection
 
-__all__ = ["Plugin", "AsyncPlugin", "plugin_options"]
+__all__ = ["Plugin", "AsyncPlugin", "plugin_options", "instantiate_request"]
 
 
 def plugin_options(keywords: Dict[str, Any], caller: str) -> RunOptions:
@@ -42,12 +44,23 @@ def plugin_options(keywords: Dict[str, Any], caller: str) -> RunOptions:
     return RunOptions.build(None, keywords, caller)
 
 
+def instantiate_request(keywords: Dict[str, Any], caller: str, sidecar_functions: HostFunctions
+                        ) -> Tuple[RunOptions, Dict[str, Any], HostFunctions]:
+    """``plugin(**keywords)``'s options, its ``instantiate`` params and the
+    host functions of the instance (its own over the sidecar's), which
+    serve the host calls of its instantiation and of every call."""
+    opts = plugin_options(keywords, caller)
+    functions = sidecar_functions.merged(opts.host_functions, "host_functions")
+    return opts, instantiate_params(opts, functions), functions
+
+
 class _PluginBase:
     """What the two handles share: the instance's description, the checks
     of a call's arguments, and the errors of a closed instance."""
 
-    def __init__(self, info: Instantiated, capabilities: Mapping[str, Any]) -> None:
+    def __init__(self, info: Instantiated, capabilities: Mapping[str, Any], host_functions: HostFunctions) -> None:
         self._info = info
+        self._host_functions = host_functions
         self._granted_log = bool(capabilities.get("log"))
         self._granted_wasi = "wasi" in capabilities
         self._released = False
@@ -139,8 +152,9 @@ class Plugin(_PluginBase):
     one at a time, in the order it read them.
     """
 
-    def __init__(self, conn: "_Connection", info: Instantiated, capabilities: Mapping[str, Any]) -> None:
-        super().__init__(info, capabilities)
+    def __init__(self, conn: "_Connection", info: Instantiated, capabilities: Mapping[str, Any],
+                 host_functions: HostFunctions) -> None:
+        super().__init__(info, capabilities, host_functions)
         self._conn = conn
         self._lock = threading.Lock()
 
@@ -199,7 +213,8 @@ class Plugin(_PluginBase):
                               {"fuel": fuel, "timeout": timeout, "log_bytes": log_bytes, "output_bytes": output_bytes},
                               on_log, on_output)
         conn = self._live_conn()
-        call, out = conn.start("call", params, on_log, call_result_parser(self.id, self.module_id), on_output)
+        call, out = conn.start("call", params, on_log, call_result_parser(self.id, self.module_id), on_output,
+                               host_functions=self._host_functions)
         return RunHandle(conn, call, out)
 
     def release(self) -> None:
@@ -230,8 +245,9 @@ class AsyncPlugin(_PluginBase):
     ``$/cancelRequest`` (a running call is stopped and the instance
     closed; a queued one is dropped and the instance stays open)."""
 
-    def __init__(self, conn: "_AsyncConnection", info: Instantiated, capabilities: Mapping[str, Any]) -> None:
-        super().__init__(info, capabilities)
+    def __init__(self, conn: "_AsyncConnection", info: Instantiated, capabilities: Mapping[str, Any],
+                 host_functions: HostFunctions) -> None:
+        super().__init__(info, capabilities, host_functions)
         self._conn = conn
 
     async def __aenter__(self) -> "AsyncPlugin":
@@ -255,7 +271,7 @@ class AsyncPlugin(_PluginBase):
                               on_log, on_output)
         conn = self._live_conn()
         result: CallResult = await conn.call("call", params, on_log, call_result_parser(self.id, self.module_id),
-                                             on_output=on_output)
+                                             on_output=on_output, host_functions=self._host_functions)
         return result
 
     async def release(self) -> None:

@@ -3,9 +3,12 @@
 :class:`Session` owns the table of pending requests: it numbers requests,
 routes ``log`` and ``output`` notifications and responses to them, and turns responses into
 results or exceptions, and decides what pending calls are told when the
-sidecar goes away. The two clients only move bytes and wake waiters
-(``concurrent.futures`` for threads, ``asyncio`` futures for the event
-loop), so both behave identically by construction.
+sidecar goes away. It also keeps the table of the sidecar's ``host/call``
+requests: it finds the handler a call is served by, answers at once what
+cannot be served, and cancels what the sidecar cancels. The two clients
+only move bytes, wake waiters (``concurrent.futures`` for threads,
+``asyncio`` futures for the event loop) and run handlers, so both behave
+identically by construction.
 """
 
 from __future__ import annotations
@@ -16,150 +19,21 @@ import re
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from . import _values
 from ._bytes import bytes_from_wire
 from ._framing import FrameDecoder, FramingError, encode_message
+from ._hostcalls import (
+    BAD_ARGUMENTS, HANDLER_FAILED, NO_HANDLER, NO_HOST_FUNCTIONS, HostCall, HostCallProblem, HostFunctions,
+    answer_message, current_for, decode_args, describe_failure, encode_results, error_message,
+)
 from ._process import describe_exit, sidecar_failure
-from ._types import CallResult, LogLine, Module, OnLog, OnOutput, RunResult
+from ._results import Transform, parse_any
+from ._types import LogLine, OnLog, OnOutput
 from .errors import SidecarError, error_from_rpc
 
 Settle = Callable[[Any, Optional[BaseException]], None]
-Transform = Callable[[Any, "Call"], Any]
 #: Handles a notification's params; gets the pending call whose id the
 #: params carry (``params["id"]``), or None.
 NotificationHandler = Callable[[Any, Optional["Call"]], None]
-
-
-# --------------------------------------------------------------------------
-# Parsing results
-
-
-def _need(result: Any, key: str, types: Tuple[type, ...]) -> Any:
-    if not isinstance(result, dict) or key not in result:
-        raise ValueError("missing %r" % key)
-    v = result[key]
-    if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
-        raise ValueError("%r has the wrong type: %r" % (key, v))
-    return v
-
-
-def _micros(result: Dict[str, Any], key: str, required: bool) -> float:
-    v = result.get(key)
-    if type(v) is int or type(v) is float:  # the common case, without _need's checks
-        return v / 1e6
-    if v is None and not required:
-        return 0.0
-    return _need(result, key, (int, float)) / 1e6
-
-
-def _count(result: Dict[str, Any], key: str) -> int:
-    v = result.get(key)
-    return v if type(v) is int else _need(result, key, (int,))
-
-
-def _run_fields(result: Any, call: "Call") -> Dict[str, Any]:
-    """The fields a ``run`` and a ``call`` result share, as RunResult's
-    keyword arguments."""
-    if not isinstance(result, dict):
-        raise ValueError("expected an object, got %r" % (result,))
-    raw_values = result.get("values")
-    if type(raw_values) is not list:
-        raw_values = _need(result, "values", (list,))
-    values = [_values.decode_value(v) for v in raw_values]
-    exit_code = result.get("exitCode")
-    wasi = exit_code is not None
-    if wasi and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
-        raise ValueError("'exitCode' has the wrong type: %r" % (exit_code,))
-    return dict(
-        values=values,
-        raw_values=raw_values,
-        fuel_consumed=_count(result, "fuelConsumed"),
-        peak_memory_bytes=_count(result, "peakMemoryBytes"),
-        logs=call.logs,
-        elapsed=_micros(result, "elapsedMicros", True),
-        queued=_micros(result, "queuedMicros", False),
-        log_lines=result.get("logLines", len(call.logs)),
-        log_truncated=bool(result.get("logTruncated", False)),
-        exit_code=exit_code,
-        stdout=_output(result, "stdout") if wasi else b"",
-        stderr=_output(result, "stderr") if wasi else b"",
-        output=_output(result, "output") if "output" in result else None,
-        output_truncated=bool(result.get("outputTruncated", False)),
-        raw=result,
-    )
-
-
-def parse_run_result(result: Any, call: "Call") -> RunResult:
-    """A ``run`` result object as a RunResult (strict on the core fields)."""
-    fields = _run_fields(result, call)
-    return RunResult(module_id=_need(result, "moduleId", (str,)), **fields)
-
-
-def call_result_parser(instance: str, module_id: str) -> Transform:
-    """The transform of a ``call`` on ``instance`` (of ``module_id``, which
-    the call result may repeat)."""
-    def parse(result: Any, call: "Call") -> CallResult:
-        fields = _run_fields(result, call)
-        mid = result.get("moduleId")
-        return CallResult(module_id=mid if isinstance(mid, str) else module_id, instance=instance, **fields)
-    return parse
-
-
-class Instantiated:
-    """An ``instantiate`` result, parsed: what the clients build a plugin
-    handle from."""
-
-    __slots__ = ("id", "module_id", "plugin", "exports", "fuel_consumed", "peak_memory_bytes", "elapsed",
-                 "queued", "logs", "raw")
-
-    def __init__(self, result: Any, call: "Call") -> None:
-        self.id: str = _need(result, "instance", (str,))
-        if not self.id:
-            raise ValueError("'instance' is empty")
-        self.module_id: str = _need(result, "moduleId", (str,))
-        self.plugin: bool = bool(result.get("plugin", False))
-        self.exports: List[Dict[str, Any]] = list(_need(result, "exports", (list,)))
-        self.fuel_consumed: int = result.get("fuelConsumed", 0)
-        self.peak_memory_bytes: int = result.get("peakMemoryBytes", 0)
-        self.elapsed: float = result.get("elapsedMicros", 0) / 1e6
-        self.queued: float = result.get("queuedMicros", 0) / 1e6
-        self.logs: List[str] = call.logs
-        self.raw: Dict[str, Any] = result
-
-
-def parse_instantiated(result: Any, call: "Call") -> Instantiated:
-    return Instantiated(result, call)
-
-
-def release_params(instance: str) -> Dict[str, str]:
-    return {"instance": instance}
-
-
-def _output(result: Dict[str, Any], key: str) -> bytes:
-    data = bytes_from_wire(result.get(key))
-    if data is None:
-        raise ValueError("%r is not a bytes object ({\"text\"} or {\"base64\"}): %r" % (key, result.get(key)))
-    return data
-
-
-def parse_module(result: Any, call: "Call") -> Module:
-    return Module(
-        id=_need(result, "moduleId", (str,)),
-        imports=list(_need(result, "imports", (list,))),
-        exports=list(_need(result, "exports", (list,))),
-        cached=bool(result.get("cached", False)),
-        compile_time=result.get("compileMicros", 0) / 1e6,
-    )
-
-
-def parse_object(result: Any, call: "Call") -> Dict[str, Any]:
-    if not isinstance(result, dict):
-        raise ValueError("expected an object, got %r" % (result,))
-    return result
-
-
-def parse_any(result: Any, call: "Call") -> Any:
-    return result
 
 
 # --------------------------------------------------------------------------
@@ -187,11 +61,12 @@ class Call:
     """One request awaiting its response."""
 
     __slots__ = ("id", "method", "settle", "on_log", "on_output", "transform", "logs", "outputs", "failure",
-                 "size", "on_late")
+                 "size", "on_late", "host_functions", "host_calls", "owner")
 
     def __init__(self, id: int, method: str, settle: Settle, on_log: Optional[OnLog],
                  transform: Transform, size: int, on_output: Optional[OnOutput] = None,
-                 on_late: Optional[Callable[[Any], None]] = None) -> None:
+                 on_late: Optional[Callable[[Any], None]] = None,
+                 host_functions: HostFunctions = NO_HOST_FUNCTIONS, owner: Any = None) -> None:
         self.id = id
         self.method = method
         self.settle = settle
@@ -206,24 +81,40 @@ class Call:
         # after the call was abandoned: an instantiate whose caller gave up
         # releases the instance it did not want.
         self.on_late = on_late
+        self.host_functions = host_functions  # what its guest's host calls are served by
+        self.host_calls: Optional[List[HostCall]] = None  # those outstanding (made at the first)
+        # The client's object waiting for this call (an _Outcome, a future),
+        # for the client to route its host calls to whoever waits.
+        self.owner = owner
 
 
 _SIZE_RE = re.compile(r"message of (\d+) bytes")
+
+#: The methods whose guests may call host functions; sent from a handler,
+#: they name its host call (``hostCall``).
+_RUNS_GUESTS = frozenset({"run", "call", "instantiate"})
 
 
 class Session:
     """Request ids, the pending table and message dispatch; no I/O.
 
-    Thread safety: ``start``/``abandon``/``close`` may be called from any
-    thread; ``feed``/``receive`` by one reader at a time (which is what
-    keeps each call's log lines and output in order). ``settle``, ``on_log``
-    and ``on_output`` callbacks run in the reader, outside the lock.
+    Thread safety: ``start``/``abandon``/``close``/``finish_host_call`` may
+    be called from any thread; ``feed``/``receive`` by one reader at a time
+    (which is what keeps each call's log lines and output in order).
+    ``settle``, ``on_log``, ``on_output``, ``serve`` and ``reply`` callbacks
+    run in the reader, outside the lock.
 
     ``stderr_tail`` returns the sidecar's recent stderr, for the errors that
-    report a failed or vanished sidecar.
+    report a failed or vanished sidecar. ``serve(host_call)`` is given each
+    host call to run its handler (and answer with :meth:`finish_host_call`);
+    ``reply(frame)`` must write, without blocking the reader, an answer the
+    Session makes itself (a host call that cannot be served). Without them
+    host calls are answered NO_HANDLER, or not at all.
     """
 
-    def __init__(self, stderr_tail: Callable[[], str] = lambda: "") -> None:
+    def __init__(self, stderr_tail: Callable[[], str] = lambda: "",
+                 serve: Optional[Callable[[HostCall], None]] = None,
+                 reply: Optional[Callable[[bytes], None]] = None) -> None:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._pending: Dict[int, Call] = {}
@@ -232,7 +123,11 @@ class Session:
         self._stderr_tail = stderr_tail
         self._decoder = FrameDecoder()
         self._inbox: Deque[Dict[str, Any]] = collections.deque()
-        self._notifications: Dict[str, NotificationHandler] = {"log": self._log, "output": self._output}
+        self._notifications: Dict[str, NotificationHandler] = {
+            "log": self._log, "output": self._output, "$/cancelRequest": self._cancel_host_call}
+        self._host_calls: Dict[Any, HostCall] = {}  # the sidecar's outstanding host/call requests by id
+        self._serve = serve
+        self._reply = reply
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle notifications of ``method`` with ``handler`` (replacing an
@@ -245,19 +140,30 @@ class Session:
 
     def start(self, method: str, params: Any, settle: Settle, on_log: Optional[OnLog] = None,
               transform: Transform = parse_any, on_output: Optional[OnOutput] = None,
-              on_late: Optional[Callable[[Any], None]] = None) -> Tuple[Call, bytes]:
+              on_late: Optional[Callable[[Any], None]] = None,
+              host_functions: HostFunctions = NO_HOST_FUNCTIONS, owner: Any = None) -> Tuple[Call, bytes]:
         """Register a request; returns it and its frame, to be written next.
         ``on_late(result)`` is called if a result arrives after the call was
-        abandoned (see :meth:`abandon`)."""
+        abandoned (see :meth:`abandon`). ``host_functions`` serve the host
+        calls its guest makes; ``owner`` is the client's, see Call.
+
+        A request sent from a handler of this session's host call names it
+        (``hostCall``), so that the sidecar refuses at once a call to the
+        instance waiting for that handler instead of letting it wait for
+        itself."""
         if self._closed is not None:
             raise self._closed()
         id = next(self._ids)  # atomic: count() is a C iterator, and the GIL is held
         message: Dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
         if params is not None:
             message["params"] = params
+            if method in _RUNS_GUESTS and type(params) is dict:
+                serving = current_for(self)
+                if serving is not None:
+                    params["hostCall"] = serving.id
         frame = encode_message(message)  # outside the lock: may be megabytes
         call = Call(id, method, settle, on_log, transform, len(frame) - frame.index(b"\r\n\r\n") - 4, on_output,
-                    on_late)
+                    on_late, host_functions, owner)
         with self._lock:
             if self._closed is not None:
                 raise self._closed()
@@ -304,6 +210,10 @@ class Session:
             calls = list(self._pending.values())
             self._pending.clear()
             self._late.clear()
+            host_calls = list(self._host_calls.values())
+            self._host_calls.clear()
+        for host_call in host_calls:  # nobody can take their answers any more
+            host_call.cancel()
         for call in calls:
             call.settle(None, error())
 
@@ -365,6 +275,9 @@ class Session:
 
     def receive(self, message: Dict[str, Any]) -> None:
         if "method" in message:
+            if "id" in message:
+                self._request(message)
+                return
             handler = self._notifications.get(message["method"]) if isinstance(message["method"], str) else None
             if handler is not None:
                 params = message.get("params")
@@ -384,6 +297,10 @@ class Session:
         with self._lock:
             call = self._pending.pop(id, None)
             late = self._late.pop(id, None) if call is None and self._late else None
+            host_calls = self._forget_host_calls(call) if call is not None and call.host_calls else None
+        if host_calls:  # the run ended (its deadline, say) while they waited
+            for host_call in host_calls:
+                host_call.cancel()
         if call is None:
             # An abandoned (cancelled) call, e.g. its -32800 reply; or one
             # whose result must not be lost.
@@ -448,6 +365,103 @@ class Session:
                 call.on_output(stream, data)
             except Exception as e:  # re-raised by run() once the response arrives
                 call.failure = e
+
+    # -- host calls (the sidecar's requests)
+
+    def _request(self, message: Dict[str, Any]) -> None:
+        """A request from the sidecar: ``host/call`` is handed to ``serve``
+        when a handler is registered for it, and answered at once with an
+        error otherwise (never left unanswered: the guest waits for it)."""
+        id, method, params = message["id"], message["method"], message.get("params")
+        if method != "host/call":
+            self._answer_now(id, NO_HANDLER, "method not found: this client serves host/call only, not %r" % (method,))
+            return
+        if self._serve is None:
+            self._answer_now(id, NO_HANDLER, "this client serves no host calls")
+            return
+        try:
+            host_call = self._open_host_call(id, params)
+        except HostCallProblem as problem:
+            self._answer_now(id, problem.code, str(problem))
+            return
+        self._serve(host_call)
+
+    def _open_host_call(self, id: Any, params: Any) -> HostCall:
+        """Register a host/call, or raise the HostCallProblem its answer names."""
+        if not isinstance(params, dict):
+            raise HostCallProblem(BAD_ARGUMENTS, "host/call params must be an object, got %r" % (params,))
+        request_id, module, name = params.get("id"), params.get("module"), params.get("name")
+        with self._lock:
+            call = self._pending.get(request_id) if type(request_id) is int else None
+        if call is None:
+            raise HostCallProblem(NO_HANDLER, "no request %r of this client is waiting for %s::%s (it ended, or "
+                                              "was never sent)" % (request_id, module, name))
+        function = call.host_functions.get(module, name)
+        if function is None:
+            raise HostCallProblem(NO_HANDLER, "no handler for host function %s::%s in request %d (%s)"
+                                  % (module, name, request_id, call.method))
+        args = decode_args(function, params.get("args"))
+        instance = params.get("instance")
+        host_call = HostCall(id, request_id, instance if isinstance(instance, str) else None, function, args,
+                             call, self)
+        with self._lock:
+            if not isinstance(id, (str, int)) or id in self._host_calls:
+                raise HostCallProblem(BAD_ARGUMENTS, "host/call id %r is already outstanding" % (id,))
+            if self._pending.get(request_id) is not call:  # ended meanwhile
+                raise HostCallProblem(NO_HANDLER, "request %d ended before its host call" % request_id)
+            self._host_calls[id] = host_call
+            if call.host_calls is None:
+                call.host_calls = []
+            call.host_calls.append(host_call)
+        return host_call
+
+    def finish_host_call(self, host_call: HostCall, returned: Any = None, failure: Optional[BaseException] = None,
+                         problem: Optional[HostCallProblem] = None) -> Optional[bytes]:
+        """The answer frame to write for ``host_call``: its handler
+        ``returned`` a value, or raised ``failure``, or it cannot be served
+        (``problem``). None when no answer must be sent: the sidecar
+        cancelled it (or the sidecar is gone, or it was answered)."""
+        if problem is None and failure is None:
+            try:
+                message = answer_message(host_call.id, encode_results(host_call.function, returned))
+            except HostCallProblem as p:
+                problem = p
+        if failure is not None:
+            message = error_message(host_call.id, HANDLER_FAILED, describe_failure(failure))
+        elif problem is not None:
+            message = error_message(host_call.id, problem.code, str(problem))
+        frame = encode_message(message)  # outside the lock: may be megabytes
+        with self._lock:
+            if self._host_calls.get(host_call.id) is not host_call:
+                return None
+            del self._host_calls[host_call.id]
+            calls = host_call.call.host_calls
+            if calls is not None and host_call in calls:
+                calls.remove(host_call)
+        return frame
+
+    def _answer_now(self, id: Any, code: int, message: str) -> None:
+        if self._reply is not None and isinstance(id, (str, int)):
+            self._reply(encode_message(error_message(id, code, message)))
+
+    def _cancel_host_call(self, params: Any, _call: Optional[Call]) -> None:
+        """``$/cancelRequest`` from the sidecar: its run's deadline passed or
+        the run was cancelled; no answer may follow."""
+        id = params.get("id") if isinstance(params, dict) else None
+        if not isinstance(id, (str, int)):
+            return
+        with self._lock:
+            host_call = self._host_calls.pop(id, None)
+            if host_call is not None and host_call.call.host_calls:
+                host_call.call.host_calls.remove(host_call)
+        if host_call is not None:
+            host_call.cancel()
+
+    def _forget_host_calls(self, call: Call) -> List[HostCall]:  # lock held
+        calls, call.host_calls = call.host_calls or [], None
+        for host_call in calls:
+            self._host_calls.pop(host_call.id, None)
+        return calls
 
     def _orphan(self, message: Dict[str, Any]) -> None:
         """An error with ``id: null``: the server could not read the id.

@@ -141,6 +141,9 @@ class RunOptions:
     reads (bytes, or a str as its UTF-8) and ``config`` what ``config_get``
     reads (str to str); the run instantiates, calls and releases in one
     request and the result's ``output`` is what the function set.
+    ``host_functions`` (:class:`~sandboxd.HostFunction`) are declared to
+    the guest and serve its calls of them, over the sidecar's of the same
+    name.
 
     ``Sidecar.run`` takes a RunOptions, keywords, or both: keywords are
     :meth:`with_options` applied to the options.
@@ -158,6 +161,7 @@ class RunOptions:
     on_output: Optional[OnOutput] = None
     input: Optional[BytesInput] = None
     config: Optional[Mapping[str, str]] = None
+    host_functions: Sequence[Any] = ()  # sandboxd.HostFunction
 
     def with_options(self, **keywords: Any) -> "RunOptions":
         """A copy with ``keywords`` applied: any field of RunOptions, and as
