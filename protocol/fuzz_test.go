@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -35,4 +36,40 @@ func FuzzDecodeArg(f *testing.F) {
 			t.Fatalf("%s %#x encodes as %s, which decodes to %#x, %v", ty, v.Bits, enc, back.Bits, err)
 		}
 	})
+}
+
+// FuzzCheckEvalInput: CheckEvalInput's byte scan agrees with
+// encoding/json's reading of the same input: it accepts exactly the empty
+// input and the single JSON values nested at most MaxEvalInputDepth deep.
+func FuzzCheckEvalInput(f *testing.F) {
+	for _, s := range []string{"", "null", `{"a":[1,"]]\"[["]}`, `[[[]]]`, `"\\"`, "1 2", "{", `[{"x":[{}]}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		err := CheckEvalInput(input)
+		want := len(input) == 0 || (json.Valid(input) && jsonDepth(input) <= MaxEvalInputDepth)
+		if (err == nil) != want {
+			t.Fatalf("CheckEvalInput(%q) = %v; encoding/json reads it as valid %v, %d deep", input, err, json.Valid(input), jsonDepth(input))
+		}
+	})
+}
+
+// jsonDepth is the deepest nesting of arrays and objects in valid JSON, as
+// encoding/json's tokens show it.
+func jsonDepth(input []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('['), json.Delim('{'):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim(']'), json.Delim('}'):
+			depth--
+		}
+	}
 }
