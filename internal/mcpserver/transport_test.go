@@ -1,0 +1,111 @@
+package mcpserver
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// The transport against what no SDK client sends: every bad line is
+// answered, and the session goes on.
+func TestBadLinesAreAnsweredAndTheSessionGoesOn(t *testing.T) {
+	srv, err := New(newEngine(), Options{MaxMessageBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRawClient(t, srv)
+	for _, tc := range []struct{ line, says string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_export","arguments":{"module":{"wat":"` + strings.Repeat("x", 5000) + `"}}}}`, "longer than 4096 bytes"},
+		{`{"jsonrpc":"2.0","id":2,"method":`, "not a JSON-RPC message"},
+		{`not json at all`, "not a JSON-RPC message"},
+		{`[{"jsonrpc":"2.0","id":3,"method":"tools/list"}]`, "batches are not supported"},
+		{`{"jsonrpc":"1.0","id":4,"method":"tools/list"}`, "not a JSON-RPC message"},
+	} {
+		c.send(tc.line)
+		m := c.read()
+		e, _ := m["error"].(map[string]any)
+		if m["id"] != nil || e == nil || !strings.Contains(fmt.Sprint(e["message"]), tc.says) {
+			t.Errorf("%.60s: answered %v, want an error with id null saying %q", tc.line, m, tc.says)
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_export","arguments":{"module":{"wat":"(module)"},"function":"run"}}}`)
+	if m := c.read(); m["id"] != float64(5) || strings.Contains(fmt.Sprint(m), "isError") {
+		t.Errorf("a call after the bad lines: %v", m)
+	}
+}
+
+// Calls past --max-queue are answered busy at once, by the reader; an id
+// still in flight is refused, not taken for another request's.
+func TestCallsPastTheQueueAreBusy(t *testing.T) {
+	eng := newEngine()
+	srv, err := New(eng, Options{MaxQueue: 2, MaxConcurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRawClient(t, srv)
+	gate := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run_export","arguments":{"module":{"wat":"(module)"},"function":"gate"}}}`, id)
+	}
+	c.send(gate(1))
+	c.send(gate(2))
+	<-eng.Started
+	<-eng.Started // both run: the queue holds two
+	c.send(gate(3))
+	if m := c.read(); m["id"] != float64(3) || !strings.Contains(fmt.Sprint(m["error"]), "busy: 2 requests are unanswered (sandboxd mcp --max-queue 2)") {
+		t.Errorf("the third call: %v", m)
+	}
+	c.send(gate(1))
+	if m := c.read(); m["id"] != nil || !strings.Contains(fmt.Sprint(m["error"]), "still being answered") {
+		t.Errorf("a second request with id 1: %v", m)
+	}
+	close(eng.Gate)
+	seen := map[any]bool{}
+	for range 2 {
+		m := c.read()
+		seen[m["id"]] = true
+		if m["result"] == nil {
+			t.Errorf("a gated call: %v", m)
+		}
+	}
+	if !seen[float64(1)] || !seen[float64(2)] {
+		t.Errorf("answers to %v, want 1 and 2", seen)
+	}
+	// the places are free again
+	c.send(gate(4))
+	if m := c.read(); m["id"] != float64(4) || m["result"] == nil {
+		t.Errorf("a call after the queue emptied: %v", m)
+	}
+}
+
+// Progress notifications precede the call's answer on the wire, and a
+// token of more than maxTokenBytes gets none.
+func TestProgressPrecedesTheAnswer(t *testing.T) {
+	srv, err := New(newEngine(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRawClient(t, srv)
+	call := func(id int, token string) {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"progressToken":%s},"name":"run_wasi","arguments":{"module":{"wat":"(module)"},"args":["a","b","c"],"stdin":"d"}}}`, id, token))
+	}
+	call(1, `7`)
+	var progress []string
+	for {
+		m := c.read()
+		if m["id"] == float64(1) {
+			break
+		}
+		p := m["params"].(map[string]any)
+		if m["method"] != "notifications/progress" || p["progressToken"] != float64(7) {
+			t.Fatalf("before the answer: %v", m)
+		}
+		progress = append(progress, fmt.Sprintf("%v:%v", p["_meta"].(map[string]any)[StreamMetaKey], p["message"]))
+	}
+	if got := strings.Join(progress, " "); !strings.HasSuffix(got, "stderr:d") || !strings.HasPrefix(got, "stdout:a") {
+		t.Errorf("progress %q", got)
+	}
+	call(2, `"`+strings.Repeat("t", maxTokenBytes)+`"`)
+	if m := c.read(); m["id"] != float64(2) {
+		t.Errorf("a call with a long token had %v before its answer", m)
+	}
+}
