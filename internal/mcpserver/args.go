@@ -211,11 +211,11 @@ func (o *object) entries(name string, max int, fn func(field, key string, v []by
 		}
 		key := jsonscan.String(k)
 		if seen[key] {
-			err = inputErr(field+"["+strconv.Quote(key)+"]", "appears twice")
+			err = inputErr(field+"["+protocol.Quote(key)+"]", "appears twice")
 			return
 		}
 		seen[key] = true
-		err = fn(field+"["+strconv.Quote(key)+"]", key, v)
+		err = fn(field+"["+protocol.Quote(key)+"]", key, v)
 	})
 	return err
 }

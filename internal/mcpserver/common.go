@@ -53,10 +53,29 @@ func (s *Server) source(args *object, l limits.Limits) (protocol.Source, error) 
 		if !filepath.IsAbs(src.Path) || strings.ContainsRune(src.Path, 0) || len(src.Path) > protocol.MaxWASIPathBytes {
 			return src, inputErr("module.path", "must be an absolute file path of at most %d bytes, inside %s", protocol.MaxWASIPathBytes, strings.Join(s.opts.ModuleDirs, " or "))
 		}
+		if !s.namesModuleDir(src.Path) {
+			return src, inputErr("module.path", "is outside the directories the operator allowed: %s", strings.Join(s.opts.ModuleDirs, ", "))
+		}
 	case src.WAT == "":
 		return src, inputErr("module.wat", "must not be empty")
 	}
 	return src, nil
+}
+
+// namesModuleDir says whether path, cleaned, is inside an allowed
+// module directory as the operator wrote it or with its symlinks
+// resolved. It is checked here, by name, so that a path elsewhere ("..",
+// /etc/passwd) is the caller's invalid_params naming module.path and is
+// never opened; the engine checks the file it opens against the same
+// directories (a symlink inside one that leads out is refused there).
+func (s *Server) namesModuleDir(path string) bool {
+	path = filepath.Clean(path)
+	for _, d := range s.moduleDirs {
+		if path == d || strings.HasPrefix(path, d+string(filepath.Separator)) || d == string(filepath.Separator) {
+			return true
+		}
+	}
+	return false
 }
 
 // limitFields are the names of the limits a call may give.

@@ -231,9 +231,9 @@ func validates(t *testing.T, schema any, v any) error {
 
 // rawClient speaks to a server line by line.
 type rawClient struct {
-	t   *testing.T
-	w   io.Writer
-	r   *bufio.Reader
+	t *testing.T
+	w io.Writer
+	r *bufio.Reader
 }
 
 func newRawClient(t *testing.T, srv *Server) *rawClient {

@@ -139,6 +139,9 @@ type Server struct {
 	inst  rpc.InstanceEngine // nil: the engine keeps no instances, no plugin tool
 	opts  Options
 	slots *semaphore.Weighted // run slots, MaxConcurrency
+	// moduleDirs are opts.ModuleDirs cleaned, and again with their
+	// symlinks resolved where that differs (namesModuleDir).
+	moduleDirs []string
 }
 
 // New returns a server of eng's tools; an engine that implements
@@ -150,6 +153,12 @@ func New(eng rpc.Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{eng: eng, opts: opts, slots: semaphore.NewWeighted(int64(opts.MaxConcurrency))}
 	s.inst, _ = eng.(rpc.InstanceEngine)
+	for _, d := range opts.ModuleDirs {
+		s.moduleDirs = append(s.moduleDirs, filepath.Clean(d))
+		if real, err := filepath.EvalSymlinks(d); err == nil && real != filepath.Clean(d) {
+			s.moduleDirs = append(s.moduleDirs, real)
+		}
+	}
 	return s, nil
 }
 
@@ -192,7 +201,9 @@ func (a atLeast) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return atLeast{a.Handler.WithAttrs(attrs), a.min}
 }
 
-func (a atLeast) WithGroup(name string) slog.Handler { return atLeast{a.Handler.WithGroup(name), a.min} }
+func (a atLeast) WithGroup(name string) slog.Handler {
+	return atLeast{a.Handler.WithGroup(name), a.min}
+}
 
 const instructions = `sandboxd runs untrusted WebAssembly under fuel, wall-clock and memory fences. ` +
 	`run_wasi runs a WASI preview1 program (its argv, env, stdin and in-memory files are yours to give; ` +

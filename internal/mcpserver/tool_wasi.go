@@ -135,7 +135,7 @@ func readWASI(args *object) (*protocol.WASI, error) {
 	}
 	if err := w.Check(); err != nil {
 		if ge, ok := err.(*protocol.GrantError); ok {
-			return nil, &inputError{Field: strings.TrimPrefix(strings.TrimPrefix(ge.Field, protocol.WASIField), "."), Problem: ge.Problem}
+			return nil, grantField(ge.Field, ge.Problem)
 		}
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -168,11 +169,11 @@ func (s *Server) errorOf(err error) (*toolError, *protocol.WASIOutput) {
 	}
 	var pe *rpc.ParamError // a grant the engine refused
 	if errors.As(err, &pe) {
-		return &toolError{Kind: KindInvalidParams, Message: pe.Error(), Field: pe.Field}, nil
+		return invalid(grantField(pe.Field, pe.Problem)), nil
 	}
 	var ge *protocol.GrantError
 	if errors.As(err, &ge) {
-		return &toolError{Kind: KindInvalidParams, Message: ge.Error(), Field: ge.Field}, nil
+		return invalid(grantField(ge.Field, ge.Problem)), nil
 	}
 	oe, ok := protocol.AsError(err)
 	if !ok {
@@ -186,6 +187,16 @@ func (s *Server) errorOf(err error) (*toolError, *protocol.WASIOutput) {
 	out := data.WASIOutput
 	data.WASIOutput = nil
 	return &toolError{Kind: string(oe.Kind), Message: oe.Message, Data: &data}, out
+}
+
+// grantField is a grant problem the engine names by its sidecar path
+// (capabilities.wasi.dirs[0].host) named as the tools' arguments name it
+// (dirs[0].host: run_wasi's arguments are the grant's members).
+func grantField(field, problem string) *inputError {
+	if f, ok := strings.CutPrefix(field, protocol.WASIField+"."); ok {
+		field = f
+	}
+	return &inputError{Field: field, Problem: problem}
 }
 
 // usage is what a run consumed, in every successful output.
@@ -204,13 +215,25 @@ func usageOf(r *protocol.RunOutcome) usage {
 func (s *Server) run(ctx context.Context, src protocol.Source, fn func(mod rpc.Module) error) error {
 	mod, _, err := s.eng.Compile(ctx, src)
 	if err != nil {
-		return err
+		return pathProblem(src, err)
 	}
 	if err := s.slots.Acquire(ctx, 1); err != nil {
 		return &protocol.Error{Kind: protocol.KindCancelled, Message: "cancelled while waiting for a run slot"}
 	}
 	defer s.slots.Release(1)
 	return fn(mod)
+}
+
+// pathProblem is a module file the engine would not read (outside the
+// allowed directories once its links are resolved, not a regular file,
+// missing) as the caller's invalid_params naming module.path; the engine
+// reports it as a host error, its word for the sidecar's parent.
+func pathProblem(src protocol.Source, err error) error {
+	oe, ok := protocol.AsError(err)
+	if src.Path != "" && ok && oe.Kind == protocol.KindHost && strings.HasPrefix(oe.Message, "module file "+strconv.Quote(src.Path)+": ") {
+		return inputErr("module.path", "%s", oe.Message)
+	}
+	return err
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
