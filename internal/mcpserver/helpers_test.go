@@ -123,7 +123,7 @@ func (e *engine) lastSource() protocol.Source {
 
 // pipes starts srv on a pair of pipes and returns the client's ends.
 // Cleanup closes the client's input and waits for Serve to return.
-func pipes(t *testing.T, srv *Server) (toServer io.WriteCloser, fromServer io.ReadCloser) {
+func pipes(t testing.TB, srv *Server) (toServer io.WriteCloser, fromServer io.ReadCloser) {
 	t.Helper()
 	sr, cw := io.Pipe()
 	cr, sw := io.Pipe()
@@ -231,12 +231,12 @@ func validates(t *testing.T, schema any, v any) error {
 
 // rawClient speaks to a server line by line.
 type rawClient struct {
-	t *testing.T
+	t testing.TB
 	w io.Writer
 	r *bufio.Reader
 }
 
-func newRawClient(t *testing.T, srv *Server) *rawClient {
+func newRawClient(t testing.TB, srv *Server) *rawClient {
 	toServer, fromServer := pipes(t, srv)
 	c := &rawClient{t: t, w: toServer, r: bufio.NewReaderSize(fromServer, 1<<20)}
 	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
