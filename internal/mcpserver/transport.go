@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxd/sandboxd/internal/framing"
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
@@ -114,6 +118,10 @@ func (c *conn) Read(context.Context) (jsonrpc.Message, error) {
 			c.refuse(jsonrpc.ID{}, protocol.CodeInvalidRequest, problem)
 			continue
 		}
+		if problem := checkID(body); problem != "" {
+			c.refuse(jsonrpc.ID{}, protocol.CodeInvalidRequest, problem)
+			continue
+		}
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			if problem := c.admit(req.ID, size); problem != "" {
 				id := req.ID
@@ -126,6 +134,40 @@ func (c *conn) Read(context.Context) (jsonrpc.Message, error) {
 		}
 		return msg, nil
 	}
+}
+
+// checkID says what is wrong with the id of a decoded message, which the
+// SDK reads loosely: a null id made a call a notification (never
+// answered), 1.5 was answered as 1 and 2^70 as -2^63 (answers another
+// call's id, or none), and member names match case-insensitively, last
+// wins. MCP's ids are strings or integers, never null; one id a message.
+func checkID(body []byte) string {
+	problem, seen := "", false
+	jsonscan.Members(body, func(key, value []byte) {
+		if problem != "" || !strings.EqualFold(jsonscan.String(key), "id") {
+			return
+		}
+		if seen {
+			problem = "the id appears twice"
+			return
+		}
+		seen = true
+		switch kindOf(value) {
+		case "string":
+			return
+		case "number":
+			if _, err := strconv.ParseInt(string(value), 10, 64); err == nil {
+				return
+			}
+			if f, err := strconv.ParseFloat(string(value), 64); err == nil && f == math.Trunc(f) && math.Abs(f) <= 1<<53 {
+				return // 1e3: the same integer
+			}
+			problem = "the id " + clip(string(value)) + " is not an integer of at most 64 bits"
+		default:
+			problem = "the id must be a string or an integer, not " + got(value)
+		}
+	})
+	return problem
 }
 
 const duplicateID = "a request with this id is still being answered"

@@ -20,12 +20,24 @@ func TestBadLinesAreAnsweredAndTheSessionGoesOn(t *testing.T) {
 		{`not json at all`, "not a JSON-RPC message"},
 		{`[{"jsonrpc":"2.0","id":3,"method":"tools/list"}]`, "batches are not supported"},
 		{`{"jsonrpc":"1.0","id":4,"method":"tools/list"}`, "not a JSON-RPC message"},
+		// ids the SDK read loosely: null made the call a notification
+		// (never answered), 1.5 was answered as 1, 2^70 as -2^63
+		{`{"jsonrpc":"2.0","id":null,"method":"tools/list"}`, "a string or an integer, not null"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}`, "not an integer"},
+		{`{"jsonrpc":"2.0","id":1180591620717411303424,"method":"tools/list"}`, "not an integer of at most 64 bits"},
+		{`{"jsonrpc":"2.0","id":7,"ID":8,"method":"tools/list"}`, "the id appears twice"},
 	} {
 		c.send(tc.line)
 		m := c.read()
 		e, _ := m["error"].(map[string]any)
 		if m["id"] != nil || e == nil || !strings.Contains(fmt.Sprint(e["message"]), tc.says) {
 			t.Errorf("%.60s: answered %v, want an error with id null saying %q", tc.line, m, tc.says)
+		}
+	}
+	for _, id := range []string{`"x"`, `-1`, `1e3`} { // what MCP allows, as the SDK reads it
+		c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`)
+		if m := c.read(); m["error"] != nil || fmt.Sprint(m["id"]) != map[string]string{`"x"`: "x", `-1`: "-1", `1e3`: "1000"}[id] {
+			t.Errorf("id %s: answered %v", id, m)
 		}
 	}
 	c.send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_export","arguments":{"module":{"wat":"(module)"},"function":"run"}}}`)
