@@ -29,8 +29,9 @@ const hang = time.Minute
 // engine is the fake engine, recording what it is asked. Its module
 // compiled from the WAT "plugin" is a plugin (rpctest.PluginModule);
 // every other is rpctest's. A run of "_start" is a WASI program: it
-// writes each argument to stdout and stdin to stderr, one output call
-// each, and exits with the number of its arguments.
+// writes each argument to stdout (one that starts "2>" to stderr) and
+// stdin to stderr, one output call each, and exits with the number of its
+// arguments.
 type engine struct {
 	*rpctest.Instances
 
@@ -68,15 +69,19 @@ func (e *engine) Run(ctx context.Context, mod rpc.Module, run protocol.Run) (*pr
 	if run.Function == "_start" && run.Capabilities.WASI != nil {
 		res = &protocol.RunOutcome{ExitCode: len(run.Capabilities.WASI.Args), Output: &protocol.Output{}}
 		for _, a := range run.Capabilities.WASI.Args {
-			if run.Output != nil {
-				run.Output("stdout", []byte(a))
+			stream, to := "stdout", &res.Output.Stdout
+			if rest, ok := strings.CutPrefix(a, "2>"); ok {
+				stream, to, a = "stderr", &res.Output.Stderr, rest
 			}
-			res.Output.Stdout = append(res.Output.Stdout, a...)
+			if run.Output != nil {
+				run.Output(stream, []byte(a))
+			}
+			*to = append(*to, a...)
 		}
 		if run.Output != nil && len(run.Capabilities.WASI.Stdin) > 0 {
 			run.Output("stderr", run.Capabilities.WASI.Stdin)
 		}
-		res.Output.Stderr = run.Capabilities.WASI.Stdin
+		res.Output.Stderr = append(res.Output.Stderr, run.Capabilities.WASI.Stdin...)
 	} else {
 		res, err = e.Instances.Run(ctx, mod, run)
 	}

@@ -17,6 +17,15 @@ import (
 // ("stdout", "stderr", "log"), and its progress counts the bytes sent so
 // far, so it increases with every notification as MCP requires.
 //
+// A notification costs its envelope (about 130 bytes and the token) for
+// as little as one byte of output, and a guest alternating one-byte
+// writes between stdout and stderr cuts its output into such pieces:
+// 200 KB of output was 24,622 notifications, 8.6 MB on the wire. So the
+// envelopes of a call's notifications take at most envelopeBudget bytes;
+// past that, each stream's pieces are held until they carry
+// coalesceBytes (the sidecar's rule, rpc/execute_wasi.go), and the rest
+// is sent when the run ends, before the answer.
+//
 // The engine calls the output and log functions on the guest's thread,
 // where nothing may block: they only append to a queue (the engine has
 // bounded and coalesced what it hands over: at most its output and log
@@ -34,17 +43,26 @@ const StreamMetaKey = "sandboxd/stream"
 // with a longer token gets no progress notifications.
 const maxTokenBytes = 256
 
+const (
+	envelopeBudget = 1 << 20 // bytes of envelopes a call's notifications may take
+	envelopeBytes  = 160     // a notification's envelope, its token aside (an upper bound)
+	coalesceBytes  = 16 << 10
+)
+
 // progress is one call's forwarder.
 type progress struct {
 	ctx     context.Context
 	session *mcp.ServerSession
 	token   any
 
-	mu      sync.Mutex
-	pending []piece       // in order; adjacent pieces of a stream merged
-	wake    chan struct{} // one token: pending grew or closed
-	closed  bool
-	done    chan struct{} // the sender has ended
+	mu       sync.Mutex
+	pending  []piece           // in order; adjacent pieces of a stream merged
+	envelope int               // what one notification's envelope costs
+	left     int               // envelope bytes the pieces to come may still take
+	held     map[string][]byte // once left is spent: each stream's data, until it carries coalesceBytes
+	wake     chan struct{}     // one token: pending grew or closed
+	closed   bool
+	done     chan struct{} // the sender has ended
 }
 
 type piece struct {
@@ -59,11 +77,13 @@ func (s *Server) newProgress(ctx context.Context, req *mcp.CallToolRequest) *pro
 	if token == nil || req.Session == nil {
 		return nil
 	}
-	if b, err := json.Marshal(token); err != nil || len(b) > maxTokenBytes {
+	b, err := json.Marshal(token)
+	if err != nil || len(b) > maxTokenBytes {
 		s.opts.Logger.Warn("progress token too long: no progress notifications for this call", "bytes", len(b))
 		return nil
 	}
-	p := &progress{ctx: ctx, session: req.Session, token: token, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &progress{ctx: ctx, session: req.Session, token: token, envelope: envelopeBytes + len(b), left: envelopeBudget,
+		held: map[string][]byte{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go p.send()
 	return p
 }
@@ -97,12 +117,37 @@ func (p *progress) add(stream string, data []byte) {
 		return
 	}
 	p.mu.Lock()
-	if n := len(p.pending); n > 0 && p.pending[n-1].stream == stream {
+	defer p.mu.Unlock()
+	switch n := len(p.pending); {
+	case p.closed:
+		return
+	case n > 0 && p.pending[n-1].stream == stream:
 		p.pending[n-1].data = append(p.pending[n-1].data, data...)
-	} else if !p.closed {
+	case p.left >= p.envelope:
+		p.left -= p.envelope
 		p.pending = append(p.pending, piece{stream, append([]byte(nil), data...)})
+	default: // the envelopes are spent: held until the piece is worth one
+		p.held[stream] = append(p.held[stream], data...)
+		if len(p.held[stream]) < coalesceBytes {
+			return
+		}
+		p.pending = append(p.pending, piece{stream, p.held[stream]})
+		delete(p.held, stream)
 	}
-	p.mu.Unlock()
+	p.signal()
+}
+
+// flushHeld queues what is held, by stream; p.mu is held.
+func (p *progress) flushHeld() {
+	for _, stream := range []string{"stdout", "stderr", "log"} {
+		if data := p.held[stream]; len(data) > 0 {
+			p.pending = append(p.pending, piece{stream, data})
+			delete(p.held, stream)
+		}
+	}
+}
+
+func (p *progress) signal() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -149,11 +194,9 @@ func (p *progress) finish() {
 		return
 	}
 	p.mu.Lock()
+	p.flushHeld()
 	p.closed = true
 	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
+	p.signal()
 	<-p.done
 }

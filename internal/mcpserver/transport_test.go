@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -119,5 +120,59 @@ func TestProgressPrecedesTheAnswer(t *testing.T) {
 	call(2, `"`+strings.Repeat("t", maxTokenBytes)+`"`)
 	if m := c.read(); m["id"] != float64(2) {
 		t.Errorf("a call with a long token had %v before its answer", m)
+	}
+}
+
+// A guest alternating one-byte writes between stdout and stderr made one
+// notification of about 360 bytes (with a 200-byte token) per byte: the
+// envelopes of a call's notifications now take at most envelopeBudget,
+// past which each stream's pieces are held until they carry
+// coalesceBytes; each stream still concatenates to the result's, in order.
+func TestProgressEnvelopesAreBounded(t *testing.T) {
+	srv, err := New(newEngine(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRawClient(t, srv)
+	args := make([]string, 40000)
+	for i := range args {
+		args[i] = string(rune('a' + i%26))
+		if i%2 == 1 {
+			args[i] = "2>" + args[i]
+		}
+	}
+	params, _ := json.Marshal(map[string]any{"_meta": map[string]any{"progressToken": strings.Repeat("t", 200)},
+		"name": "run_wasi", "arguments": map[string]any{"module": map[string]any{"wat": "(module)"}, "args": args}})
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + string(params) + `}`)
+	wire, data, count := 0, 0, 0
+	streams := map[string]string{}
+	for {
+		line, err := c.r.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			ID     any
+			Params struct {
+				Meta    map[string]string `json:"_meta"`
+				Message string
+			}
+			Result struct{ StructuredContent map[string]any }
+		}
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.ID != nil {
+			out := m.Result.StructuredContent
+			if fmt.Sprint(out["stdout"]) != "map[text:"+streams["stdout"]+"]" || fmt.Sprint(out["stderr"]) != "map[text:"+streams["stderr"]+"]" {
+				t.Errorf("the streams' notifications do not concatenate to the result's")
+			}
+			break
+		}
+		wire, data, count = wire+len(line), data+len(m.Params.Message), count+1
+		streams[m.Params.Meta[StreamMetaKey]] += m.Params.Message
+	}
+	if envelopes := wire - data; envelopes > envelopeBudget+3*(envelopeBytes+202) {
+		t.Errorf("%d notifications: %d bytes of envelopes for %d of output (budget %d)", count, envelopes, data, envelopeBudget)
 	}
 }
