@@ -11,6 +11,17 @@ import (
 
 // The arguments every tool shares: the module and the limits.
 
+// limitsAndSource reads what every tool reads first: the call's limits
+// (and a plugin's varBytes, if wanted), then its module under them.
+func (s *Server) limitsAndSource(args *object, varBytes *uint64) (limits.Limits, protocol.Source, error) {
+	l, err := s.limits(args, varBytes)
+	if err != nil {
+		return l, protocol.Source{}, err
+	}
+	src, err := s.source(args, l)
+	return l, src, err
+}
+
 // moduleFields are the ways to give a module; exactly one is used.
 var moduleFields = []string{"wat", "base64", "path"}
 

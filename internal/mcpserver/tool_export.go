@@ -48,11 +48,7 @@ func (s *Server) exportTool() *tool {
 
 func (s *Server) runExport(ctx context.Context, c *call) outcome {
 	fail := s.fail
-	l, err := s.limits(c.args, nil)
-	if err != nil {
-		return fail(err)
-	}
-	src, err := s.source(c.args, l)
+	l, src, err := s.limitsAndSource(c.args, nil)
 	if err != nil {
 		return fail(err)
 	}

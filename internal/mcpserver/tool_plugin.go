@@ -59,11 +59,7 @@ func (s *Server) pluginTool() *tool {
 func (s *Server) runPlugin(ctx context.Context, c *call) outcome {
 	fail := s.fail
 	var varBytes uint64
-	l, err := s.limits(c.args, &varBytes)
-	if err != nil {
-		return fail(err)
-	}
-	src, err := s.source(c.args, l)
+	l, src, err := s.limitsAndSource(c.args, &varBytes)
 	if err != nil {
 		return fail(err)
 	}

@@ -50,11 +50,7 @@ func (s *Server) wasiTool() *tool {
 
 func (s *Server) runWASI(ctx context.Context, c *call) outcome {
 	fail := s.fail
-	l, err := s.limits(c.args, nil)
-	if err != nil {
-		return fail(err)
-	}
-	src, err := s.source(c.args, l)
+	l, src, err := s.limitsAndSource(c.args, nil)
 	if err != nil {
 		return fail(err)
 	}
