@@ -157,7 +157,7 @@ func (w *WASI) Check() error {
 	}
 	paths := sortedKeys(w.Files)
 	for _, p := range paths {
-		field := WASIField + ".files[" + Quote(p) + "]"
+		field := WASIField + ".files[" + strconv.Quote(p) + "]"
 		if err := cString(field, p); err != nil {
 			return err
 		}

@@ -192,12 +192,21 @@ func (s *Server) errorOf(err error) (*toolError, *protocol.WASIOutput) {
 // grantField is a grant problem the engine names by its sidecar path
 // (capabilities.wasi.dirs[0].host) named as the tools' arguments name it
 // (dirs[0].host: run_wasi's arguments are the grant's members).
+//
+// The engine quotes a files key whole in the field; a key of megabytes
+// would make the answer that large twice over, so the field is clipped.
 func grantField(field, problem string) *inputError {
 	if f, ok := strings.CutPrefix(field, protocol.WASIField+"."); ok {
 		field = f
 	}
+	if len(field) > maxFieldBytes {
+		field = protocol.CutUTF8(field, maxFieldBytes) + "…"
+	}
 	return &inputError{Field: field, Problem: problem}
 }
+
+// maxFieldBytes bounds a field path an answer repeats.
+const maxFieldBytes = 256
 
 // usage is what a run consumed, in every successful output.
 type usage struct {
