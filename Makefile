@@ -65,7 +65,7 @@ test: build test-go test-fuzz test-python test-node test-runtimes
 # Then the protocol layer and the Go client once more without cgo (they
 # must not link wasmtime), and under the race detector, where the sidecar's
 # concurrency lives and the tests are quick.
-PURE_GO := ./protocol/... ./internal/framing/... ./internal/jsonscan/... ./internal/rpctest/... ./rpc/... ./clients/go/...
+PURE_GO := ./protocol/... ./internal/framing/... ./internal/jsonscan/... ./internal/rpctest/... ./internal/mcpserver/... ./rpc/... ./clients/go/...
 
 # -timeout is a hang bound per package: on a loaded machine cmd/sandboxd
 # came near go test's 10-minute default (it takes 2-3 minutes unloaded).

@@ -76,6 +76,7 @@ var sections = []benchSection{
 	{"wasi", wasiSection},
 	{"instwire", instanceWireSection},
 	{"memory", memorySection},
+	{"mcp", mcpSection},
 }
 
 func main() {

@@ -16,6 +16,7 @@ func TestProtocolLayerWithoutCgo(t *testing.T) {
 		"github.com/sandboxd/sandboxd/rpc",
 		"github.com/sandboxd/sandboxd/protocol",
 		"github.com/sandboxd/sandboxd/internal/framing",
+		"github.com/sandboxd/sandboxd/internal/mcpserver",
 		"github.com/sandboxd/sandboxd/clients/go/sandboxd",
 	}
 	for _, pkg := range pkgs {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -280,6 +281,21 @@ func TestCompileInvalid(t *testing.T) {
 	// A module just under the maximum is fine.
 	if _, _, err := e.Compile(context.Background(), sandbox.Source{WAT: uniqueWAT("small")}); err != nil {
 		t.Errorf("small module refused: %v", err)
+	}
+}
+
+// A WAT error quotes the line it failed on, and a module on one line is
+// the caller's whole input: the message is bounded, so 17 MiB on a line is
+// invalid_module (it was a host error: the reply passed the compile
+// child's frame limit) and 2 MiB of NULs no longer a 12 MiB message.
+func TestInvalidWATMessagesAreBounded(t *testing.T) {
+	e := newEngine(t, sandbox.Config{})
+	for _, wat := range []string{strings.Repeat("a", 17<<20), strings.Repeat("\x00", 2<<20), strings.Repeat("é", 1<<20)} {
+		_, _, err := e.Compile(context.Background(), sandbox.Source{WAT: wat})
+		se := wantKind(t, err, sandbox.KindInvalidModule)
+		if len(se.Message) > 4096 || !strings.Contains(se.Message, "invalid WAT") || !utf8.ValidString(se.Message) {
+			t.Errorf("%d bytes of %q: a message of %d bytes: %.300q", len(wat), wat[:1], len(se.Message), se.Message)
+		}
 	}
 }
 

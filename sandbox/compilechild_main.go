@@ -196,7 +196,7 @@ func toWasm(raw []byte, path string, max int) ([]byte, error) {
 		if path != "" {
 			return nil, &Error{Kind: KindInvalidModule, Message: fmt.Sprintf("module file %q is neither a wasm binary nor valid WAT%s", path, watLocation(err.Error()))}
 		}
-		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + cleanMessage(err.Error())}
+		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + clipQuoted(cleanMessage(err.Error()))}
 	}
 	if len(wasm) > max {
 		return nil, tooBig(int64(len(wasm)), max)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -240,6 +241,36 @@ const (
 	rawTrapInterrupt = 10
 	rawTrapOutOfFuel = 12
 )
+
+// A WAT error quotes the offending line of the text, which can be the
+// whole module: 20 MiB on one line made a reply too large for the compile
+// child's frame (a host error), 2 MiB of NULs a 12 MiB message. Each line
+// of the message is cut at maxQuotedLine bytes and the message at
+// maxQuotedMessage, on UTF-8 boundaries.
+const (
+	maxQuotedLine    = 200
+	maxQuotedMessage = 2048
+)
+
+// clipQuoted bounds a message that quotes the caller's input.
+func clipQuoted(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = cutUTF8(l, maxQuotedLine)
+	}
+	return cutUTF8(strings.Join(lines, "\n"), maxQuotedMessage)
+}
+
+// cutUTF8 is s cut to at most n bytes plus "…", on a rune boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 // cleanMessage removes what wasmtime appends for humans debugging wasmtime
 // itself: Rust host backtraces (present when RUST_BACKTRACE is set) and the

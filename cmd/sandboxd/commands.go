@@ -30,6 +30,16 @@ goes to stderr. A request's limits default to the --default-* flags and may
 be raised up to the --max-* flags. It exits 0 when its input ends or after
 shutdown and exit, 1 after exit without shutdown or for bad flags, and 2
 when its input cannot be split into messages.`},
+	{name: "mcp", synopsis: "[flags]", summary: "serve MCP tools on stdin/stdout, for AI agents and editors (see docs/mcp.md)",
+		about: `Serves the Model Context Protocol on stdin and stdout (one JSON message a
+line), for an AI agent or an editor that spawns it: tools that run a WASI
+program (run_wasi), call an export of a wasm module (run_export) and call an
+Extism plugin function (call_plugin), each under the fuel, deadline and memory
+fences. A call's limits default to the --default-* flags and may not pass the
+--max-* flags. Modules are read from files only inside --allow-path-dir, and
+WASI programs get host directories only inside --allow-dir: by default
+nothing on the host is readable or writable. Its log goes to stderr. It
+exits 0 when its input ends, 1 for bad flags.`},
 	{name: "run", synopsis: "FILE [flags]", summary: "run one export of a .wasm or .wat file",
 		about: `Runs one export of a .wasm or .wat FILE under the fuel, deadline and memory
 fences, with the arguments given by --arg, and prints its results on stdout
@@ -110,7 +120,7 @@ func printCommandUsage(fs *flag.FlagSet) {
 	}
 	fmt.Fprintf(w, "Usage: sandboxd %s %s\n\n%s\n\nFlags:\n", c.name, c.synopsis, c.about)
 	fs.PrintDefaults()
-	if c.name != "serve" {
+	if c.name != "serve" && c.name != "mcp" {
 		fmt.Fprintf(w, "\n%s\n", wrap("Exit codes: "+exitCodes()+".", 80))
 	}
 }

@@ -4,11 +4,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
+	"runtime"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
+	"github.com/sandboxd/sandboxd/rpc"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -186,4 +192,111 @@ func poolFlags(fs *flag.FlagSet) func(c *sandbox.Config, runs int, maximums limi
 			c.Maximums = maximums
 		}
 	}
+}
+
+// sidecarFlags are the flags serve and mcp share, so the two servers are
+// configured alike: the run slots and the bounds on waiting requests, the
+// engine's (module cache, compiles, module files, WASI directories, WASI
+// descriptors, epoch tick, pool), every limit's default and maximum, a
+// plugin's varBytes, and the stderr log level.
+type sidecarFlags struct {
+	fs                    *flag.FlagSet
+	maxConc, maxQueue     *int
+	maxMsg, maxQueueBytes *int64
+	cacheEntries          *int
+	cacheBytes            *int64
+	cacheDir              *string
+	maxCompiles           *int
+	maxModule             *int
+	pathDirs, wasiDirs    multiFlag
+	maxOpenFiles          *int
+	tick                  *time.Duration
+	logLevel              *string
+	defaults, maximums    func() limits.Limits
+	defaultVarBytes       *uint64
+	maxVarBytes           *uint64
+	pool                  func(c *sandbox.Config, runs int, maximums limits.Limits)
+}
+
+// newSidecarFlags registers the shared flags on fs. pathDirDefault says
+// what --allow-path-dir allows when it is not given.
+func newSidecarFlags(fs *flag.FlagSet, pathDirDefault string) *sidecarFlags {
+	f := &sidecarFlags{fs: fs}
+	f.maxConc = fs.Int("max-concurrency", runtime.NumCPU(), "runs executing at once")
+	f.maxQueue = fs.Int("max-queue", rpc.DefaultMaxQueue, "runs waiting for a worker before requests get busy")
+	f.maxMsg = fs.Int64("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted message")
+	f.maxQueueBytes = fs.Int64("max-queue-bytes", rpc.DefaultMaxQueueBytes, "summed message bytes of the waiting requests before requests get busy (at least --max-message-bytes)")
+	f.cacheEntries = fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory (0: none, the cache is off)")
+	f.cacheBytes = fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "bytes the module cache may hold in memory: compiled sizes plus the texts and binaries it knows each module by")
+	f.cacheDir = fs.String("cache-dir", "", "directory that keeps compiled modules across restarts (off when empty; must be writable only by the operator)")
+	f.maxCompiles = fs.Int("max-compiles", sandbox.DefaultMaxCompiles(), "compiles running at once, each a child process on one core")
+	f.maxModule = fs.Int("max-module-bytes", sandbox.DefaultMaxModuleBytes, "largest accepted module")
+	fs.Var(&f.pathDirs, "allow-path-dir", "read module.path files only inside this directory (repeatable; default: "+pathDirDefault+")")
+	fs.Var(&f.wasiDirs, "allow-dir", "let WASI runs preopen this directory or any under it (repeatable; default: none)")
+	f.maxOpenFiles = fs.Int("max-open-files", sandbox.DefaultMaxOpenFiles, "host descriptors one WASI store may hold, preopens included (past it the guest's path_open gets EMFILE)")
+	f.tick = fs.Duration("tick", sandbox.DefaultTick, "epoch tick: the granularity of deadlines and cancellation")
+	f.logLevel = fs.String("log-level", "info", "stderr log level: debug, info, warn, error")
+	f.defaults = limitFlags(fs, "default-", limits.Defaults(), "default")
+	f.maximums = limitFlags(fs, "max-", limits.DefaultMaximums(), "maximum")
+	// varBytes is an instance's limit, not a run's: its own pair of flags.
+	f.defaultVarBytes = fs.Uint64("default-var-bytes", protocol.DefaultVarBytes, "default varBytes (a plugin instance's vars, keys and values together)")
+	f.maxVarBytes = fs.Uint64("max-var-bytes", protocol.MaxVarBytes, fmt.Sprintf("maximum varBytes (at most %d)", uint64(protocol.MaxVarBytes)))
+	f.pool = poolFlags(fs)
+	return f
+}
+
+// limits returns the defaults and the maximums. A default the operator
+// did not set follows a maximum they lowered below it (--max-fuel 1000000
+// alone caps the default fuel too), rather than refusing to start.
+func (f *sidecarFlags) limits() (def, maximums limits.Limits) {
+	def, maximums = f.defaults(), f.maximums()
+	for _, l := range limits.Fields {
+		if l.Get(def) > l.Get(maximums) && !flagSet(f.fs, "default-"+kebab(l.Name)) {
+			l.Set(&def, l.Get(maximums))
+		}
+	}
+	return def, maximums
+}
+
+// check returns the first shared flag out of range, named as its flag;
+// the limits are left to the server's own validation.
+func (f *sidecarFlags) check() error {
+	switch {
+	case *f.maxCompiles < 1:
+		return errors.New("--max-compiles: must be >= 1")
+	case *f.maxOpenFiles < 1:
+		return errors.New("--max-open-files: must be >= 1")
+	case *f.maxVarBytes == 0: // the servers would take 0 as "the default"
+		return errors.New("max-varBytes: must be > 0")
+	case *f.defaultVarBytes == 0:
+		return errors.New("default-varBytes: must be > 0")
+	}
+	if *f.maxMsg > *f.maxQueueBytes && !flagSet(f.fs, "max-queue-bytes") {
+		*f.maxQueueBytes = *f.maxMsg // a larger message limit raises the default
+	}
+	return nil
+}
+
+// logger is the server's diagnostics logger on stderr, at --log-level.
+func (f *sidecarFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %v", err)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// engineConfig is the engine's configuration from the flags. Its compile
+// limits are the defaults' (a run's limits carry their own).
+func (f *sidecarFlags) engineConfig(def, maximums limits.Limits) sandbox.Config {
+	cacheEntries := *f.cacheEntries
+	if cacheEntries == 0 {
+		cacheEntries = sandbox.CacheOff
+	}
+	c := sandbox.Config{Tick: *f.tick, CacheEntries: cacheEntries, CacheBytes: *f.cacheBytes,
+		CacheDir: *f.cacheDir, MaxModuleBytes: *f.maxModule, ModulePathDirs: f.pathDirs, MaxCompiles: *f.maxCompiles,
+		CompileTimeout: def.CompileTimeout, CompileMemoryBytes: def.CompileMemoryBytes, WASIDirs: f.wasiDirs,
+		MaxOpenFiles: *f.maxOpenFiles}
+	f.pool(&c, *f.maxConc, maximums)
+	return c
 }

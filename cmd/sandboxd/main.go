@@ -2,6 +2,7 @@
 // memory fences.
 //
 //	sandboxd serve [flags]                 the JSON-RPC sidecar on stdin/stdout
+//	sandboxd mcp [flags]                   an MCP server on stdin/stdout (tools for agents)
 //	sandboxd run FILE [flags]              one run, for shell users
 //	sandboxd run FILE --wasi [-- ARGS...]  a WASI program
 //	sandboxd call FILE FUNCTION            an Extism plugin function, output on stdout
@@ -47,6 +48,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serveMain(args[1:], stdin, stdout, stderr)
+	case "mcp":
+		return mcpMain(args[1:], stdin, stdout, stderr) // mcp.go
 	case "run":
 		if wantsWASI(args[1:]) {
 			return runWASIMain(args[1:], stdin, stdout, stderr) // run_wasi.go

@@ -82,8 +82,9 @@ sandboxd \- run untrusted WebAssembly under fuel, deadline and memory fences
 sandboxd runs WebAssembly modules under three independent fences: a fuel
 budget, a wall\-clock deadline and a memory cap, with nothing importable
 unless granted. As a sidecar (\fBserve\fR) a parent process spawns it and
-talks JSON\-RPC 2.0 to it over stdin and stdout; \fBrun\fR and \fBcall\fR
-give the same engine to the shell. Every limit has a flag in every command.
+talks JSON\-RPC 2.0 to it over stdin and stdout; \fBmcp\fR serves the
+same engine as Model Context Protocol tools to AI agents and editors;
+\fBrun\fR and \fBcall\fR give it to the shell. Every limit has a flag in every command.
 .SH COMMANDS
 `)
 	for _, c := range commands {
@@ -120,11 +121,12 @@ the run succeeded (\fBrun \-\-wasi\fR: the guest's own exit code, which may be a
 		fmt.Fprintf(&b, ".TP\n.B %d\n%s: %s\n", k.ExitCode, roff(string(k.Kind)), roff(k.Summary))
 	}
 	b.WriteString(`.PP
-\fBserve\fR exits as its description says. \fBsandboxd\fR with no command,
+\fBserve\fR and \fBmcp\fR exit as their descriptions say. \fBsandboxd\fR with no command,
 or a command it does not know, prints the usage and exits 2.
 .SH SEE ALSO
-README.md, docs/protocol.md (the wire protocol), docs/wasi.md (WASI
-programs) and docs/threat\-model.md in the sandboxd repository.
+README.md, docs/protocol.md (the wire protocol), docs/mcp.md (the MCP
+tools), docs/wasi.md (WASI programs) and docs/threat\-model.md in the
+sandboxd repository.
 `)
 	return b.String()
 }

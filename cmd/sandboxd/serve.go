@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
@@ -17,8 +15,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/pipewait"
-	"github.com/sandboxd/sandboxd/limits"
-	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
@@ -34,33 +30,12 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	framing := fs.String("framing", string(rpc.FramingContentLength), "message framing: content-length or ndjson")
-	maxConc := fs.Int("max-concurrency", runtime.NumCPU(), "runs executing at once")
-	maxQueue := fs.Int("max-queue", rpc.DefaultMaxQueue, "runs waiting for a worker before requests get busy")
-	maxMsg := fs.Int64("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted message")
 	highWater := fs.Int64("output-high-water", rpc.DefaultOutputHighWater, "bytes of output waiting for the parent before the sidecar stops reading requests and starting runs")
-	maxQueueBytes := fs.Int64("max-queue-bytes", rpc.DefaultMaxQueueBytes, "summed message bytes of the waiting requests before requests get busy (at least --max-message-bytes)")
-	cacheEntries := fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory (0: none, the cache is off)")
-	cacheBytes := fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "bytes the module cache may hold in memory: compiled sizes plus the texts and binaries it knows each module by")
-	cacheDir := fs.String("cache-dir", "", "directory that keeps compiled modules across restarts (off when empty; must be writable only by the operator)")
-	maxCompiles := fs.Int("max-compiles", sandbox.DefaultMaxCompiles(), "compiles running at once, each a child process on one core")
-	maxModule := fs.Int("max-module-bytes", sandbox.DefaultMaxModuleBytes, "largest accepted module")
-	var pathDirs multiFlag
-	fs.Var(&pathDirs, "allow-path-dir", "read module.path files only inside this directory (repeatable; default: any regular file)")
-	var wasiDirs multiFlag
-	fs.Var(&wasiDirs, "allow-dir", "let WASI runs preopen this directory or any under it (repeatable; default: none)")
-	maxOpenFiles := fs.Int("max-open-files", sandbox.DefaultMaxOpenFiles, "host descriptors one WASI store may hold, preopens included (past it the guest's path_open gets EMFILE)")
 	maxInstances := fs.Int("max-instances", sandbox.DefaultMaxInstances, "long-lived instances (instantiate) live at once; more are refused with -32002")
 	instanceIdle := fs.Duration("instance-idle", sandbox.DefaultInstanceIdle, "an instance without a call for this long is evicted (a Go duration, e.g. 30s, 10m)")
-	tick := fs.Duration("tick", sandbox.DefaultTick, "epoch tick: the granularity of deadlines and cancellation")
-	logLevel := fs.String("log-level", "info", "stderr log level: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
 	traceFile := fs.String("trace", "", "write a runtime/trace execution trace of the whole session to this file (go tool trace)")
-	defaults := limitFlags(fs, "default-", limits.Defaults(), "default")
-	maximums := limitFlags(fs, "max-", limits.DefaultMaximums(), "maximum")
-	// varBytes is an instance's limit, not a run's: its own pair of flags.
-	defaultVarBytes := fs.Uint64("default-var-bytes", protocol.DefaultVarBytes, "default varBytes (a plugin instance's vars, keys and values together)")
-	maxVarBytes := fs.Uint64("max-var-bytes", protocol.MaxVarBytes, fmt.Sprintf("maximum varBytes (at most %d)", uint64(protocol.MaxVarBytes)))
-	pool := poolFlags(fs)
+	shared := newSidecarFlags(fs, "any regular file")
 	if rest, status, ok := parseCommandLine(fs, args, stdout, stderr); !ok {
 		return status // 0 for --help
 	} else if len(rest) > 0 {
@@ -72,12 +47,11 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	logOut := newLogWriter(stderr)
 	defer logOut.close(time.Second)
 	stderr = logOut
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "sandboxd serve: --log-level: %v\n", err)
+	logger, err := shared.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -103,63 +77,32 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer func() { trace.Stop(); f.Close() }()
 	}
 
-	def, maxLimits := defaults(), maximums()
-	// A default the operator did not set follows a maximum they lowered
-	// below it (--max-fuel 1000000 alone caps the default fuel too),
-	// rather than refusing to start.
-	for _, f := range limits.Fields {
-		if f.Get(def) > f.Get(maxLimits) && !flagSet(fs, "default-"+kebab(f.Name)) {
-			f.Set(&def, f.Get(maxLimits))
-		}
-	}
-	if *cacheEntries == 0 {
-		*cacheEntries = sandbox.CacheOff
-	}
-	if *maxCompiles < 1 {
-		fmt.Fprintln(stderr, "sandboxd serve: --max-compiles: must be >= 1")
-		return exitServeNoShutdown
-	}
-	if *maxOpenFiles < 1 {
-		fmt.Fprintln(stderr, "sandboxd serve: --max-open-files: must be >= 1")
+	def, maxLimits := shared.limits()
+	if err := shared.check(); err != nil {
+		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
 	if *maxInstances < 1 {
 		fmt.Fprintln(stderr, "sandboxd serve: --max-instances: must be >= 1")
 		return exitServeNoShutdown
 	}
-	for _, f := range []struct {
-		name string
-		v    uint64
-	}{{"max-varBytes", *maxVarBytes}, {"default-varBytes", *defaultVarBytes}} {
-		if f.v == 0 { // rpc.Options would take 0 as "the default"
-			fmt.Fprintf(stderr, "sandboxd serve: %s: must be > 0\n", f.name)
-			return exitServeNoShutdown
-		}
-	}
 	if *instanceIdle < time.Millisecond {
 		fmt.Fprintf(stderr, "sandboxd serve: --instance-idle: must be at least 1ms, got %v\n", *instanceIdle)
 		return exitServeNoShutdown
 	}
-	// The engine's compile limits apply to `compile` requests; a run's
-	// limits carry their own (the same defaults unless overridden).
-	engCfg := sandbox.Config{Tick: *tick, CacheEntries: *cacheEntries, CacheBytes: *cacheBytes,
-		CacheDir: *cacheDir, MaxModuleBytes: *maxModule, ModulePathDirs: pathDirs, MaxCompiles: *maxCompiles,
-		CompileTimeout: def.CompileTimeout, CompileMemoryBytes: def.CompileMemoryBytes, WASIDirs: wasiDirs,
-		MaxInstances: *maxInstances, InstanceIdle: *instanceIdle, MaxOpenFiles: *maxOpenFiles}
-	pool(&engCfg, *maxConc, maxLimits)
+	engCfg := shared.engineConfig(def, maxLimits)
+	engCfg.MaxInstances, engCfg.InstanceIdle = *maxInstances, *instanceIdle
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
 	defer eng.Close()
-	if *maxMsg > *maxQueueBytes && !flagSet(fs, "max-queue-bytes") {
-		*maxQueueBytes = *maxMsg // a larger message limit raises the default
-	}
 	srv, err := rpc.NewServer(sidecarEngine{eng: eng, idle: *instanceIdle}, rpc.Options{
-		Framing: rpc.Framing(*framing), MaxConcurrency: *maxConc, MaxQueue: *maxQueue, MaxMessageBytes: *maxMsg,
-		MaxQueueBytes: *maxQueueBytes, OutputHighWater: *highWater, Defaults: def, Maximums: maxLimits, Logger: logger,
-		DefaultVarBytes: *defaultVarBytes, MaxVarBytes: *maxVarBytes,
+		Framing: rpc.Framing(*framing), MaxConcurrency: *shared.maxConc, MaxQueue: *shared.maxQueue,
+		MaxMessageBytes: *shared.maxMsg, MaxQueueBytes: *shared.maxQueueBytes, OutputHighWater: *highWater,
+		Defaults: def, Maximums: maxLimits, Logger: logger,
+		DefaultVarBytes: *shared.defaultVarBytes, MaxVarBytes: *shared.maxVarBytes,
 		Version: version, EngineVersion: wasmtimeVersion(),
 	})
 	if err != nil {
@@ -173,7 +116,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger.Debug("serving", "framing", *framing, "maxConcurrency", *maxConc)
+	logger.Debug("serving", "framing", *framing, "maxConcurrency", *shared.maxConc)
 	if f, ok := stdin.(*os.File); ok {
 		var restore func()
 		stdin, restore = parentInput(f)

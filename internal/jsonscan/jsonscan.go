@@ -103,11 +103,22 @@ func ValueEnd(b []byte, i int) int {
 // memory.
 func Elements(arr []byte) []json.RawMessage {
 	var out []json.RawMessage
+	EachElement(arr, func(v []byte) bool {
+		out = append(out, v)
+		return true
+	})
+	return out
+}
+
+// EachElement calls fn with each element of the valid JSON array arr, in
+// order, until fn returns false: an array can be counted, or refused past
+// a bound, before anything is allocated for its elements.
+func EachElement(arr []byte, fn func(v []byte) bool) {
 	i := skipSpace(arr, 0) + 1 // past '['
 	for {
 		i = skipSpace(arr, i)
 		if i >= len(arr) || arr[i] == ']' {
-			return out
+			return
 		}
 		if arr[i] == ',' {
 			i++
@@ -117,7 +128,9 @@ func Elements(arr []byte) []json.RawMessage {
 		if end == i { // not valid JSON: step on
 			end++
 		}
-		out = append(out, arr[i:end])
+		if !fn(arr[i:end]) {
+			return
+		}
 		i = end
 	}
 }

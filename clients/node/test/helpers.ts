@@ -11,6 +11,18 @@ export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 /** The repository's testdata/ */
 export const testdataDir = resolve(packageDir, "../../testdata");
 
+/** The repository's root */
+export const repoDir = resolve(packageDir, "../..");
+
+/** The fenced block that follows `<!-- marker …-->` in README.md. */
+export function readmeBlock(marker: string): string {
+  const text = readFileSync(join(repoDir, "README.md"), "utf8");
+  const escaped = marker.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const m = new RegExp(`<!-- ${escaped}\\b[^>]*-->\\s*\`\`\`[a-z]*\\n([\\s\\S]*?)\`\`\``).exec(text);
+  if (!m) throw new Error(`README.md has no fenced block after <!-- ${marker} -->`);
+  return m[1]!;
+}
+
 /** The sidecar binary under test: $SANDBOXD_BIN, else ../../bin/sandboxd. */
 export const binaryPath = process.env["SANDBOXD_BIN"] || resolve(packageDir, "../../bin/sandboxd");
 

@@ -11,19 +11,9 @@ import { delimiter, join, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { promisify } from "node:util";
 
-import { packageDir, requireBinary } from "./helpers.js";
+import { packageDir, readmeBlock, repoDir, requireBinary } from "./helpers.js";
 
 const exec = promisify(execFile);
-const repoDir = resolve(packageDir, "../..");
-
-/** The fenced block that follows `<!-- marker …-->` in README.md. */
-function readmeBlock(marker: string): string {
-  const text = readFileSync(join(repoDir, "README.md"), "utf8");
-  const escaped = marker.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  const m = new RegExp(`<!-- ${escaped}\\b[^>]*-->\\s*\`\`\`[a-z]*\\n([\\s\\S]*?)\`\`\``).exec(text);
-  assert.ok(m, `README.md has no fenced block after <!-- ${marker} -->`);
-  return m[1]!;
-}
 
 /** This environment as a user's would be: no $SANDBOXD_BIN and no sandboxd on PATH. */
 function userEnv(): NodeJS.ProcessEnv {

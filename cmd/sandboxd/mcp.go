@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sandboxd/sandboxd/internal/mcpserver"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// Exit statuses of `sandboxd mcp`.
+const (
+	exitMCPOK    = 0 // the client closed stdin (or SIGINT, SIGTERM)
+	exitMCPFlags = 1 // bad flags, or the session broke (stderr says how)
+)
+
+// mcpMain serves the engine as MCP tools on stdin and stdout
+// (internal/mcpserver; docs/mcp.md), with serve's flags: the operator's
+// defaults and maximums, run slots, module and WASI directories.
+func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandboxd mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	shared := newSidecarFlags(fs, "none: modules come as WAT or base64 only")
+	if rest, status, ok := parseCommandLine(fs, args, stdout, stderr); !ok {
+		return status // 0 for --help
+	} else if len(rest) > 0 {
+		fmt.Fprintf(stderr, "sandboxd mcp: unexpected argument %q\n", rest[0])
+		return exitMCPFlags
+	}
+	// stderr never blocks (logWriter): a client that does not read it
+	// (editors often keep it for a log pane) cannot stall the server.
+	logOut := newLogWriter(stderr)
+	defer logOut.close(time.Second)
+	stderr = logOut
+	logger, err := shared.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		return exitMCPFlags
+	}
+	def, maxLimits := shared.limits()
+	if err := shared.check(); err != nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		return exitMCPFlags
+	}
+	srvOpts := mcpserver.Options{Defaults: def, Maximums: maxLimits,
+		DefaultVarBytes: *shared.defaultVarBytes, MaxVarBytes: *shared.maxVarBytes,
+		MaxConcurrency: *shared.maxConc, MaxQueue: *shared.maxQueue, MaxQueueBytes: *shared.maxQueueBytes,
+		MaxMessageBytes: *shared.maxMsg, ModuleDirs: shared.pathDirs, WASIDirs: shared.wasiDirs,
+		Version: version, Logger: logger}
+	// The options are checked before the engine reserves its pool.
+	if err := srvOpts.Check(); err != nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		return exitMCPFlags
+	}
+	eng, err := sandbox.NewEngine(shared.engineConfig(def, maxLimits))
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		return exitMCPFlags
+	}
+	defer eng.Close()
+	srv, err := mcpserver.New(sidecarEngine{eng: eng}, srvOpts)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		return exitMCPFlags
+	}
+
+	// As serve: a client that dies closes our stdout (EPIPE, not a
+	// SIGPIPE death); SIGINT and SIGTERM end the session in order.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f, ok := stdin.(*os.File); ok {
+		var restore func()
+		stdin, restore = parentInput(f)
+		defer restore()
+	}
+	if f, ok := stdout.(*os.File); ok {
+		var restore func()
+		stdout, restore = pollable(f)
+		defer restore()
+	}
+	if err := srv.Serve(ctx, stdin, stdout); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		return exitMCPFlags
+	}
+	return exitMCPOK
+}

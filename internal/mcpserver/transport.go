@@ -1,0 +1,271 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxd/sandboxd/internal/framing"
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// MCP's stdio transport (one JSON-RPC message a line), as an mcp.Transport
+// of our own rather than the SDK's IOTransport, for what a hostile client
+// can do to a server that trusts it:
+//
+//   - A line longer than MaxMessageBytes is answered with an error and
+//     skipped (internal/framing reads it no further than the limit); the
+//     SDK's transport ends the session. Unparsable lines and batches are
+//     answered with an error too, and the session goes on.
+//   - The SDK runs every call on a goroutine of its own as soon as it is
+//     read, holding its message until it is answered: a client that
+//     writes calls and never reads the answers grew the server without
+//     bound. Here a call is admitted only while fewer than MaxQueue calls
+//     of at most MaxQueueBytes in all are unanswered; past that it is
+//     answered busy (-32000) at once, by the reader itself, so a client
+//     that does not read its answers stops being read.
+//   - When the input ends, what is owed is written for at most
+//     drainTimeout; then the output is abandoned (its write deadline, or
+//     Close), so the server exits even if the client never reads.
+//
+// Only protocol messages are ever written to out.
+
+// transportLimits are the bounds of a connection.
+type transportLimits struct {
+	maxMessage    int64
+	maxQueue      int
+	maxQueueBytes int64
+}
+
+// drainTimeout is how long the output is kept, once the input has ended,
+// for the client to read what it is owed.
+const drainTimeout = time.Second
+
+type transport struct {
+	in  io.Reader
+	out io.Writer
+	lim transportLimits
+	log *slog.Logger
+}
+
+func newTransport(in io.Reader, out io.Writer, lim transportLimits, log *slog.Logger) *transport {
+	return &transport{in: in, out: out, lim: lim, log: log}
+}
+
+// Connect implements mcp.Transport: it is called once.
+func (t *transport) Connect(context.Context) (mcp.Connection, error) {
+	return &conn{r: framing.NewReader(t.in, framing.NDJSON, t.lim.maxMessage), in: t.in, out: t.out, lim: t.lim, log: t.log,
+		inFlight: map[jsonrpc.ID]int64{}, closed: make(chan struct{})}, nil
+}
+
+// conn is the connection: one goroutine reads (the SDK's), any writes.
+type conn struct {
+	r   *framing.Reader
+	in  io.Reader
+	out io.Writer
+	lim transportLimits
+	log *slog.Logger
+
+	wmu sync.Mutex // one message at a time on out
+
+	mu       sync.Mutex
+	inFlight map[jsonrpc.ID]int64 // calls read and not answered: their sizes
+	queued   int64                // their sum
+	drain    *time.Timer          // set when the input ended
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// Read returns the next message to handle, answering at once what cannot
+// be handled: an oversized or unreadable line, a batch, a call past the
+// bounds.
+func (c *conn) Read(context.Context) (jsonrpc.Message, error) {
+	for {
+		body, err := c.r.Read()
+		var tl *framing.TooLargeError
+		switch {
+		case errors.As(err, &tl):
+			c.refuse(jsonrpc.ID{}, protocol.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes (sandboxd mcp --max-message-bytes); skipped", tl.Max))
+			continue
+		case err != nil:
+			c.inputEnded()
+			select {
+			case <-c.closed:
+				return nil, io.EOF
+			default:
+			}
+			return nil, err
+		}
+		size := int64(len(body))
+		msg, err := jsonrpc.DecodeMessage(body)
+		if err != nil {
+			problem := "not a JSON-RPC message"
+			if len(body) > 0 && body[0] == '[' {
+				problem = "batches are not supported"
+			}
+			c.refuse(jsonrpc.ID{}, protocol.CodeInvalidRequest, problem)
+			continue
+		}
+		if problem := checkID(body); problem != "" {
+			c.refuse(jsonrpc.ID{}, protocol.CodeInvalidRequest, problem)
+			continue
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			if problem := c.admit(req.ID, size); problem != "" {
+				id := req.ID
+				if problem == duplicateID {
+					id = jsonrpc.ID{} // the answer would be taken for the first request's
+				}
+				c.refuse(id, protocol.CodeBusy, problem)
+				continue
+			}
+		}
+		return msg, nil
+	}
+}
+
+// checkID says what is wrong with the id of a decoded message, which the
+// SDK reads loosely: a null id made a call a notification (never
+// answered), 1.5 was answered as 1 and 2^70 as -2^63 (answers another
+// call's id, or none), and member names match case-insensitively, last
+// wins. MCP's ids are strings or integers, never null; one id a message.
+func checkID(body []byte) string {
+	problem, seen := "", false
+	jsonscan.Members(body, func(key, value []byte) {
+		if problem != "" || !strings.EqualFold(jsonscan.String(key), "id") {
+			return
+		}
+		if seen {
+			problem = "the id appears twice"
+			return
+		}
+		seen = true
+		switch kindOf(value) {
+		case "string":
+			return
+		case "number":
+			if _, err := strconv.ParseInt(string(value), 10, 64); err == nil {
+				return
+			}
+			if f, err := strconv.ParseFloat(string(value), 64); err == nil && f == math.Trunc(f) && math.Abs(f) <= 1<<53 {
+				return // 1e3: the same integer
+			}
+			problem = "the id " + clip(string(value)) + " is not an integer of at most 64 bits"
+		default:
+			problem = "the id must be a string or an integer, not " + got(value)
+		}
+	})
+	return problem
+}
+
+const duplicateID = "a request with this id is still being answered"
+
+// admit counts a call in flight, or says why it cannot be.
+func (c *conn) admit(id jsonrpc.ID, size int64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch _, dup := c.inFlight[id]; {
+	case dup:
+		return duplicateID
+	case len(c.inFlight) >= c.lim.maxQueue:
+		return fmt.Sprintf("busy: %d requests are unanswered (sandboxd mcp --max-queue %d)", len(c.inFlight), c.lim.maxQueue)
+	case c.queued+size > c.lim.maxQueueBytes:
+		return fmt.Sprintf("busy: the unanswered requests hold %d bytes, and this one of %d bytes would pass %d (sandboxd mcp --max-queue-bytes)", c.queued, size, c.lim.maxQueueBytes)
+	}
+	c.inFlight[id] = size
+	c.queued += size
+	return ""
+}
+
+// release forgets an answered call.
+func (c *conn) release(id jsonrpc.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if size, ok := c.inFlight[id]; ok {
+		delete(c.inFlight, id)
+		c.queued -= size
+	}
+}
+
+// refuse answers a message the server will not handle.
+func (c *conn) refuse(id jsonrpc.ID, code int64, message string) {
+	c.log.Warn("refused a message", "problem", message)
+	if err := c.Write(context.Background(), &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: message}}); err != nil {
+		c.log.Debug("writing a refusal", "error", err)
+	}
+}
+
+// Write sends one message. A response releases its call's place first,
+// whatever becomes of the write.
+func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.release(resp.ID)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // a notification of a cancelled call (answers come with a context that is never done)
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("encoding a message: %w", err)
+	}
+	data = append(data, '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.closed:
+		return mcp.ErrConnectionClosed
+	default:
+	}
+	_, err = c.out.Write(data)
+	return err
+}
+
+// inputEnded starts the drain: the client has drainTimeout to read what
+// it is owed, then the output is abandoned so no writer stays blocked.
+func (c *conn) inputEnded() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.drain == nil {
+		c.drain = time.AfterFunc(drainTimeout, c.abandonOutput)
+	}
+}
+
+// abandonOutput ends every write in progress and to come: by a write
+// deadline in the past where out has one (a pipe in non-blocking mode),
+// else by closing out.
+func (c *conn) abandonOutput() {
+	if d, ok := c.out.(interface{ SetWriteDeadline(time.Time) error }); ok && d.SetWriteDeadline(time.Now()) == nil {
+		return
+	}
+	if cl, ok := c.out.(io.Closer); ok {
+		_ = cl.Close()
+	}
+}
+
+// Close implements mcp.Connection: it ends a Read waiting for input (by
+// closing the input, if it can be closed) and every later Write.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		if cl, ok := c.in.(io.Closer); ok {
+			_ = cl.Close()
+		}
+		c.inputEnded()
+	})
+	return nil
+}
+
+// SessionID implements mcp.Connection: stdio has one session, no id.
+func (c *conn) SessionID() string { return "" }
