@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -173,9 +174,12 @@ type Field struct {
 	Set  func(*Limits, uint64)
 }
 
-// Fields lists every limit in wire order. rpc and cmd use it so the set of
-// limits is written down once.
-var Fields = []Field{
+// Fields lists every limit in wire order, a copy each call (what the
+// package keeps cannot be changed from outside). rpc and cmd use it so the
+// set of limits is written down once.
+func Fields() []Field { return slices.Clone(fields) }
+
+var fields = []Field{
 	{"fuel", func(l Limits) uint64 { return l.Fuel }, func(l *Limits, v uint64) { l.Fuel = v }},
 	{"timeoutMs", func(l Limits) uint64 { return uint64(l.Timeout / time.Millisecond) }, func(l *Limits, v uint64) { l.Timeout = Millis(v) }},
 	{"memoryBytes", func(l Limits) uint64 { return l.MemoryBytes }, func(l *Limits, v uint64) { l.MemoryBytes = v }},
@@ -208,7 +212,7 @@ func (l Limits) Validate(max Limits) error {
 	if l.CompileTimeout%time.Millisecond != 0 {
 		return &FieldError{"compileTimeoutMs", "must be a whole number of milliseconds"}
 	}
-	for _, f := range Fields {
+	for _, f := range fields {
 		v, m := f.Get(l), f.Get(max)
 		if v == 0 {
 			return &FieldError{f.Name, "must be > 0"}

@@ -49,12 +49,24 @@ func TestValidateNamesTheField(t *testing.T) {
 
 func TestFieldsRoundTrip(t *testing.T) {
 	var l limits.Limits
-	for i, f := range limits.Fields {
+	for i, f := range limits.Fields() {
 		f.Set(&l, uint64(i+1))
 	}
-	for i, f := range limits.Fields {
+	for i, f := range limits.Fields() {
 		if got := f.Get(l); got != uint64(i+1) {
 			t.Errorf("%s: got %d after setting %d", f.Name, got, i+1)
 		}
+	}
+}
+
+// TestFieldsIsACopy: what a caller does to the list it gets changes
+// nobody else's.
+func TestFieldsIsACopy(t *testing.T) {
+	fs := limits.Fields()
+	name := fs[0].Name
+	fs[0].Name = "changed"
+	fs[0].Get = nil
+	if got := limits.Fields()[0]; got.Name != name || got.Get == nil {
+		t.Fatalf("Fields()[0] = %q after a caller changed its copy", got.Name)
 	}
 }

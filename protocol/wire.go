@@ -39,7 +39,7 @@ type RunParams struct {
 	Module       ModuleSpec        `json:"module"`
 	Function     string            `json:"function,omitempty"` // default "run"
 	Args         []json.RawMessage `json:"args,omitempty"`
-	Limits       map[string]uint64 `json:"limits,omitempty"` // wire names of limits.Fields
+	Limits       map[string]uint64 `json:"limits,omitempty"` // wire names of limits.Fields()
 	Capabilities *CapabilitySpec   `json:"capabilities,omitempty"`
 	// A plugin run's (instance.go): its input and config.
 	Input  *Bytes            `json:"input,omitempty"`

@@ -35,7 +35,7 @@ func oracleDecodeCompile(data []byte, defaults, max limits.Limits) (src *protoco
 	if lv, ok := params.get("limits"); ok {
 		if given, ok := lv.(plainObject); ok {
 			for _, name := range given.names() {
-				if slices.ContainsFunc(limits.Fields, func(f limits.Field) bool { return f.Name == name }) &&
+				if slices.ContainsFunc(limits.Fields(), func(f limits.Field) bool { return f.Name == name }) &&
 					name != "compileTimeoutMs" && name != "compileMemoryBytes" {
 					o.fault("limits." + shown(name))
 				}

@@ -116,15 +116,15 @@ func (o *oracle) module(v any) protocol.Source {
 // With extra, the object may have those members too (the caller's).
 func (o *oracle) limits(v any, defaults, max limits.Limits, extra ...string) limits.Limits {
 	l := defaults
-	names := make([]string, len(limits.Fields))
-	for i, f := range limits.Fields {
+	names := make([]string, len(limits.Fields()))
+	for i, f := range limits.Fields() {
 		names[i] = f.Name
 	}
 	obj, ok := o.object(v, "limits", append(names, extra...)...)
 	if !ok {
 		return l
 	}
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		val, ok := obj.get(f.Name)
 		if !ok {
 			continue

@@ -232,7 +232,7 @@ func decodeCallLimits(raw json.RawMessage, defaults, max limits.Limits) (protoco
 	if err != nil {
 		return cl, err
 	}
-	for i, f := range limits.Fields {
+	for i, f := range limitFields {
 		if m.values[i] == nil {
 			continue
 		}

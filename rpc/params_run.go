@@ -123,7 +123,7 @@ func decodeCompile(raw json.RawMessage, defaults, max limits.Limits) (protocol.S
 	if v := p.values[compileLimits]; v != nil {
 		var lm members
 		err := limitsShape.read(v, &lm)
-		for i, f := range limits.Fields {
+		for i, f := range limitFields {
 			if lm.has(i) && !slices.Contains(compileLimitNames, f.Name) {
 				return src, paramErr("limits."+f.Name, "does not apply to compile (only %s do)", strings.Join(compileLimitNames, ", "))
 			}
@@ -257,12 +257,12 @@ func decodeLimits(raw json.RawMessage, defaults, max limits.Limits) (limits.Limi
 	return limitsFrom(&m, defaults, max)
 }
 
-// limitsFrom overlays the limits.Fields members of m (a shape that has
-// them at their index in limits.Fields, and maybe more, the caller's) on
+// limitsFrom overlays the limits.Fields() members of m (a shape that has
+// them at their index in limits.Fields(), and maybe more, the caller's) on
 // defaults and checks them against max.
 func limitsFrom(m *members, defaults, max limits.Limits) (limits.Limits, error) {
 	l := defaults
-	for i, f := range limits.Fields {
+	for i, f := range limitFields {
 		v := m.values[i]
 		if v == nil {
 			continue

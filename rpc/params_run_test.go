@@ -111,7 +111,7 @@ func TestDecodeRunInvalid(t *testing.T) {
 		{"seed huge digits", `{` + watModule + `,"capabilities":{"random":{"seed":"` + strings.Repeat("9", 500) + `"}}}`, "capabilities.random.seed: must be an integer that fits in 64 bits"},
 	}...)
 	// Each of the limits.
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		lim := func(v string) string { return `{` + watModule + `,"limits":{"` + f.Name + `":` + v + `}}` }
 		field := "limits." + f.Name + ": "
 		cases = append(cases, []paramCase{
@@ -244,7 +244,7 @@ func TestDecodeRunValid(t *testing.T) {
 	})
 	t.Run("limits at the maximum", func(t *testing.T) {
 		var parts []string
-		for _, f := range limits.Fields {
+		for _, f := range limits.Fields() {
 			parts = append(parts, `"`+f.Name+`":`+uintString(f.Get(max)))
 		}
 		spec, err := decodeRunFully(json.RawMessage(`{"module":{"path":"a.wat"},"limits":{`+strings.Join(parts, ",")+`}}`), def, max)

@@ -72,8 +72,8 @@ func (s *Server) statsResult() *protocol.StatsResult {
 
 // limitsMap renders limits with their wire names.
 func limitsMap(l limits.Limits) map[string]uint64 {
-	out := make(map[string]uint64, len(limits.Fields))
-	for _, f := range limits.Fields {
+	out := make(map[string]uint64, len(limitFields))
+	for _, f := range limitFields {
 		out[f.Name] = f.Get(l)
 	}
 	return out

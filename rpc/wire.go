@@ -109,7 +109,7 @@ const (
 
 var moduleShape = newShape("module", []string{moduleWAT: "wat", moduleWasm: "wasm", moduleID: "id", modulePath: "path"})
 
-// The limits of a run or compile: limits.Fields, by their index there.
+// The limits of a run or compile: limits.Fields(), by their index there.
 // An instance's add varBytes (at varBytesMember); a call's are an
 // instance's, of which it may set callLimitNames.
 var (
@@ -118,8 +118,12 @@ var (
 	callLimitsShape     = newShape("limits", instanceLimitsShape.names, callLimitNames...)
 )
 
+// limitFields is limits.Fields(), read once: the decoders walk it for
+// every request.
+var limitFields = limits.Fields()
+
 // varBytesMember is varBytes' index in an instance's limits.
-var varBytesMember = len(limits.Fields)
+var varBytesMember = len(limitFields)
 
 // varBytesField is the instance limit that is not a run limit.
 const varBytesField = "varBytes"
@@ -129,8 +133,8 @@ const varBytesField = "varBytes"
 var callLimitNames = []string{"fuel", "timeoutMs", "logBytes", "outputBytes"}
 
 func limitNames() []string {
-	names := make([]string, len(limits.Fields))
-	for i, f := range limits.Fields {
+	names := make([]string, len(limitFields))
+	for i, f := range limitFields {
 		names[i] = f.Name
 	}
 	return names

@@ -43,7 +43,7 @@ func Defaults(lang protocol.Language) limits.Limits {
 // max. A refusal is a *limits.FieldError naming the field.
 func resolveLimits(lang protocol.Language, given, max limits.Limits) (limits.Limits, error) {
 	l := Defaults(lang)
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		if v := f.Get(given); v != 0 {
 			f.Set(&l, v)
 		} else if f.Get(l) > f.Get(max) {

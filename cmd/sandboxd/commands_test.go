@@ -64,10 +64,10 @@ func TestEveryLimitHasAFlagInEveryCommand(t *testing.T) {
 	for _, c := range cliLimits {
 		byField[c.field] = c
 	}
-	if len(byField) != len(limits.Fields) {
-		t.Errorf("cliLimits has %d limits, limits.Fields %d", len(byField), len(limits.Fields))
+	if len(byField) != len(limits.Fields()) {
+		t.Errorf("cliLimits has %d limits, limits.Fields() %d", len(byField), len(limits.Fields()))
 	}
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		c, ok := byField[f.Name]
 		if !ok {
 			t.Errorf("limit %s has no entry in cliLimits", f.Name)

@@ -136,7 +136,7 @@ func evalMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // are zero, which the Runner reads as the language's default.
 func givenLimits(all limits.Limits, given map[string]bool) limits.Limits {
 	fields := map[string]limits.Field{}
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		fields[f.Name] = f
 	}
 	var l limits.Limits
@@ -151,7 +151,7 @@ func givenLimits(all limits.Limits, given map[string]bool) limits.Limits {
 // limitsOf are the limits an evaluation in lang ran under, given l.
 func limitsOf(lang protocol.Language, l limits.Limits) limits.Limits {
 	d := snippet.Defaults(lang)
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		if v := f.Get(l); v != 0 {
 			f.Set(&d, v)
 		}

@@ -34,8 +34,8 @@ func kebab(name string) string {
 // limitFlags registers --PREFIX-<limit> for every limit, starting from
 // base, and returns a function that reads the flags back.
 func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string) func() limits.Limits {
-	vals := make([]*uint64, len(limits.Fields))
-	for i, f := range limits.Fields {
+	vals := make([]*uint64, len(limits.Fields()))
+	for i, f := range limits.Fields() {
 		name := prefix + kebab(f.Name)
 		if renamed, ok := renamedLimitFlags[name]; ok {
 			name = renamed
@@ -48,7 +48,7 @@ func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string
 	}
 	return func() limits.Limits {
 		l := base
-		for i, f := range limits.Fields {
+		for i, f := range limits.Fields() {
 			f.Set(&l, *vals[i])
 		}
 		return l
@@ -69,13 +69,13 @@ var renamedLimitFlags = map[string]string{"max-instances": "max-store-instances"
 // limit: its flag, in the unit a shell user types (MiB for the byte
 // limits of memory, milliseconds for time).
 type cliLimit struct {
-	field string // its wire name in limits.Fields
+	field string // its wire name in limits.Fields()
 	flag  string
 	mib   bool // the flag counts MiB of a byte limit
 	usage string
 }
 
-// cliLimits gives every limit of limits.Fields a flag in every one-shot
+// cliLimits gives every limit of limits.Fields() a flag in every one-shot
 // command (TestEveryLimitHasAFlagInEveryCommand): a limit that one
 // command's guests cannot reach (log bytes of a WASI program, which has
 // no host::log) is still accepted and validated there, like a sidecar
@@ -101,7 +101,7 @@ var cliLimits = []cliLimit{
 func cliLimitFlags(fs *flag.FlagSet, usage map[string]string) func() (limits.Limits, error) {
 	def := limits.Defaults()
 	fields := map[string]limits.Field{}
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		fields[f.Name] = f
 	}
 	vals := make([]*uint64, len(cliLimits))
@@ -250,7 +250,7 @@ func newSidecarFlags(fs *flag.FlagSet, pathDirDefault string) *sidecarFlags {
 // alone caps the default fuel too), rather than refusing to start.
 func (f *sidecarFlags) limits() (def, maximums limits.Limits) {
 	def, maximums = f.defaults(), f.maximums()
-	for _, l := range limits.Fields {
+	for _, l := range limits.Fields() {
 		if l.Get(def) > l.Get(maximums) && !flagSet(f.fs, "default-"+kebab(l.Name)) {
 			l.Set(&def, l.Get(maximums))
 		}

@@ -92,7 +92,7 @@ func (s *Server) namesModuleDir(path string) bool {
 // limitFields are the names of the limits a call may give.
 func limitFields(extra ...string) []string {
 	var names []string
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		names = append(names, f.Name)
 	}
 	return append(names, extra...)
@@ -134,7 +134,7 @@ func (s *Server) limits(args *object, varBytes *uint64) (limits.Limits, error) {
 		set(v)
 		return nil
 	}
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		if err := read(f.Name, f.Get(s.opts.Maximums), func(v uint64) { f.Set(&l, v) }); err != nil {
 			return l, err
 		}

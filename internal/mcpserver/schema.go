@@ -85,7 +85,7 @@ func (s *Server) limitsSchema(withVarBytes bool) *jsonschema.Schema {
 		props = append(props, name, &jsonschema.Schema{Type: "integer", Minimum: jsonschema.Ptr(1.0), Maximum: jsonschema.Ptr(float64(most)),
 			Description: fmt.Sprintf("%s; default %d, at most %d", what, def, most)})
 	}
-	for _, f := range limits.Fields {
+	for _, f := range limits.Fields() {
 		add(f.Name, f.Get(s.opts.Defaults), f.Get(s.opts.Maximums), limitNotes[f.Name])
 	}
 	if withVarBytes {

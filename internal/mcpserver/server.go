@@ -79,7 +79,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Defaults == (limits.Limits{}) { // the documented defaults, within the maximums
 		o.Defaults = limits.Defaults()
-		for _, f := range limits.Fields {
+		for _, f := range limits.Fields() {
 			f.Set(&o.Defaults, min(f.Get(o.Defaults), f.Get(o.Maximums)))
 		}
 	}
