@@ -12,6 +12,9 @@ import (
 // replaced by U+FFFD. A literal with nothing to unescape or replace (the
 // common case: a module's text or base64) is copied once, into the string.
 func String(lit []byte) string {
+	if len(lit) < 2 { // not a literal: the package's promise is to finish, not to mean anything
+		return ""
+	}
 	body := lit[1 : len(lit)-1]
 	i := bytes.IndexByte(body, '\\')
 	valid := utf8.Valid(body) // then no chunk between escapes needs checking
@@ -42,6 +45,9 @@ func String(lit []byte) string {
 			continue
 		}
 		i++ // past the backslash
+		if i == len(body) {
+			break // a trailing backslash: not valid JSON
+		}
 		switch c := body[i]; c {
 		case 'b':
 			out.WriteByte('\b')
@@ -54,6 +60,9 @@ func String(lit []byte) string {
 		case 't':
 			out.WriteByte('\t')
 		case 'u':
+			if i+5 > len(body) {
+				return out.String() // a cut \u escape: not valid JSON
+			}
 			r := hex4(body[i+1 : i+5])
 			i += 5
 			if utf16.IsSurrogate(r) {
