@@ -125,6 +125,7 @@ wasi-guests:
 plugins:
 	cd testdata/plugins/go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags="-s -w" -o plugin.wasm .
 	cd testdata/plugins/go && GOOS=wasip1 GOARCH=wasm $(GO) build -tags std -trimpath -ldflags="-s -w" -o std_countvowels.wasm github.com/extism/go-pdk/example/countvowels
+	cd testdata/plugins/go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags="-s -w" -o host_user.wasm ./host
 
 # The interpreter runtimes: the JavaScript (goja), Lua (gopher-lua) and
 # Starlark guests of runtimes/ (a nested module, so the main module does
