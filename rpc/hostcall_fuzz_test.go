@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/protocol"
@@ -44,6 +45,13 @@ func FuzzHostAnswer(f *testing.F) {
 			a = hostAnswer{rerr: answer}
 		}
 		values, err := decodeHostAnswer(fn, a)
+		var parents *protocol.HostCallError
+		if errors.As(err, &parents) { // the parent's own message, maybe empty: the engine quotes it
+			if len(parents.Message) > maxHostErrorMessage {
+				t.Fatalf("%q: the parent's message kept %d bytes", answer, len(parents.Message))
+			}
+			return
+		}
 		if err != nil {
 			if n := len(err.Error()); n == 0 || n > maxHostErrorMessage+4096 {
 				t.Fatalf("%q for %v: a %d-byte error", answer, fn.Results, n)
