@@ -231,10 +231,9 @@ func (s *Server) callHost(ctx context.Context, j *job, site hostSite, call proto
 	if site.output != nil {
 		site.output.flush()
 	}
-	s.handOnReading(j)
 	var ans hostAnswer
 	answered := false
-	err = s.withoutSlot(ctx, j, func() {
+	err = s.yieldSlot(ctx, j, func() {
 		s.out.send(body)
 		select {
 		case ans = <-hc.answer:
