@@ -48,6 +48,7 @@ type hostCalls struct {
 	heldMax int64
 
 	sent, answered, failed, cancelled, waiting, unexpected uint64
+	dropsLogged                                            int // answers dropped so far (logDroppedAnswer)
 }
 
 // hostCall is one host call in flight.
@@ -405,8 +406,32 @@ func (s *Server) routeAnswer(env envelope, size int64) {
 	if !ok || !id.IsString {
 		s.hosts.countUnexpected()
 	}
-	s.log.Warn("dropping an answer to no host call in flight (never sent, answered already, or given up)",
-		"id", protocol.Quote(string(env.ID)))
+	s.logDroppedAnswer("dropping an answer to no host call in flight (never sent, answered already, or given up)", env.ID)
+}
+
+// maxDroppedAnswersLogged bounds the stderr lines about answers dropped:
+// a parent can send any number (stats count them all).
+const maxDroppedAnswersLogged = 10
+
+// logDroppedAnswer logs a dropped answer, the first
+// maxDroppedAnswersLogged of them, then once that no more are logged. The
+// id is cut and left to the log's own quoting (escaped once).
+func (s *Server) logDroppedAnswer(msg string, id json.RawMessage) {
+	h := s.hosts
+	h.mu.Lock()
+	h.dropsLogged++
+	n := h.dropsLogged
+	h.mu.Unlock()
+	switch {
+	case n <= maxDroppedAnswersLogged:
+		shown := protocol.CutUTF8(string(id), protocol.MaxQuotedBytes)
+		if len(shown) < len(id) {
+			shown += "…"
+		}
+		s.log.Warn(msg, "id", shown)
+	case n == maxDroppedAnswersLogged+1:
+		s.log.Warn(fmt.Sprintf("more than %d answers to no host call in flight: no more are logged (stats count them: hostCalls.unexpected)", maxDroppedAnswersLogged))
+	}
 }
 
 // countUnexpected counts an answer to an id that cannot be a host call's.
@@ -448,7 +473,7 @@ func (s *Server) refuseAnswer(big *framing.TooLargeError) bool {
 	if s.hosts.deliver(hid.Str, a) {
 		return true
 	}
-	s.log.Warn("dropping an answer too large to read, to no host call in flight", "id", protocol.Quote(string(id)))
+	s.logDroppedAnswer("dropping an answer too large to read, to no host call in flight", id)
 	return true
 }
 
