@@ -11,7 +11,6 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
-	"github.com/sandboxd/sandboxd/internal/framing"
 	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -383,98 +382,6 @@ func decodeHostAnswer(fn protocol.HostFunction, a hostAnswer) ([]protocol.HostVa
 		values[i] = v
 	}
 	return values, nil
-}
-
-// routeAnswer takes a response the parent sent (an answer to a host
-// call) to its call, on the reader: it never blocks. Anything else (an
-// id the sidecar never sent, an answer to a call answered or given up
-// already) is dropped, counted and logged.
-func (s *Server) routeAnswer(env envelope, size int64) {
-	id, ok := parseID(env.ID)
-	a := hostAnswer{size: size}
-	switch {
-	case env.Error != nil && !isNull(env.Error) && env.Result != nil:
-		a.problem = "the parent's answer has both a result and an error"
-	case env.Error != nil && !isNull(env.Error):
-		a.rerr = env.Error
-	default:
-		a.result = env.Result
-	}
-	if ok && id.IsString && s.hosts.deliver(id.Str, a) {
-		return
-	}
-	if !ok || !id.IsString {
-		s.hosts.countUnexpected()
-	}
-	s.logDroppedAnswer("dropping an answer to no host call in flight (never sent, answered already, or given up)", env.ID)
-}
-
-// maxDroppedAnswersLogged bounds the stderr lines about answers dropped:
-// a parent can send any number (stats count them all).
-const maxDroppedAnswersLogged = 10
-
-// logDroppedAnswer logs a dropped answer, the first
-// maxDroppedAnswersLogged of them, then once that no more are logged. The
-// id is cut and left to the log's own quoting (escaped once).
-func (s *Server) logDroppedAnswer(msg string, id json.RawMessage) {
-	h := s.hosts
-	h.mu.Lock()
-	h.dropsLogged++
-	n := h.dropsLogged
-	h.mu.Unlock()
-	switch {
-	case n <= maxDroppedAnswersLogged:
-		shown := protocol.CutUTF8(string(id), protocol.MaxQuotedBytes)
-		if len(shown) < len(id) {
-			shown += "…"
-		}
-		s.log.Warn(msg, "id", shown)
-	case n == maxDroppedAnswersLogged+1:
-		s.log.Warn(fmt.Sprintf("more than %d answers to no host call in flight: no more are logged (stats count them: hostCalls.unexpected)", maxDroppedAnswersLogged))
-	}
-}
-
-// countUnexpected counts an answer to an id that cannot be a host call's.
-func (h *hostCalls) countUnexpected() {
-	h.mu.Lock()
-	h.unexpected++
-	h.mu.Unlock()
-}
-
-// refuseAnswer ends the host call that a message too large to read
-// answered, when the start of the message says which (its id, and a
-// result or an error, among its leading members: where clients write
-// them), and reports whether it did. The message is skipped unread,
-// answered nothing.
-func (s *Server) refuseAnswer(big *framing.TooLargeError) bool {
-	var id json.RawMessage
-	isAnswer, isRequest := false, false
-	cut := jsonscan.LeadingMembers(big.Head, func(key, value []byte) {
-		switch {
-		case keyIs(key, "id"):
-			id = value
-		case keyIs(key, "result"), keyIs(key, "error"):
-			isAnswer = true
-		case keyIs(key, "method"):
-			isRequest = true
-		}
-	})
-	isAnswer = isAnswer || keyIs(cut, "result") || keyIs(cut, "error")
-	hid, ok := parseID(id)
-	if !isAnswer || isRequest || !ok || !hid.IsString {
-		return false
-	}
-	size := "longer than"
-	if big.Size >= 0 {
-		size = strconv.FormatInt(big.Size, 10) + " bytes, more than"
-	}
-	a := hostAnswer{problem: fmt.Sprintf("the parent's answer to host call %s is %s --max-message-bytes (%d); it was not read",
-		protocol.Escape(hid.Str), size, big.Max)}
-	if s.hosts.deliver(hid.Str, a) {
-		return true
-	}
-	s.logDroppedAnswer("dropping an answer too large to read, to no host call in flight", id)
-	return true
 }
 
 // inputEnded reports whether the parent's input ended.
