@@ -116,28 +116,7 @@ func TestHostCallsThousandRunsPipelined(t *testing.T) {
 	}
 
 	closed = true
-	if err := c.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	if code, _, killed := waitTimeout(cmd, 10*time.Second); killed || code != 0 {
-		t.Errorf("sidecar exit status %d (killed %v), want 0", code, killed)
-	}
-	_ = pw.Close()
-	<-counter.done
-	counter.mu.Lock()
-	defer counter.mu.Unlock()
-	if counter.bad != nil {
-		t.Errorf("stdout: %v", counter.bad)
-	}
-	n := uint64(runs + 2) // the runs, stats, shutdown
-	for id := uint64(1); id <= n; id++ {
-		if k := counter.responses[id]; k != 1 {
-			t.Errorf("request id %d got %d responses, want exactly 1", id, k)
-		}
-	}
-	if len(counter.responses) != int(n) {
-		t.Errorf("responses for %d ids, want %d", len(counter.responses), n)
-	}
+	closeAndCountIDs(t, c, cmd, pw, counter, uint64(runs+2)) // the runs, stats, shutdown
 }
 
 // TestHostCallRunWaitsForThePoolWithinItsDeadline: with --max-instances
