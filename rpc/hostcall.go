@@ -11,7 +11,6 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
-	"github.com/sandboxd/sandboxd/internal/framing"
 	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -48,6 +47,7 @@ type hostCalls struct {
 	heldMax int64
 
 	sent, answered, failed, cancelled, waiting, unexpected uint64
+	dropsLogged                                            int // answers dropped so far (logDroppedAnswer)
 }
 
 // hostCall is one host call in flight.
@@ -231,10 +231,9 @@ func (s *Server) callHost(ctx context.Context, j *job, site hostSite, call proto
 	if site.output != nil {
 		site.output.flush()
 	}
-	s.handOnReading(j)
 	var ans hostAnswer
 	answered := false
-	err = s.withoutSlot(ctx, j, func() {
+	err = s.yieldSlot(ctx, j, func() {
 		s.out.send(body)
 		select {
 		case ans = <-hc.answer:
@@ -383,74 +382,6 @@ func decodeHostAnswer(fn protocol.HostFunction, a hostAnswer) ([]protocol.HostVa
 		values[i] = v
 	}
 	return values, nil
-}
-
-// routeAnswer takes a response the parent sent (an answer to a host
-// call) to its call, on the reader: it never blocks. Anything else (an
-// id the sidecar never sent, an answer to a call answered or given up
-// already) is dropped, counted and logged.
-func (s *Server) routeAnswer(env envelope, size int64) {
-	id, ok := parseID(env.ID)
-	a := hostAnswer{size: size}
-	switch {
-	case env.Error != nil && !isNull(env.Error) && env.Result != nil:
-		a.problem = "the parent's answer has both a result and an error"
-	case env.Error != nil && !isNull(env.Error):
-		a.rerr = env.Error
-	default:
-		a.result = env.Result
-	}
-	if ok && id.IsString && s.hosts.deliver(id.Str, a) {
-		return
-	}
-	if !ok || !id.IsString {
-		s.hosts.countUnexpected()
-	}
-	s.log.Warn("dropping an answer to no host call in flight (never sent, answered already, or given up)",
-		"id", protocol.Quote(string(env.ID)))
-}
-
-// countUnexpected counts an answer to an id that cannot be a host call's.
-func (h *hostCalls) countUnexpected() {
-	h.mu.Lock()
-	h.unexpected++
-	h.mu.Unlock()
-}
-
-// refuseAnswer ends the host call that a message too large to read
-// answered, when the start of the message says which (its id, and a
-// result or an error, among its leading members: where clients write
-// them), and reports whether it did. The message is skipped unread,
-// answered nothing.
-func (s *Server) refuseAnswer(big *framing.TooLargeError) bool {
-	var id json.RawMessage
-	isAnswer, isRequest := false, false
-	cut := jsonscan.LeadingMembers(big.Head, func(key, value []byte) {
-		switch {
-		case keyIs(key, "id"):
-			id = value
-		case keyIs(key, "result"), keyIs(key, "error"):
-			isAnswer = true
-		case keyIs(key, "method"):
-			isRequest = true
-		}
-	})
-	isAnswer = isAnswer || keyIs(cut, "result") || keyIs(cut, "error")
-	hid, ok := parseID(id)
-	if !isAnswer || isRequest || !ok || !hid.IsString {
-		return false
-	}
-	size := "longer than"
-	if big.Size >= 0 {
-		size = strconv.FormatInt(big.Size, 10) + " bytes, more than"
-	}
-	a := hostAnswer{problem: fmt.Sprintf("the parent's answer to host call %s is %s --max-message-bytes (%d); it was not read",
-		protocol.Escape(hid.Str), size, big.Max)}
-	if s.hosts.deliver(hid.Str, a) {
-		return true
-	}
-	s.log.Warn("dropping an answer too large to read, to no host call in flight", "id", protocol.Quote(string(id)))
-	return true
 }
 
 // inputEnded reports whether the parent's input ended.

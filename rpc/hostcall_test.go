@@ -6,10 +6,13 @@ package rpc_test
 // and answers it (or not) by hand.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sandboxd/sandboxd/internal/rpctest"
@@ -422,4 +425,40 @@ func TestHostCallsManyRuns(t *testing.T) {
 	}
 	wantHostStats(t, h.hostStats(), protocol.HostCallStats{Sent: runs * calls, Answered: runs * calls})
 	h.endsWithNoMore()
+}
+
+// TestHostCallDroppedAnswersLogBounded: answers to no host call in flight
+// are logged, the first maxDroppedAnswersLogged with their id escaped
+// once, then once that no more are; 1,000 of them write 11 lines
+// (every one wrote a line, its id escaped three times: rt20 item 7).
+func TestHostCallDroppedAnswersLogBounded(t *testing.T) {
+	var log lockedBuffer
+	h := startServer(t, rpctest.NewEngine(), rpc.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	for i := range 1000 {
+		h.answerHost(fmt.Sprintf("sbx-%d", 795+i), `{"values":[6]}`)
+	}
+	wantHostStats(t, h.hostStats(), protocol.HostCallStats{Unexpected: 1000})
+	h.endsWithNoMore()
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 11 || !strings.Contains(lines[0], `id="\"sbx-795\""`) || !strings.Contains(lines[10], "no more are logged") {
+		t.Errorf("%d lines logged, first %s, last %s", len(lines), lines[0], lines[len(lines)-1])
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

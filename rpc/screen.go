@@ -114,7 +114,9 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 		err := json.Unmarshal(trimmed, &struct{}{}) // only to say what is wrong
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) && strings.HasSuffix(syn.Error(), "exceeded max depth") {
-			send(tooDeepAnswer(trimmed))
+			if !s.endHostCallTooDeep(trimmed) { // an answer to a host call ends it, unanswered
+				send(tooDeepAnswer(trimmed))
+			}
 			return request{}, false
 		}
 		send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
@@ -124,6 +126,11 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 	if env.Method == nil && (env.Result != nil || env.Error != nil) {
 		s.routeAnswer(env, int64(len(body))) // a response: answers a host call, never answered itself
 		return request{}, false
+	}
+	if env.Result != nil || env.Error != nil { // with a method: an answer to a host call in flight ends it, unanswered
+		if s.endHostCall(env.ID, "the parent's answer to host call %s also has a \"method\" member; an answer has none") {
+			return request{}, false
+		}
 	}
 	req := request{hasID: env.ID != nil, size: int64(len(body))}
 	if req.hasID {

@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"time"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Run slots: the --max-concurrency bound. A job runs guest code (a run,
@@ -155,4 +157,23 @@ func (s *Server) withoutSlot(ctx context.Context, j *job, wait func()) error {
 	s.mu.Unlock()
 	s.startQueued() // slots the queue left free for us meanwhile
 	return err
+}
+
+// yieldSlot runs wait with job j's slot given back (withoutSlot), the
+// reader's role handed on first if j runs on the reader: j's waits for
+// the parent's answer to a host call, and the engine's for room in its
+// pool (slotYield).
+func (s *Server) yieldSlot(ctx context.Context, j *job, wait func()) error {
+	s.handOnReading(j)
+	return s.withoutSlot(ctx, j, wait)
+}
+
+// withSlotYield is the context job j's run is made with: the engine
+// waits in it without j's slot (protocol.SlotYield), so a run never
+// waits for the pool while holding a slot that the runs holding the pool
+// need to finish.
+func (s *Server) withSlotYield(j *job) context.Context {
+	return protocol.WithSlotYield(j.ctx, func(ctx context.Context, wait func()) error {
+		return s.yieldSlot(ctx, j, wait)
+	})
 }

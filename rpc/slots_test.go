@@ -22,8 +22,9 @@ import (
 //
 //	run      returns at once
 //	gate     reports it started, waits for the gate (or its cancellation)
-//	outside  gives its slot back (withoutSlot) until release is closed,
-//	         then takes one again and returns
+//	outside  gives its slot back (the SlotYield of its context: the
+//	         server's withoutSlot) until release is closed, then takes
+//	         one again and returns
 type slotEngine struct {
 	srv     *Server
 	gate    chan struct{}
@@ -83,19 +84,6 @@ func (e *slotEngine) mostAtOnce() int {
 	return e.most
 }
 
-// job is the job whose run has ctx (the engine runs it on the job's own
-// goroutine, with the job's context).
-func (e *slotEngine) job(ctx context.Context) *job {
-	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
-	for _, j := range e.srv.jobs {
-		if j.ctx == ctx {
-			return j
-		}
-	}
-	panic("no job runs with this context")
-}
-
 var errSlotCancelled = &protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled by the caller"}
 
 func (e *slotEngine) Run(ctx context.Context, _ Module, run protocol.Run) (*protocol.RunOutcome, error) {
@@ -110,8 +98,8 @@ func (e *slotEngine) Run(ctx context.Context, _ Module, run protocol.Run) (*prot
 			return nil, errSlotCancelled
 		}
 	case "outside":
-		e.leave() // no guest code runs while the job waits outside
-		err := e.srv.withoutSlot(ctx, e.job(ctx), func() {
+		e.leave()                                      // no guest code runs while the job waits outside
+		err := protocol.SlotYieldOf(ctx)(ctx, func() { // the server's: withoutSlot
 			e.events <- "outside: waiting"
 			<-e.release
 		})

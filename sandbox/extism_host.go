@@ -52,9 +52,15 @@ func (p *pluginState) stop(e *Error) *wasmtime.Trap {
 	return wasmtime.NewTrap("sandboxd: " + e.Message)
 }
 
+// envFunction is the full name of the kernel's host function name, as
+// badHandle's messages name the function.
+func envFunction(name string) string { return ExtismEnvModule + "::" + name }
+
+// badHandle stops the guest: handle h, given to fn as what, is no live
+// block.
 func (p *pluginState) badHandle(fn, what string, h uint64) *wasmtime.Trap {
 	return p.stop(&Error{Kind: KindTrap, TrapCode: TrapCodeHost,
-		Message: fmt.Sprintf("%s::%s: %s %d is not a live kernel block", ExtismEnvModule, fn, what, h)})
+		Message: fmt.Sprintf("%s: %s %d is not a live kernel block", fn, what, h)})
 }
 
 // kernelCall calls a kernel function from inside a host function. Its
@@ -169,7 +175,7 @@ func asTrap(err error) *wasmtime.Trap {
 
 func (p *pluginState) configGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	h := uint64(args[0].I64())
-	key, trap := p.take(c, "config_get", "key", h)
+	key, trap := p.take(c, envFunction("config_get"), "key", h)
 	if trap != nil {
 		return nil, trap
 	}
@@ -183,7 +189,7 @@ func (p *pluginState) configGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasm
 
 func (p *pluginState) varGet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	h := uint64(args[0].I64())
-	key, trap := p.take(c, "var_get", "key", h)
+	key, trap := p.take(c, envFunction("var_get"), "key", h)
 	if trap != nil {
 		return nil, trap
 	}
@@ -210,7 +216,7 @@ func varCost(k, v int) uint64 { return uint64(k) + uint64(v) + varEntryBytes }
 // memory_limit_exceeded (resource vars).
 func (p *pluginState) varSet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	kh, vh := uint64(args[0].I64()), uint64(args[1].I64())
-	key, trap := p.take(c, "var_set", "key", kh)
+	key, trap := p.take(c, envFunction("var_set"), "key", kh)
 	if trap != nil {
 		return nil, trap
 	}
@@ -223,7 +229,7 @@ func (p *pluginState) varSet(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtim
 		}
 		return nil, nil
 	}
-	vb, trap := p.block(c, "var_set", "value", vh)
+	vb, trap := p.block(c, envFunction("var_set"), "value", vh)
 	if trap != nil {
 		return nil, trap
 	}
@@ -269,7 +275,7 @@ func (p *pluginState) logLine(c *wasmtime.Caller, level LogLevel, args []wasmtim
 		}
 		return nil, nil
 	}
-	whole, trap := p.block(c, "log_"+string(level), "message", h)
+	whole, trap := p.block(c, envFunction("log_"+string(level)), "message", h)
 	if trap != nil {
 		return nil, trap
 	}

@@ -69,7 +69,7 @@ func (s *store) callParent(c *wasmtime.Caller, f HostFunction, args []wasmtime.V
 			vals[i] = HostValue{Value: Value{Type: protocol.ValType(t), Bits: valBits(args[i])}}
 			continue
 		}
-		b, trap := s.plugin.block(c, name, fmt.Sprintf("argument %d", i), uint64(args[i].I64()))
+		b, trap := s.plugin.block(c, name, fmt.Sprintf("argument %d's handle", i), uint64(args[i].I64()))
 		if trap != nil {
 			return nil, trap
 		}

@@ -239,3 +239,30 @@ func TestInstanceHostCallsAndRelease(t *testing.T) {
 		t.Fatal("a Release did not end a call waiting for its caller")
 	}
 }
+
+// TestPluginHostFunctionForgedHandle: a handle that is no live block,
+// passed to a parent's function, stops the plugin (trap, code host) with
+// a message naming the function once, by its own module (it named
+// extism:host/env::extism:host/user::transform: rt20 item 6), and the
+// caller is never asked.
+func TestPluginHostFunctionForgedHandle(t *testing.T) {
+	m := compileWAT(t, `(module
+  (import "extism:host/env" "input_offset" (func $input_offset (result i64)))
+  (import "extism:host/user" "transform" (func $transform (param i64) (result i64)))
+  (memory (export "memory") 1)
+  (func (export "run") (result i32)
+    (drop (call $transform (i64.const 12345)))
+    (i32.const 0)))`)
+	asked := false
+	_, err := engine(t).CallOnce(context.Background(),
+		sandbox.InstanceRequest{Module: m, Limits: hangLimits(), HostFunctions: []sandbox.HostFunction{transformDecl}},
+		sandbox.CallRequest{Function: "run", Host: func(context.Context, sandbox.HostCall) ([]sandbox.HostValue, error) {
+			asked = true
+			return nil, nil
+		}})
+	var e *sandbox.Error
+	if !errors.As(err, &e) || e.Kind != sandbox.KindTrap || asked ||
+		e.Message != "extism:host/user::transform: argument 0's handle 12345 is not a live kernel block" {
+		t.Fatalf("a forged handle: %v (asked %v)", err, asked)
+	}
+}

@@ -18,7 +18,8 @@ package sandbox
 // a store exists it takes from the pool exactly what the store can come to
 // hold (storeNeed: known from the module and the capabilities), from one
 // of two shares. Runs (Run, and a one-shot plugin run) take from the runs'
-// share and wait, cancellably, while it is short; long-lived instances take
+// share and wait while it is short (until cancelled or their deadline,
+// without their caller's run slot: take); long-lived instances take
 // from the instances' share and are refused (ErrTooManyInstances) when it
 // is short, as when MaxInstances are live. A run that declares host
 // functions takes from the instances' share, waiting: it may hold its
@@ -46,10 +47,12 @@ import (
 	"fmt"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -159,6 +162,8 @@ var ErrInstancePoolShort = fmt.Errorf("%w: the instances' share of the engine's 
 // poolShare is the part of the pool that runs, or instances, take from.
 type poolShare struct {
 	name string // "runs" or "instances", for messages
+	// holders says who holds it, for a timeout's message.
+	holders string
 
 	mu      sync.Mutex
 	size    storeNeed
@@ -172,35 +177,54 @@ type poolWaiter struct {
 }
 
 // take takes need from the share. With wait it waits for it while the
-// share is short, until ctx ends; without, a short share is an error.
-func (s *poolShare) take(ctx context.Context, need storeNeed, wait bool) error {
+// share is short, until ctx ends (cancelled) or for at most deadline (a
+// timeout saying it waited for the pool), and reports how long it
+// waited; without, a short share is an error. It waits through the
+// protocol.SlotYield ctx carries: a caller that holds a run slot gives it
+// back meanwhile, since the stores it waits for may belong to runs that
+// need a slot to finish (a run that declares hostFunctions holds its
+// store, without a slot, while its parent answers).
+func (s *poolShare) take(ctx context.Context, need storeNeed, wait bool, deadline time.Duration) (time.Duration, error) {
 	s.mu.Lock()
 	if !need.within(s.size) {
 		s.mu.Unlock()
-		return &Error{Kind: KindHost, Message: fmt.Sprintf("a store of this module needs %s, more than the engine's pool holds for %s (%s)",
+		return 0, &Error{Kind: KindHost, Message: fmt.Sprintf("a store of this module needs %s, more than the engine's pool holds for %s (%s)",
 			describeNeed(need), s.name, describeNeed(s.size))}
 	}
 	if len(s.waiting) == 0 && s.used.plus(need).within(s.size) {
 		s.used = s.used.plus(need)
 		s.mu.Unlock()
-		return nil
+		return 0, nil
 	}
 	if !wait {
-		free := s.size.minus(s.used)
+		free, waiting := s.size.minus(s.used), len(s.waiting)
 		s.mu.Unlock()
-		return &Error{Kind: KindHost, err: ErrInstancePoolShort, Message: fmt.Sprintf(
+		if waiting > 0 { // room may be free, but it is theirs first
+			return 0, &Error{Kind: KindHost, err: ErrInstancePoolShort, Message: fmt.Sprintf(
+				"too many instances: runs that declare hostFunctions are waiting for the instances' share of the engine's pool (%d), ahead of this one; release an instance or try again later", waiting)}
+		}
+		return 0, &Error{Kind: KindHost, err: ErrInstancePoolShort, Message: fmt.Sprintf(
 			"too many instances: the instances' share of the engine's pool has %s free, this one needs %s; release one", describeNeed(free), describeNeed(need))}
 	}
 	w := &poolWaiter{need: need, ready: make(chan struct{})}
 	s.waiting = append(s.waiting, w)
 	s.mu.Unlock()
-	select {
-	case <-w.ready:
-		return nil
-	case <-ctx.Done():
+	start := time.Now()
+	waitCtx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	got := false
+	err := protocol.SlotYieldOf(ctx)(waitCtx, func() {
+		select {
+		case <-w.ready:
+			got = true
+		case <-waitCtx.Done():
+		}
+	})
+	waited := time.Since(start)
+	if got && err == nil {
+		return waited, nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	select {
 	case <-w.ready: // taken for us meanwhile: give it back
 		s.used = s.used.minus(need)
@@ -213,7 +237,15 @@ func (s *poolShare) take(ctx context.Context, need storeNeed, wait bool) error {
 		}
 	}
 	s.wakeLocked()
-	return cancelledError()
+	ahead := len(s.waiting)
+	s.mu.Unlock()
+	if ctx.Err() != nil {
+		return waited, cancelledError()
+	}
+	ms := uint64(deadline / time.Millisecond)
+	return waited, &Error{Kind: KindTimeout, TimeoutMs: ms, Message: fmt.Sprintf(
+		"deadline of %d ms exceeded while waiting for room in the engine's pool (its %s' share, %s; %d more waiting)",
+		ms, s.name, s.holders, ahead)}
 }
 
 // give returns need, taken by take, once the store holding it is closed.
@@ -285,8 +317,8 @@ func newEnginePool(cfg Config) *enginePool {
 	runs, instances := shareSize(cfg.MaxRuns, cfg.Maximums), shareSize(cfg.MaxInstances, cfg.Maximums)
 	total := runs.plus(instances)
 	p := &enginePool{
-		runs:      poolShare{name: "runs", size: runs},
-		instances: poolShare{name: "instances", size: instances},
+		runs:      poolShare{name: "runs", size: runs, holders: "held by the runs in progress"},
+		instances: poolShare{name: "instances", size: instances, holders: "held by live instances and by runs that declare hostFunctions, while their parent answers"},
 		settings: poolSettings{
 			instances: total.instances, memories: total.memories, tables: total.tables, gcHeaps: total.gcHeaps,
 			memoriesPerModule: wasmMaxMemories, tablesPerModule: wasmMaxTables, warmSlots: warmSlots,
@@ -387,21 +419,22 @@ func (e *Engine) usePool(cfg *wasmtime.Config) {
 // takeSlots takes what a store of module info can come to hold (with the
 // plugin kernel, with the WASI shim) from the pool: from the instances'
 // share for a long-lived instance, refused when it is short, else from the
-// runs' share, waiting while it is short until ctx ends. A run that may
-// wait for its caller (awaitsCaller: it declares host functions) takes
-// from the instances' share too, waiting: while it waits it holds its
-// store without a core, as an instance does, and from the runs' share it
-// would starve the runs its caller's handler sends (with MaxRuns 1, each
-// would wait for it until its deadline). Call it before the store is made;
-// give the slots back (release) after it is closed. Without a pool it
-// takes nothing.
-func (e *Engine) takeSlots(ctx context.Context, info *wasmbin.Info, plugin, wasi bool, tableElements uint64, longLived, awaitsCaller bool) (poolSlots, error) {
+// runs' share, waiting while it is short until ctx ends or for at most
+// deadline. A run that may wait for its caller (awaitsCaller: it declares
+// host functions) takes from the instances' share too, waiting: while it
+// waits it holds its store without a core, as an instance does, and from
+// the runs' share it would starve the runs its caller's handler sends
+// (with MaxRuns 1, each would wait for it until its deadline). It reports
+// how long it waited, which counts against the run's deadline. Call it
+// before the store is made; give the slots back (release) after it is
+// closed. Without a pool it takes nothing.
+func (e *Engine) takeSlots(ctx context.Context, info *wasmbin.Info, plugin, wasi bool, l limits.Limits, longLived, awaitsCaller bool) (poolSlots, time.Duration, error) {
 	p := e.pool
 	if p == nil {
-		return poolSlots{}, nil
+		return poolSlots{}, 0, nil
 	}
-	if tableElements > p.settings.tableElements {
-		return poolSlots{}, &Error{Kind: KindHost, Message: fmt.Sprintf("limits.tableElements: must be <= %d (the engine's maximum)", p.settings.tableElements)}
+	if l.TableElements > p.settings.tableElements {
+		return poolSlots{}, 0, &Error{Kind: KindHost, Message: fmt.Sprintf("limits.tableElements: must be <= %d (the engine's maximum)", p.settings.tableElements)}
 	}
 	need := needOf(info, plugin, wasi)
 	share, wait := &p.runs, true
@@ -411,8 +444,9 @@ func (e *Engine) takeSlots(ctx context.Context, info *wasmbin.Info, plugin, wasi
 	case awaitsCaller && need.within(p.instances.size): // size is fixed at start
 		share = &p.instances
 	}
-	if err := share.take(ctx, need, wait); err != nil {
-		return poolSlots{}, err
+	waited, err := share.take(ctx, need, wait, l.Timeout)
+	if err != nil {
+		return poolSlots{}, waited, err
 	}
-	return poolSlots{share: share, need: need}, nil
+	return poolSlots{share: share, need: need}, waited, nil
 }

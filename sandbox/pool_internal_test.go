@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -10,6 +11,7 @@ import (
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -49,20 +51,24 @@ func TestPoolHelperModuleCounts(t *testing.T) {
 func TestPoolShareOrder(t *testing.T) {
 	s := &poolShare{name: "runs", size: storeNeed{instances: 10, memories: 10, tables: 10, gcHeaps: 10}}
 	ctx := context.Background()
+	take := func(ctx context.Context, need storeNeed, wait bool) error {
+		_, err := s.take(ctx, need, wait, time.Hour)
+		return err
+	}
 	small, large := storeNeed{1, 1, 1, 1}, storeNeed{1, 8, 1, 1}
 	for range 3 {
-		if err := s.take(ctx, small, true); err != nil {
+		if err := take(ctx, small, true); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got := make(chan string, 3)
-	go func() { s.take(ctx, large, true); got <- "large" }()
+	go func() { take(ctx, large, true); got <- "large" }()
 	waitQueued(t, s, 1)
-	go func() { s.take(ctx, small, true); got <- "small" }()
+	go func() { take(ctx, small, true); got <- "small" }()
 	waitQueued(t, s, 2)
 	quit, cancel := context.WithCancel(ctx)
 	gaveUp := make(chan error, 1)
-	go func() { gaveUp <- s.take(quit, small, true) }()
+	go func() { gaveUp <- take(quit, small, true) }()
 	waitQueued(t, s, 3)
 	cancel()
 	if err := <-gaveUp; KindOf(err) != KindCancelled {
@@ -81,11 +87,42 @@ func TestPoolShareOrder(t *testing.T) {
 	if w := <-got; w != "small" {
 		t.Fatalf("%s second", w)
 	}
-	if err := s.take(ctx, storeNeed{memories: 11}, true); err == nil || KindOf(err) != KindHost {
+	if err := take(ctx, storeNeed{memories: 11}, true); err == nil || KindOf(err) != KindHost {
 		t.Fatalf("a need larger than the share: %v", err)
 	}
-	if err := s.take(ctx, large, false); !errors.Is(err, ErrTooManyInstances) {
+	if err := take(ctx, large, false); !errors.Is(err, ErrTooManyInstances) {
 		t.Fatalf("without waiting, a short share: %v", err)
+	}
+}
+
+// TestPoolShareWaitYieldsAndMeetsDeadline: a take that must wait does
+// so through the SlotYield its context carries (a sidecar job gives its
+// run slot back meanwhile), and never past its deadline: it ends as a
+// timeout saying it waited for the pool, leaving the queue. One that
+// need not wait yields nothing.
+func TestPoolShareWaitYieldsAndMeetsDeadline(t *testing.T) {
+	s := &poolShare{name: "instances", holders: "held by instances", size: storeNeed{1, 1, 1, 1}}
+	yields := 0
+	ctx := protocol.WithSlotYield(context.Background(), func(ctx context.Context, wait func()) error {
+		yields++
+		wait()
+		return ctx.Err()
+	})
+	one := storeNeed{1, 1, 1, 1}
+	if _, err := s.take(ctx, one, true, time.Hour); err != nil || yields != 0 {
+		t.Fatalf("a take with room: %v, %d yields", err, yields)
+	}
+	waited, err := s.take(ctx, one, true, 20*time.Millisecond)
+	if KindOf(err) != KindTimeout || !strings.Contains(err.Error(), "waiting for room in the engine's pool") || yields != 1 || waited <= 0 {
+		t.Fatalf("a take that waited past its deadline: %v (waited %v, %d yields)", err, waited, yields)
+	}
+	if e := err.(*Error); e.TimeoutMs != 20 {
+		t.Errorf("its timeoutMs: %d", e.TimeoutMs)
+	}
+	waitQueued(t, s, 0)
+	s.give(one)
+	if _, err := s.take(ctx, one, true, time.Hour); err != nil {
+		t.Fatalf("after the give: %v", err)
 	}
 }
 

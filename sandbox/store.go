@@ -86,7 +86,11 @@ type store struct {
 	fence    *fence
 	instance *wasmtime.Instance
 	random   splitmix64
-	slots    poolSlots                  // what the store took from the engine's pool (pool.go)
+	slots    poolSlots // what the store took from the engine's pool (pool.go)
+	// poolWait is how long openStore waited for slots: it counts against
+	// the deadline of the store's first call (the run, or the
+	// instantiation), which then has only the rest.
+	poolWait time.Duration
 	wasi     *wasiRun                   // nil without the wasi capability (wasi.go)
 	plugin   *pluginState               // nil unless an Extism plugin (extism.go)
 	declared map[[2]string]HostFunction // the imports the parent serves, by module and name (host_parent.go)
@@ -177,7 +181,7 @@ func (e *Engine) openStore(ctx context.Context, spec storeSpec) (s *store, err e
 		}
 		instances++ // the WASI shim (wasi_shim.go)
 	}
-	if s.slots, err = e.takeSlots(ctx, m.info, spec.plugin != nil, s.wasi != nil, l.TableElements, spec.longLived, len(spec.hostFunctions) > 0); err != nil {
+	if s.slots, s.poolWait, err = e.takeSlots(ctx, m.info, spec.plugin != nil, s.wasi != nil, l, spec.longLived, len(spec.hostFunctions) > 0); err != nil {
 		return s, err
 	}
 	s.wt = wasmtime.NewStoreWithData(e.wt, s) // storeFunc finds s through a caller
@@ -241,7 +245,8 @@ func (s *store) call(ctx context.Context, c callSpec, body func() ([]Value, erro
 	for _, g := range s.bound.denied { // a refusal an earlier call coped with is not this call's
 		g.Set(s.wt, wasmtime.ValI64(0))
 	}
-	s.fence.rearm(l.Timeout)
+	s.fence.rearm(max(l.Timeout-s.poolWait, 1))
+	s.poolWait = 0
 	s.wt.SetEpochDeadline(1)
 	s.e.ticker.acquire()
 	defer s.e.ticker.release()

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/clients/go/sandboxd"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
 )
 
@@ -507,7 +508,7 @@ func parseMessage(body []byte, m *message) error {
 	_, m.hasID = env["id"]
 	_, hasResult := env["result"]
 	switch {
-	case m.Method != "" && m.hasID:
+	case m.Method != "" && m.hasID && m.Method != protocol.MethodHostCall: // host/call is the one request it sends
 		return fmt.Errorf("the server sent a request: %q", trunc(body))
 	case m.Method == "" && !m.hasID:
 		return fmt.Errorf("message with neither method nor id: %q", trunc(body))

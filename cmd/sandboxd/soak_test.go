@@ -342,6 +342,15 @@ func TestSoak(t *testing.T) {
 	// Close (shutdown + exit): exit 0, then every id got exactly one response.
 	calls.Add(1) // shutdown
 	closed = true
+	closeAndCountIDs(t, c, cmd, pw, counter, calls.Load())
+}
+
+// closeAndCountIDs closes client c (shutdown, then its input) of the
+// sidecar cmd, whose stdout is teed into pw for counter, and checks that
+// the sidecar exits 0 and that ids 1..n, and no other, got exactly one
+// response each.
+func closeAndCountIDs(t *testing.T, c *sandboxd.Client, cmd *exec.Cmd, pw *io.PipeWriter, counter *idCounter, n uint64) {
+	t.Helper()
 	if err := c.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
@@ -355,7 +364,6 @@ func TestSoak(t *testing.T) {
 	if counter.bad != nil {
 		t.Errorf("stdout: %v", counter.bad)
 	}
-	n := calls.Load()
 	for id := uint64(1); id <= n; id++ {
 		if k := counter.responses[id]; k != 1 {
 			t.Errorf("request id %d got %d responses, want exactly 1", id, k)

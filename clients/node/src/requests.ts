@@ -286,6 +286,7 @@ export function toCallResult(raw: CallWireResult, state: RunState, stderrTail: s
     logs: state.logs,
     logEntries: logEntries(state),
     logTruncated: raw.logTruncated,
+    logDropped: raw.logDropped ?? 0,
     exitCode: raw.exitCode,
     stdout,
     stderr,
@@ -314,6 +315,7 @@ export function checkInstantiated(raw: InstantiateWireResult, state: RunState, s
     logs: state.logs,
     logEntries: logEntries(state),
     logTruncated: raw.logTruncated,
+    logDropped: raw.logDropped ?? 0,
   };
 }
 

@@ -282,6 +282,8 @@ export interface CallResult {
   logEntries: LogEntry[];
   /** Lines were cut to 16 KiB or dropped by `logBytes`. */
   logTruncated: boolean;
+  /** A plugin's log lines dropped for want of the `log` capability (from `logDropped`; 0 when absent). */
+  logDropped: number;
   /** A WASI run's `proc_exit` status (0 when `_start` returned); `undefined` for other runs. */
   exitCode: number | undefined;
   /** A WASI run's stdout (at most `limits.outputBytes`); empty for other runs. */
@@ -355,6 +357,7 @@ export interface InstantiationUsage {
   logs: string[];
   logEntries: LogEntry[];
   logTruncated: boolean;
+  logDropped: number;
 }
 
 /** The result of `initialize`, available as {@link Sidecar.info}. */
@@ -397,6 +400,7 @@ export interface RunWireResult {
   moduleId: string;
   logLines: number;
   logTruncated: boolean;
+  logDropped?: number;
   /** The WASI fields (present when the run granted `wasi`). */
   exitCode?: number;
   stdout?: { text: string } | { base64: string };
@@ -421,6 +425,7 @@ export interface InstantiateWireResult {
   queuedMicros: number;
   logLines: number;
   logTruncated: boolean;
+  logDropped?: number;
 }
 
 /** The `compile` result as it is on the wire. */

@@ -86,6 +86,7 @@ describe("host calls against the real sidecar", () => {
         hostFunctions: [reverse],
       });
       assert.deepEqual(r.output, data.slice().reverse(), `${data.length} bytes`);
+      assert.deepEqual([r.logDropped, r.logs], [1, []], "its log_info line, without the log grant, is dropped and counted");
     }
     const upper = transform(([data]) => Buffer.from(data as Uint8Array).toString("utf8").toUpperCase()); // a string is sent as its UTF-8
     assert.equal(Buffer.from((await sb.run({ wat: hostUser, function: "run", input: "abc", hostFunctions: [upper] })).output).toString(), "ABC");
@@ -148,13 +149,12 @@ describe("host calls against the real sidecar", () => {
   });
 });
 
-describe("host calls the engine does not serve yet", () => {
-  // Issue 20 item 4. A run gives its slot back while it waits for the parent
-  // (rpc), but its store keeps its place in the engine pool's runs share,
-  // sized by --max-concurrency too (sandbox/pool.go): a nested run, or a run
-  // that took a slot given back, waits for a place the waiting runs hold, so
-  // they get their answers but no slot to come back to, until a deadline.
-  it("lets a handler run another module with --max-concurrency 1", { todo: "the engine pool's runs share holds the waiting run's store" }, () =>
+describe("host calls and the run slots", () => {
+  // Issue 20 item 4: a run gives its slot back while it waits for the parent
+  // and holds a store from the pool's instances' share, so a nested run, or a
+  // run that took a slot given back, gets a slot and a store, and the waiting
+  // runs come back to a slot ahead of queued ones.
+  it("lets a handler run another module with --max-concurrency 1", () =>
     withSidecar(1, async (sb) => {
       const nested = lookup(async ([k]) => (await sb.run({ wat: watText("well_behaved.wat"), function: "add", args: [Number(k), 1] })).values[0] as number);
       const r = await sb.run({ wat: guest, function: "lookup", args: [10n], limits: { timeoutMs: 500 }, hostFunctions: [nested, neverCalled] });
@@ -162,7 +162,7 @@ describe("host calls the engine does not serve yet", () => {
     }),
   );
 
-  it("serves more runs waiting on the parent than there are slots", { todo: "the engine pool's runs share holds the waiting runs' stores" }, () =>
+  it("serves more runs waiting on the parent than there are slots", () =>
     withSidecar(2, async (sb) => {
       const runs = [0, 1, 2, 3, 4, 5].map((k) =>
         sb.run({ wat: guest, function: "lookup", args: [BigInt(k)], limits: { timeoutMs: 500 }, hostFunctions: [plus, neverCalled] }),

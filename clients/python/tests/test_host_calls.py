@@ -76,6 +76,7 @@ class SyncHostCallsTest(IntegrationTest):
                 r = self.sb.run(wat=HOST_USER, function="run", input=data, memory_bytes=64 << 20, output_bytes=16 << 20, timeout=60,  # a hang bound
                                 host_functions=[transform(lambda b: bytes(reversed(b)))])
                 self.assertEqual(r.output, bytes(reversed(data)))
+                self.assertEqual((r.log_dropped, r.logs), (1, []))  # its log_info line, without the log grant
         r = self.sb.run(wat=HOST_USER, function="run", input="abc",
                         host_functions=[transform(lambda b: b.decode().upper())])  # a str is sent as its UTF-8
         self.assertEqual(r.output, b"ABC")
@@ -109,12 +110,10 @@ class SyncHostCallsTest(IntegrationTest):
 
         self.assertEqual(self.run_guest("lookup_sum", 10, functions=[lookup(get)]).values, [11 + 12])
 
-    @unittest.expectedFailure
     def test_a_handler_runs_another_module_with_one_slot(self):
-        # Issue 20 item 4. The run gives its --max-concurrency slot back while
-        # it waits (rpc), but its store keeps its place in the engine pool's
-        # runs share, sized by --max-concurrency too (sandbox/pool.go): the
-        # nested run waits for that place until the outer run's deadline.
+        # Issue 20 item 4: the run gives its --max-concurrency slot back while
+        # it waits, and its store comes from the pool's instances' share, so
+        # the nested run gets a slot and a store.
         with sandboxd.Sidecar(binary=self.BIN, max_concurrency=1) as sb:
             def get(key):
                 return sb.run(wat=wat("well_behaved.wat"), function="add", args=[key, 1]).values[0]
@@ -186,13 +185,10 @@ class AsyncHostCallsTest(IntegrationTest):
         self.arun(main())
         self.assertEqual(cancelled, [True])
 
-    @unittest.expectedFailure
     def test_more_runs_wait_on_the_parent_than_there_are_slots(self):
-        # Issue 20 item 4. Runs waiting for the parent gave their slots back,
-        # and the next runs took them, then wait for a place in the engine
-        # pool's runs share (sandbox/pool.go, sized by --max-concurrency) that
-        # the waiting runs' stores hold: the waiting runs get their answers
-        # but no slot to come back to, until their deadline.
+        # Issue 20 item 4: runs waiting for the parent gave their slots back
+        # and hold stores from the pool's instances' share; answered, they
+        # come back to a slot ahead of queued runs.
         async def main():
             async with sandboxd.AsyncSidecar(binary=self.BIN, max_concurrency=2) as sb:
                 results = await asyncio.gather(*(

@@ -64,6 +64,7 @@ def _run_fields(result: Any, call: "Call") -> Dict[str, Any]:
         queued=_micros(result, "queuedMicros", False),
         log_lines=result.get("logLines", len(call.logs)),
         log_truncated=bool(result.get("logTruncated", False)),
+        log_dropped=_count(result, "logDropped") if "logDropped" in result else 0,
         exit_code=exit_code,
         stdout=_output(result, "stdout") if wasi else b"",
         stderr=_output(result, "stderr") if wasi else b"",

@@ -236,8 +236,9 @@ class RunResult:
     run or call has ``output``: the bytes it set (None for a function that
     is not a plugin function), ``output_truncated`` when they were cut at
     ``output_bytes``. ``logs`` are :class:`LogLine` strings, whose
-    ``level`` a plugin's ``log_*`` lines carry. ``raw`` is the whole
-    result object, for fields this client does not model.
+    ``level`` a plugin's ``log_*`` lines carry; ``log_dropped`` counts a
+    plugin's lines dropped for want of the ``log`` capability. ``raw`` is
+    the whole result object, for fields this client does not model.
     """
 
     values: List[Union[int, float]]
@@ -250,6 +251,7 @@ class RunResult:
     module_id: str
     log_lines: int
     log_truncated: bool
+    log_dropped: int = 0
     exit_code: Optional[int] = None
     stdout: bytes = b""
     stderr: bytes = b""

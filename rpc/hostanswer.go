@@ -1,0 +1,146 @@
+package rpc
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/sandboxd/sandboxd/internal/framing"
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
+	"github.com/sandboxd/sandboxd/protocol"
+)
+
+// Answers to host calls (hostcall.go), on the reader: routed to the call
+// waiting for them, or, when the sidecar cannot read them as answers (too
+// large, nested too deep, carrying a method), ending that call with the
+// problem when their id says which; dropped, counted and logged when no
+// call waits for them.
+
+// routeAnswer takes a response the parent sent (an answer to a host
+// call) to its call, on the reader: it never blocks. Anything else (an
+// id the sidecar never sent, an answer to a call answered or given up
+// already) is dropped, counted and logged.
+func (s *Server) routeAnswer(env envelope, size int64) {
+	id, ok := parseID(env.ID)
+	a := hostAnswer{size: size}
+	switch {
+	case env.Error != nil && !isNull(env.Error) && env.Result != nil:
+		a.problem = "the parent's answer has both a result and an error"
+	case env.Error != nil && !isNull(env.Error):
+		a.rerr = env.Error
+	default:
+		a.result = env.Result
+	}
+	if ok && id.IsString && s.hosts.deliver(id.Str, a) {
+		return
+	}
+	if !ok || !id.IsString {
+		s.hosts.countUnexpected()
+	}
+	s.logDroppedAnswer("dropping an answer to no host call in flight (never sent, answered already, or given up)", env.ID)
+}
+
+// maxDroppedAnswersLogged bounds the stderr lines about answers dropped:
+// a parent can send any number (stats count them all).
+const maxDroppedAnswersLogged = 10
+
+// logDroppedAnswer logs a dropped answer, the first
+// maxDroppedAnswersLogged of them, then once that no more are logged. The
+// id is cut and left to the log's own quoting (escaped once).
+func (s *Server) logDroppedAnswer(msg string, id json.RawMessage) {
+	h := s.hosts
+	h.mu.Lock()
+	h.dropsLogged++
+	n := h.dropsLogged
+	h.mu.Unlock()
+	switch {
+	case n <= maxDroppedAnswersLogged:
+		shown := protocol.CutUTF8(string(id), protocol.MaxQuotedBytes)
+		if len(shown) < len(id) {
+			shown += "…"
+		}
+		s.log.Warn(msg, "id", shown)
+	case n == maxDroppedAnswersLogged+1:
+		s.log.Warn(fmt.Sprintf("more than %d answers to no host call in flight: no more are logged (stats count them: hostCalls.unexpected)", maxDroppedAnswersLogged))
+	}
+}
+
+// countUnexpected counts an answer to an id that cannot be a host call's.
+func (h *hostCalls) countUnexpected() {
+	h.mu.Lock()
+	h.unexpected++
+	h.mu.Unlock()
+}
+
+// refuseAnswer ends the host call that a message too large to read
+// answered, when the start of the message says which (its id, and a
+// result or an error, among its leading members: where clients write
+// them), and reports whether it did. The message is skipped unread,
+// answered nothing.
+func (s *Server) refuseAnswer(big *framing.TooLargeError) bool {
+	var id json.RawMessage
+	isAnswer, isRequest := false, false
+	cut := jsonscan.LeadingMembers(big.Head, func(key, value []byte) {
+		switch {
+		case keyIs(key, "id"):
+			id = value
+		case keyIs(key, "result"), keyIs(key, "error"):
+			isAnswer = true
+		case keyIs(key, "method"):
+			isRequest = true
+		}
+	})
+	isAnswer = isAnswer || keyIs(cut, "result") || keyIs(cut, "error")
+	hid, ok := parseID(id)
+	if !isAnswer || isRequest || !ok || !hid.IsString {
+		return false
+	}
+	size := "longer than"
+	if big.Size >= 0 {
+		size = strconv.FormatInt(big.Size, 10) + " bytes, more than"
+	}
+	a := hostAnswer{problem: fmt.Sprintf("the parent's answer to host call %s is %s --max-message-bytes (%d); it was not read",
+		protocol.Escape(hid.Str), size, big.Max)}
+	if s.hosts.deliver(hid.Str, a) {
+		return true
+	}
+	s.logDroppedAnswer("dropping an answer too large to read, to no host call in flight", id)
+	return true
+}
+
+// endHostCall ends the host call in flight under id, if any, with the
+// problem (a format taking the call's escaped id) instead of an answer,
+// and reports whether it did: for a message meant as its answer that the
+// sidecar cannot read as one. Nothing is sent back for such a message.
+func (s *Server) endHostCall(id json.RawMessage, problem string) bool {
+	hid, ok := parseID(id)
+	if !ok || !hid.IsString || !s.hosts.inFlight(hid.Str) {
+		return false
+	}
+	return s.hosts.deliver(hid.Str, hostAnswer{problem: fmt.Sprintf(problem, protocol.Escape(hid.Str))})
+}
+
+// endHostCallTooDeep ends the host call that msg, valid JSON up to a
+// member nested deeper than the limit, answers: an object without a
+// method whose id, among the members before the deep one, is a host
+// call's in flight.
+func (s *Server) endHostCallTooDeep(msg []byte) bool {
+	var id json.RawMessage
+	isRequest := false
+	jsonscan.LeadingMembers(msg, func(key, value []byte) {
+		switch {
+		case keyIs(key, "id"):
+			id = value
+		case keyIs(key, "method"):
+			isRequest = true
+		}
+	})
+	return !isRequest && s.endHostCall(id, fmt.Sprintf("the parent's answer to host call %%s is nested deeper than %d levels (the limit)", jsonscan.MaxDepth))
+}
+
+// inFlight reports whether host call id waits for its answer.
+func (h *hostCalls) inFlight(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pending[id] != nil
+}
