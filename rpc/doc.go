@@ -27,8 +27,11 @@
 //	                    queue, starting jobs, a slot given back and taken
 //	                    again
 //	hostcall.go         host calls: the host/call requests to the parent,
-//	                    their answers routed from the reader, the wait
-//	                    without a slot, the cycle check, their counters
+//	                    the wait without a slot, the cycle check, their
+//	                    counters
+//	hostanswer.go       their answers: routed from the reader to the call
+//	                    waiting, ended when unreadable, read by the
+//	                    declaration
 //	encode.go           responses and log notifications as bytes
 //	outbox.go           the output: ordering, back-pressure, the drain
 //	                    deadline

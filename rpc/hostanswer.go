@@ -1,7 +1,9 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -143,4 +145,75 @@ func (h *hostCalls) inFlight(id string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.pending[id] != nil
+}
+
+// maxHostErrorMessage bounds the parent's error message a run's error
+// carries.
+const maxHostErrorMessage = 16 << 10
+
+// decodeHostAnswer reads an answer for the declaration fn: the parent's
+// error answer is a *protocol.HostCallError with its code and message; a
+// result is {"values": [...]}, read by the declaration's result types.
+// An answer that does not fit is an error saying exactly what is wrong
+// (the engine reports both as host_function_error naming the function).
+func decodeHostAnswer(fn protocol.HostFunction, a hostAnswer) ([]protocol.HostValue, error) {
+	wrong := func(format string, args ...any) error { return fmt.Errorf(format, args...) }
+	switch {
+	case a.problem != "":
+		return nil, errors.New(a.problem)
+	case a.rerr != nil:
+		// Read by its shape, exact names only, as every object the parent
+		// sends ({"Code": 0, "messAge": ""} is not an error object).
+		var m members
+		var code int64
+		var message string
+		err := hostErrorShape.read(a.rerr, &m)
+		if err == nil && (m.values[hostErrorCode] == nil || m.values[hostErrorMessage] == nil ||
+			json.Unmarshal(m.values[hostErrorCode], &code) != nil) {
+			err = errors.New("code and message are required")
+		}
+		if err == nil {
+			message, err = stringField(m.values[hostErrorMessage], "error.message")
+		}
+		if err != nil {
+			return nil, wrong(`the parent answered with an error that is not a JSON-RPC error object ({"code": integer, "message": string}): %v`, err)
+		}
+		return nil, &protocol.HostCallError{Code: code, Message: protocol.CutUTF8(message, maxHostErrorMessage)}
+	}
+	returns := fn.ResultTypes()
+	var m members
+	if a.result == nil || isNull(a.result) {
+		a.result = json.RawMessage("{}") // no values
+	}
+	if err := hostAnswerShape.read(a.result, &m); err != nil {
+		return nil, wrong(`the parent's answer: %v; an answer is {"values": [...]}`, err)
+	}
+	var raw []json.RawMessage
+	if v := bytes.TrimSpace(m.values[0]); v != nil {
+		if v[0] != '[' {
+			return nil, wrong("the parent's answer: values must be an array, got %s", kindOfJSON(v))
+		}
+		if n, ok := countElements(v, len(fn.Results)+1); !ok || n != len(fn.Results) {
+			if !ok {
+				return nil, wrong("the parent answered with more than %d values; it returns %s", len(fn.Results), returns)
+			}
+			return nil, wrong("the parent answered with %d values; it returns %s", n, returns)
+		}
+		raw = jsonscan.Elements(v)
+	} else if len(fn.Results) > 0 {
+		return nil, wrong("the parent answered with no values; it returns %s", returns)
+	}
+	values := make([]protocol.HostValue, len(raw))
+	for i, r := range raw {
+		v, err := protocol.DecodeHostValue(r, protocol.ValType(fn.Results[i]))
+		if err != nil {
+			var te *protocol.HostTypeError
+			if errors.As(err, &te) {
+				return nil, wrong("the parent's value %d is %s; it returns %s there", i, protocol.DescribeType(te.Got), fn.Results[i])
+			}
+			return nil, wrong("the parent's value %d: %v (it returns %s there)", i, err, fn.Results[i])
+		}
+		values[i] = v
+	}
+	return values, nil
 }

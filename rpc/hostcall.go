@@ -1,17 +1,14 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 
-	"github.com/sandboxd/sandboxd/internal/jsonscan"
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
@@ -320,68 +317,6 @@ func (s *Server) cancelHostCall(id string) {
 	body, _ := json.Marshal(hostCancelNotification{JSONRPC: "2.0", Method: MethodCancel,
 		Params: protocol.HostCancelParams{ID: id}})
 	s.out.send(body)
-}
-
-// maxHostErrorMessage bounds the parent's error message a run's error
-// carries.
-const maxHostErrorMessage = 16 << 10
-
-// decodeHostAnswer reads an answer for the declaration fn: the parent's
-// error answer is a *protocol.HostCallError with its code and message; a
-// result is {"values": [...]}, read by the declaration's result types.
-// An answer that does not fit is an error saying exactly what is wrong
-// (the engine reports both as host_function_error naming the function).
-func decodeHostAnswer(fn protocol.HostFunction, a hostAnswer) ([]protocol.HostValue, error) {
-	wrong := func(format string, args ...any) error { return fmt.Errorf(format, args...) }
-	switch {
-	case a.problem != "":
-		return nil, errors.New(a.problem)
-	case a.rerr != nil:
-		var e struct {
-			Code    *int64  `json:"code"`
-			Message *string `json:"message"`
-		}
-		if json.Unmarshal(a.rerr, &e) != nil || e.Code == nil || e.Message == nil {
-			return nil, wrong(`the parent answered with an error that is not a JSON-RPC error object ({"code": integer, "message": string})`)
-		}
-		return nil, &protocol.HostCallError{Code: *e.Code, Message: protocol.CutUTF8(*e.Message, maxHostErrorMessage)}
-	}
-	returns := fn.ResultTypes()
-	var m members
-	if a.result == nil || isNull(a.result) {
-		a.result = json.RawMessage("{}") // no values
-	}
-	if err := hostAnswerShape.read(a.result, &m); err != nil {
-		return nil, wrong(`the parent's answer: %v; an answer is {"values": [...]}`, err)
-	}
-	var raw []json.RawMessage
-	if v := bytes.TrimSpace(m.values[0]); v != nil {
-		if v[0] != '[' {
-			return nil, wrong("the parent's answer: values must be an array, got %s", kindOfJSON(v))
-		}
-		if n, ok := countElements(v, len(fn.Results)+1); !ok || n != len(fn.Results) {
-			if !ok {
-				return nil, wrong("the parent answered with more than %d values; it returns %s", len(fn.Results), returns)
-			}
-			return nil, wrong("the parent answered with %d values; it returns %s", n, returns)
-		}
-		raw = jsonscan.Elements(v)
-	} else if len(fn.Results) > 0 {
-		return nil, wrong("the parent answered with no values; it returns %s", returns)
-	}
-	values := make([]protocol.HostValue, len(raw))
-	for i, r := range raw {
-		v, err := protocol.DecodeHostValue(r, protocol.ValType(fn.Results[i]))
-		if err != nil {
-			var te *protocol.HostTypeError
-			if errors.As(err, &te) {
-				return nil, wrong("the parent's value %d is %s; it returns %s there", i, protocol.DescribeType(te.Got), fn.Results[i])
-			}
-			return nil, wrong("the parent's value %d: %v (it returns %s there)", i, err, fn.Results[i])
-		}
-		values[i] = v
-	}
-	return values, nil
 }
 
 // inputEnded reports whether the parent's input ended.

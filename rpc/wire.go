@@ -191,6 +191,15 @@ var hostFunctionShape = newShape(protocol.HostFunctionsField+"[]", []string{host
 // The result of the parent's answer to a host call.
 var hostAnswerShape = newShape("result", []string{"values"})
 
+// a host call's error answer: a JSON-RPC error object.
+const (
+	hostErrorCode = iota
+	hostErrorMessage
+	hostErrorData
+)
+
+var hostErrorShape = newShape("error", []string{hostErrorCode: "code", hostErrorMessage: "message", hostErrorData: "data"})
+
 // MaxArgs is the most args a run may pass: wasm's limit on a function's
 // parameters (wasmparser's, which wasmtime applies). A longer array is
 // refused before its elements are decoded, so a message of millions of

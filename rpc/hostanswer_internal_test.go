@@ -3,7 +3,9 @@ package rpc
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -70,4 +72,36 @@ func FuzzHostAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHostErrorAnswerIsReadByExactNames: the parent's error answer is a
+// JSON-RPC error object read as every object it sends is, by exact
+// member names (FuzzHostAnswer found {"Code":0,"messAge":""} taken as
+// one); its message is kept, cut at maxHostErrorMessage.
+func TestHostErrorAnswerIsReadByExactNames(t *testing.T) {
+	fn := protocol.HostFunction{Module: "env", Name: "f", Results: []string{"i32"}}
+	for answer, want := range map[string]string{
+		`{"code":-32000,"message":"no key 9"}`:           "",
+		`{"code":1,"message":"","data":{"any":"thing"}}`: "",
+		`{"Code":0,"messAge":""}`:                        `unknown field`,
+		`{"code":1.5,"message":"x"}`:                     "code and message are required",
+		`{"code":1}`:                                     "code and message are required",
+		`{"code":1,"message":7}`:                         "message",
+		`[]`:                                             "must be an object",
+	} {
+		_, err := decodeHostAnswer(fn, hostAnswer{rerr: json.RawMessage(answer)})
+		var parents *protocol.HostCallError
+		switch {
+		case want == "" && !errors.As(err, &parents):
+			t.Errorf("%s: %v, want the parent's error", answer, err)
+		case want != "" && (err == nil || errors.As(err, &parents) || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want an error saying %q", answer, err, want)
+		}
+	}
+	big := strings.Repeat("é", maxHostErrorMessage)
+	_, err := decodeHostAnswer(fn, hostAnswer{rerr: json.RawMessage(`{"code":1,"message":"` + big + `"}`)})
+	var parents *protocol.HostCallError
+	if !errors.As(err, &parents) || len(parents.Message) > maxHostErrorMessage || !utf8.ValidString(parents.Message) {
+		t.Fatalf("a long message: %v", err)
+	}
 }
