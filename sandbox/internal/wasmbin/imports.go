@@ -6,8 +6,7 @@ import (
 )
 
 // ImportNames returns the names of the imports from module from, in
-// order. It
-// reads the header and the sections up to the import section only (the
+// order. It reads the header and the sections up to the import section only (the
 // type section, to check the functions' type indices), so it costs
 // microseconds where compiling the module may take seconds. It stops at
 // the first thing it cannot decode and returns the names found before it,
@@ -19,28 +18,18 @@ func ImportNames(wasm []byte, from string) ([]string, error) {
 	m := &module{}
 	r := newReader(wasm[len(wasmHeader):], len(wasmHeader))
 	for !r.eof() {
-		at := r.offset()
-		id, err := r.readByte()
+		sec, err := readSection(r)
 		if err != nil {
 			return nil, err
 		}
-		size, err := r.u32()
-		if err != nil {
-			return nil, fmt.Errorf("wasmbin: section header at offset %d: %w", at, err)
-		}
-		off := r.offset()
-		payload, err := r.bytes(uint64(size))
-		if err != nil {
-			return nil, fmt.Errorf("wasmbin: section %d at offset %d: %w", id, at, err)
-		}
-		switch id {
+		switch sec.id {
 		case secCustom:
 		case secType:
-			if err := m.parseTypes(newReader(payload, off)); err != nil {
+			if err := m.parseTypes(newReader(sec.payload, sec.offset)); err != nil {
 				return nil, fmt.Errorf("wasmbin: type section: %w", err)
 			}
 		case secImport:
-			return m.importNames(newReader(payload, off), from)
+			return m.importNames(newReader(sec.payload, sec.offset), from)
 		default: // sections are ordered: past where imports would be
 			return nil, nil
 		}

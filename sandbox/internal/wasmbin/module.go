@@ -57,6 +57,26 @@ type section struct {
 	offset  int
 }
 
+// readSection reads the section at r: its id, and its payload with the
+// payload's offset in the module.
+func readSection(r *reader) (section, error) {
+	at := r.offset()
+	id, err := r.readByte()
+	if err != nil {
+		return section{}, err
+	}
+	size, err := r.u32()
+	if err != nil {
+		return section{}, fmt.Errorf("wasmbin: section header at offset %d: %w", at, err)
+	}
+	off := r.offset()
+	payload, err := r.bytes(uint64(size))
+	if err != nil {
+		return section{}, fmt.Errorf("wasmbin: section %d at offset %d: %w", id, at, err)
+	}
+	return section{id: id, payload: payload, offset: off}, nil
+}
+
 // vecSection remembers where the elements of a vector-shaped section begin,
 // so new elements can be appended without re-encoding the old ones.
 type vecSection struct {
@@ -103,20 +123,11 @@ func parseModule(wasm []byte) (*module, error) {
 	lastRank := 0
 	for !r.eof() {
 		at := r.offset()
-		id, err := r.readByte()
+		sec, err := readSection(r)
 		if err != nil {
 			return nil, err
 		}
-		size, err := r.u32()
-		if err != nil {
-			return nil, fmt.Errorf("wasmbin: section header at offset %d: %w", at, err)
-		}
-		off := r.offset()
-		payload, err := r.bytes(uint64(size))
-		if err != nil {
-			return nil, fmt.Errorf("wasmbin: section %d at offset %d: %w", id, at, err)
-		}
-		if id != secCustom {
+		if id := sec.id; id != secCustom {
 			if int(id) >= len(sectionRank) || sectionRank[id] == 0 {
 				return nil, fmt.Errorf("wasmbin: unknown section id %d at offset %d", id, at)
 			}
@@ -125,7 +136,7 @@ func parseModule(wasm []byte) (*module, error) {
 			}
 			lastRank = sectionRank[id]
 		}
-		m.sections = append(m.sections, section{id: id, payload: payload, offset: off})
+		m.sections = append(m.sections, sec)
 	}
 	for i := range m.sections {
 		if err := m.parseSection(&m.sections[i]); err != nil {
