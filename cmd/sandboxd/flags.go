@@ -34,8 +34,9 @@ func kebab(name string) string {
 // limitFlags registers --PREFIX-<limit> for every limit, starting from
 // base, and returns a function that reads the flags back.
 func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string) func() limits.Limits {
-	vals := make([]*uint64, len(limits.Fields()))
-	for i, f := range limits.Fields() {
+	fields := limits.Fields()
+	vals := make([]*uint64, len(fields))
+	for i, f := range fields {
 		name := prefix + kebab(f.Name)
 		if renamed, ok := renamedLimitFlags[name]; ok {
 			name = renamed
@@ -48,7 +49,7 @@ func limitFlags(fs *flag.FlagSet, prefix string, base limits.Limits, what string
 	}
 	return func() limits.Limits {
 		l := base
-		for i, f := range limits.Fields() {
+		for i, f := range fields {
 			f.Set(&l, *vals[i])
 		}
 		return l
