@@ -278,6 +278,30 @@ func (f *sidecarFlags) check() error {
 	return nil
 }
 
+// start is how serve and mcp begin: it parses args (--help ends there,
+// ok false with status 0), refuses positional arguments, and puts the
+// non-blocking logWriter in front of stderr, so that a parent or client
+// that does not read stderr (editors often keep it for a log pane) cannot
+// stall the process, with the --log-level logger writing to it. The
+// caller closes log when it returns; on a failure (status failed) start
+// has closed it, after saying why on it.
+func (f *sidecarFlags) start(cmd string, args []string, stdout, stderr io.Writer, failed int) (log *logWriter, logger *slog.Logger, status int, ok bool) {
+	if rest, status, ok := parseCommandLine(f.fs, args, stdout, stderr); !ok {
+		return nil, nil, status, false
+	} else if len(rest) > 0 {
+		fmt.Fprintf(stderr, "sandboxd %s: unexpected argument %q\n", cmd, rest[0])
+		return nil, nil, failed, false
+	}
+	log = newLogWriter(stderr)
+	logger, err := f.logger(log)
+	if err != nil {
+		fmt.Fprintf(log, "sandboxd %s: %v\n", cmd, err)
+		log.close(time.Second)
+		return nil, nil, failed, false
+	}
+	return log, logger, 0, true
+}
+
 // logger is the server's diagnostics logger on stderr, at --log-level.
 func (f *sidecarFlags) logger(stderr io.Writer) (*slog.Logger, error) {
 	var level slog.Level

@@ -27,22 +27,12 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	shared := newSidecarFlags(fs, "none: modules come as WAT or base64 only")
-	if rest, status, ok := parseCommandLine(fs, args, stdout, stderr); !ok {
+	logOut, logger, status, ok := shared.start("mcp", args, stdout, stderr, exitMCPFlags)
+	if !ok {
 		return status // 0 for --help
-	} else if len(rest) > 0 {
-		fmt.Fprintf(stderr, "sandboxd mcp: unexpected argument %q\n", rest[0])
-		return exitMCPFlags
 	}
-	// stderr never blocks (logWriter): a client that does not read it
-	// (editors often keep it for a log pane) cannot stall the server.
-	logOut := newLogWriter(stderr)
 	defer logOut.close(time.Second)
-	stderr = logOut
-	logger, err := shared.logger(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
-		return exitMCPFlags
-	}
+	stderr = logOut // from here on stderr never blocks (sidecarFlags.start)
 	def, maxLimits := shared.limits()
 	if err := shared.check(); err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)

@@ -36,22 +36,12 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
 	traceFile := fs.String("trace", "", "write a runtime/trace execution trace of the whole session to this file (go tool trace)")
 	shared := newSidecarFlags(fs, "any regular file")
-	if rest, status, ok := parseCommandLine(fs, args, stdout, stderr); !ok {
+	logOut, logger, status, ok := shared.start("serve", args, stdout, stderr, exitServeNoShutdown)
+	if !ok {
 		return status // 0 for --help
-	} else if len(rest) > 0 {
-		fmt.Fprintf(stderr, "sandboxd serve: unexpected argument %q\n", rest[0])
-		return exitServeNoShutdown
 	}
-	// From here on stderr never blocks (see logWriter), so a parent that
-	// does not read it cannot stall the sidecar.
-	logOut := newLogWriter(stderr)
 	defer logOut.close(time.Second)
-	stderr = logOut
-	logger, err := shared.logger(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
-		return exitServeNoShutdown
-	}
+	stderr = logOut // from here on stderr never blocks (sidecarFlags.start)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
