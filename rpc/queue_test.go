@@ -119,12 +119,22 @@ func TestServerDuplicateID(t *testing.T) {
 	h.run(`"six"`, "run", nil)
 	m, _ = h.response(`"six"`)
 	wantError(t, m, rpc.CodeInvalidRequest, "already used")
+	// The cancel frees the slot six waits for: their responses may come
+	// in either order (JSON-RPC orders none across ids).
 	h.notify(rpc.MethodCancel, map[string]any{"id": 5})
-	m, _ = h.response(`5`)
-	wantError(t, m, -32800, "cancelled")
-	m, _ = h.response(`"six"`)
-	if m.Error != nil {
-		t.Errorf("queued six: %+v", m.Error)
+	got := map[string]*message{}
+	for len(got) < 2 {
+		m := h.next(5 * time.Second)
+		if m.isResponse() {
+			got[string(m.ID)] = m
+		}
+	}
+	if got[`5`] == nil || got[`"six"`] == nil {
+		t.Fatalf("want the responses to 5 and \"six\", got %v", got)
+	}
+	wantError(t, got[`5`], -32800, "cancelled")
+	if got[`"six"`].Error != nil {
+		t.Errorf("queued six: %+v", got[`"six"`].Error)
 	}
 	// Once answered, an id may be used again.
 	h.run(`5`, "run", nil)
