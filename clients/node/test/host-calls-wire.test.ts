@@ -189,15 +189,19 @@ describe("host calls on the wire", () => {
 
   it("aborts the handler's signal when the sidecar cancels the call, and sends no answer", () =>
     withFake(async (sb) => {
-      const reasons: unknown[] = [];
+      // The fake sends the run's timeout before the stats answer that wakes
+      // the handler, so the run can end before the handler looks at its
+      // signal: wait for the handler itself, not for the run.
+      let handled!: (reasons: unknown[]) => void;
+      const reasons = new Promise<unknown[]>((resolve) => (handled = resolve));
       const wait = fn("wait", [], ["i32"], async (_args, { signal }) => {
         await sb.stats(); // the fake cancels the call and times the run out
-        reasons.push(signal.aborted, signal.reason instanceof Error && signal.reason.message);
+        handled([signal.aborted, signal.reason instanceof Error && signal.reason.message]);
         return 1;
       });
       const err = await rejection(hostRun(sb, [step("wait", [], { id: "sbx-cancelled", cancel: "on_stats" })], [wait]));
       assert.ok(err instanceof Timeout, String(err));
-      assert.deepEqual(reasons, [true, 'host call "sbx-cancelled" was cancelled: the sidecar cancelled it (its run\'s deadline passed, or the run was cancelled)']);
+      assert.deepEqual(await reasons, [true, 'host call "sbx-cancelled" was cancelled: the sidecar cancelled it (its run\'s deadline passed, or the run was cancelled)']);
       const stats = (await sb.stats()) as unknown as { hostAnswers: Record<string, unknown> };
       assert.equal(stats.hostAnswers["sbx-cancelled"], undefined);
     }));

@@ -7,6 +7,7 @@ test_host_calls.py."""
 
 import asyncio
 import math
+import queue
 import threading
 import unittest
 
@@ -172,18 +173,20 @@ class SyncHostCallsTest(unittest.TestCase):
             self.assertEqual(seen, [p.id])
 
     def test_a_cancel_reaches_the_handler_and_no_answer_follows(self):
-        seen = []
+        seen = queue.Queue()
 
         def wait():
             call = sandboxd.current_host_call()
             self.sb.stats()  # the fake cancels the call and times the run out
-            seen.append(call.wait_cancelled(60))
+            seen.put(call.wait_cancelled(60))
             return 1
 
         with self.assertRaises(sandboxd.Timeout):
             self.host_run([step("wait", cancel="on_stats", id="sbx-cancelled")],
                           [sandboxd.HostFunction("env", "wait", [], ["i32"], wait)])
-        self.assertEqual(seen, [True])
+        # The fake answers the run before the stats call that wakes the
+        # handler, so the run can end first: wait for the handler itself.
+        self.assertIs(seen.get(timeout=60), True)
         self.assertNotIn("sbx-cancelled", self.sb.stats()["hostAnswers"])
 
     def test_a_submitted_run_nobody_waits_for_is_served_on_a_thread(self):
