@@ -255,7 +255,16 @@ func memoryScalingRows(env *Env, d time.Duration) []Row {
 	if err1 != nil || err2 != nil {
 		return append(rows, naRow(section, "in-process engine c2/c1 (churn)", fmt.Sprint(err1, err2)))
 	}
+	inProcess := ratio(c2, c1)
+	// Issue 24: "the in-process engine's own figure in the same run is the
+	// limit to compare against": no sidecar scales better than the engine
+	// it wraps, so on a machine where the engine itself stays under 1.7
+	// (two cores shared with other work) the target is the engine's figure.
+	if last := &rows[len(rows)-1]; len(rows) == 2 && inProcess < 1.7 {
+		last.Target = fmt.Sprintf("c2/c1 ≥ 1.7, or ≥ the in-process engine's %.2f (the limit)", inProcess)
+		last.Verdict = judge(last.Ratio >= inProcess)
+	}
 	return append(rows, Row{Section: section, Measurement: "in-process engine c2/c1 (same churn, no IPC)", Value: fmtRate(c2),
-		Floor: "c1 " + fmtRate(c1), Ratio: ratio(c2, c1), Verdict: verdictInfo,
+		Floor: "c1 " + fmtRate(c1), Ratio: inProcess, Verdict: verdictInfo,
 		Raw: map[string]float64{"c1_calls_per_s": c1, "c2_calls_per_s": c2}})
 }
