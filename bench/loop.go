@@ -22,12 +22,15 @@ import (
 // read from /proc for every thread of the sidecar (or the echo child) and
 // of this process. Modes: floor (row 1's ping-pong), run (row 2, `run
 // add` by id), call (row 13, `call add` on a warm instance), pipe (row 3,
-// 64 `run add` in flight for loopDur). The sidecar takes -serve-args
+// 64 `run add` in flight for loopDur), hostcall (row 17: n host calls
+// made by one `relay` call, each a round trip), hostone (row 17: n calls
+// of `relay` making one host call each). The sidecar takes -serve-args
 // (e.g. "--cpuprofile F" or "--trace F"); cpuProfile and traceFile profile
 // this process, the client side. docs/performance.md has what it showed.
 func profileLoop(env *Env, mode string, n int, loopDur time.Duration, cpuProfile, traceFile string) error {
 	ctx := context.Background()
 	var call func() error
+	var block func(warm, k int) (Sample, error) // a timed block, when not one call per round trip
 	var pid int
 	switch mode {
 	case "floor":
@@ -60,8 +63,26 @@ func profileLoop(env *Env, mode string, n int, loopDur time.Duration, cpuProfile
 			opts := sandboxd.CallOptions{Args: argsJSON(1, 2)}
 			call = func() error { _, err := in.Call(ctx, "add", opts); return err }
 		}
+	case "hostcall", "hostone":
+		c, stderr, err := startSidecar(env)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		pid = c.Process().Pid
+		in, err := instantiateHostRelay(env, c)
+		if err != nil {
+			return fmt.Errorf("%v; stderr: %s", err, stderr)
+		}
+		defer in.Release(ctx)
+		small, _ := hostPayloads()
+		relay := &hostRelayer{in: in, small: small}
+		call = func() error { return relay.call(0) }
+		if mode == "hostcall" { // one relay call making n host calls: each gap is a round trip
+			block = relay.trips
+		}
 	default:
-		return fmt.Errorf("-loop %q: want floor, run, call or pipe", mode)
+		return fmt.Errorf("-loop %q: want floor, run, call, pipe, hostcall or hostone", mode)
 	}
 	for range 1000 {
 		if err := call(); err != nil {
@@ -82,7 +103,13 @@ func profileLoop(env *Env, mode string, n int, loopDur time.Duration, cpuProfile
 			return err
 		}
 		done = int(rate * time.Since(start).Seconds())
-	} else if lat, err = timedBlock(call)(0, n); err != nil {
+	} else {
+		if block == nil {
+			block = timedBlock(call)
+		}
+		lat, err = block(0, n)
+	}
+	if err != nil {
 		return err
 	}
 	wall := time.Since(start)

@@ -77,6 +77,7 @@ var sections = []benchSection{
 	{"instwire", instanceWireSection},
 	{"memory", memorySection},
 	{"mcp", mcpSection},
+	{"hostcalls", hostCallSection},
 }
 
 func main() {
@@ -91,7 +92,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated sections to run (default all): "+sectionNames())
 	out := flag.String("json", "", "where to write the results (default bench/results.json)")
 	serveArgs := flag.String("serve-args", "", "extra flags for the sidecars the Go client starts, space-separated (e.g. \"--cpuprofile /tmp/cpu.prof\")")
-	loop := flag.String("loop", "", "instead of the table, one loop to profile: floor, run, call (sequential) or pipe (64 in flight); prints CPU and context switches per round trip of both processes")
+	loop := flag.String("loop", "", "instead of the table, one loop to profile: floor, run, call (sequential), pipe (64 in flight), hostcall or hostone (row 17); prints CPU and context switches per round trip of both processes")
 	loopN := flag.Int("loop-n", 100000, "round trips of a sequential -loop")
 	loopDur := flag.Duration("loop-d", 3*time.Second, "duration of -loop pipe")
 	cpuProfile := flag.String("cpuprofile", "", "with -loop: write this process's (the client's) CPU profile here")
