@@ -38,6 +38,11 @@ var hostRelay = protocol.HostFunction{Module: "extism:host/user", Name: "relay",
 const (
 	hostCallTarget = 1.5 // a host call's round trip over a plain call's
 	hostMiBTarget  = 3.0 // 1 MiB through the host function over 1 MiB of input
+	// hostWarm is the untimed rounds before each block of the round trip
+	// and its floor; hostTripsPerCall the round trips timed in one `relay`
+	// call (hostRelayer.trips says why so few).
+	hostWarm         = 50
+	hostTripsPerCall = 10
 )
 
 func (e *Env) hostRelayPath() string {
@@ -88,7 +93,7 @@ func goHostRows(env *Env) []Row {
 		return err
 	})
 	relay := &hostRelayer{in: in, small: small}
-	trip, err := interleave(env.floorBlocks(), 50, 5, env.n(4000, 400), echo, relay.trips)
+	trip, err := interleave(env.floorBlocks(), 50, hostWarm, env.n(4000, 400), echo, relay.trips)
 	if err != nil {
 		return fail(err)
 	}
@@ -167,7 +172,7 @@ func nodeHostRows(env *Env) []Row {
 
 // hostScriptConfig is what py/hostcalls.py and node/hostcalls.mjs take.
 func (e *Env) hostScriptConfig() map[string]any {
-	return map[string]any{"binary": e.Binary, "plugin": e.hostRelayPath(), "blocks": e.floorBlocks(),
+	return map[string]any{"binary": e.Binary, "plugin": e.hostRelayPath(), "blocks": e.floorBlocks(), "warm": hostWarm, "perCall": hostTripsPerCall,
 		"n": e.n(4000, 400), "nOne": e.n(1000, 200), "nMiB": e.n(200, 16)}
 }
 
@@ -213,20 +218,31 @@ func (r *hostRelayer) call(stop int) error {
 	return err
 }
 
-// trips is a block of host call round trips: one `relay` call whose
-// handler sees warm+k+1 calls; the k gaps after the warm ones.
+// trips is a block of host call round trips: `relay` calls of
+// hostTripsPerCall host calls each (the first call of a block makes warm
+// more), the gaps between the handler's calls within each. (In a probe
+// from the Python client, the first ~50 calls right after a `relay` of
+// hundreds of host calls ran up to 2× slower, which would inflate the
+// floor blocks after it: short relays keep the floor honest.)
 func (r *hostRelayer) trips(warm, k int) (Sample, error) {
-	if err := r.call(warm + k); err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.stamps) != warm+k+1 {
-		return nil, fmt.Errorf("relay made %d host calls, not %d", len(r.stamps), warm+k+1)
-	}
 	s := make(Sample, 0, k)
-	for i := warm + 1; i < len(r.stamps); i++ {
-		s = append(s, r.stamps[i].Sub(r.stamps[i-1]))
+	for first := true; len(s) < k; first = false {
+		skip, gaps := 0, min(hostTripsPerCall, k-len(s))
+		if first {
+			skip = warm
+		}
+		if err := r.call(skip + gaps); err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		if len(r.stamps) != skip+gaps+1 {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("relay made %d host calls, not %d", len(r.stamps), skip+gaps+1)
+		}
+		for i := skip + 1; i < len(r.stamps); i++ {
+			s = append(s, r.stamps[i].Sub(r.stamps[i-1]))
+		}
+		r.mu.Unlock()
 	}
 	return s, nil
 }

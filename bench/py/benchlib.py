@@ -60,6 +60,28 @@ class PipeFloor:
         self.proc.wait()
 
 
+def timed(call, warm: int, n: int) -> List[float]:
+    """Sequential latency samples (µs) of call: warm untimed, then n timed."""
+    samples = []
+    for i in range(warm + n):
+        t = time.perf_counter()
+        call()
+        if i >= warm:
+            samples.append((time.perf_counter() - t) * 1e6)
+    return samples
+
+
+async def atimed(call, warm: int, n: int) -> List[float]:
+    """timed for a coroutine function."""
+    samples = []
+    for i in range(warm + n):
+        t = time.perf_counter()
+        await call()
+        if i >= warm:
+            samples.append((time.perf_counter() - t) * 1e6)
+    return samples
+
+
 def p50(samples: List[float]) -> float:
     return percentiles(samples)["p50_us"]
 

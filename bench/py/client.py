@@ -20,32 +20,12 @@ import time
 
 import sandboxd
 
-from benchlib import PipeFloor, p50, paired, read_frame
+from benchlib import PipeFloor, atimed, p50, paired, read_frame, timed
 
 
 def frame(message: dict) -> bytes:
     body = json.dumps(message, separators=(",", ":")).encode()
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-
-
-def timed(call, warm: int, n: int) -> list:
-    samples = []
-    for i in range(warm + n):
-        t = time.perf_counter()
-        call()
-        if i >= warm:
-            samples.append((time.perf_counter() - t) * 1e6)
-    return samples
-
-
-async def atimed(call, warm: int, n: int) -> list:
-    samples = []
-    for i in range(warm + n):
-        t = time.perf_counter()
-        await call()
-        if i >= warm:
-            samples.append((time.perf_counter() - t) * 1e6)
-    return samples
 
 
 class RawSidecar:
