@@ -169,7 +169,7 @@ func (s *Server) enterLine(j *job, in Instance) {
 	s.mu.Unlock()
 }
 
-// inlineCall says whether a request is a call the reader may run inline
+// inlineCall says whether a request is a call or an eval the reader may run inline
 // (runInline), as it does small runs.
 func (s *Server) inlineCall(req request) bool {
 	if req.method == protocol.MethodEval {
