@@ -78,6 +78,7 @@ var sections = []benchSection{
 	{"memory", memorySection},
 	{"mcp", mcpSection},
 	{"hostcalls", hostCallSection},
+	{"snippets", snippetSection}, // snippets.go
 }
 
 func main() {

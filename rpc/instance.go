@@ -127,6 +127,9 @@ func (s *Server) dispatchInstance(req request) {
 // Other jobs have no turn to take. What goes wrong is answered later, by
 // whoever prepares the call.
 func (s *Server) takeTurn(j *job) error {
+	if j.method == protocol.MethodEval {
+		return s.takeEvalTurn(j) // session.go
+	}
 	ie, ok := s.instances()
 	if !ok || j.method != protocol.MethodCall {
 		return nil
@@ -146,30 +149,45 @@ func (s *Server) takeTurn(j *job) error {
 	if err != nil {
 		return err
 	}
+	if lang := sessionLanguage(in); lang != "" {
+		return paramErr("instance", "%s is a %s session: use eval", protocol.Escape(in.ID()), lang)
+	}
 	if from != "" && s.hosts.waitsFor(from, in.ID()) {
 		return &hostCycleError{instance: in.ID(), hostCall: from}
 	}
 	j.hostCall = from
+	s.enterLine(j, in)
+	return nil
+}
+
+// enterLine takes j's place in the line of in, on the dispatcher.
+func (s *Server) enterLine(j *job, in Instance) {
 	j.inst, j.turn = in, in.Enqueue()
 	s.mu.Lock()
 	s.inLine++
 	j.inLine = true
 	s.mu.Unlock()
-	return nil
 }
 
-// inlineCall says whether a request is a call the reader may run inline
+// inlineCall says whether a request is a call or an eval the reader may run inline
 // (runInline), as it does small runs.
 func (s *Server) inlineCall(req request) bool {
+	if req.method == protocol.MethodEval {
+		_, ok := s.snippets()
+		return ok
+	}
 	_, ok := s.instances()
 	return ok && req.method == protocol.MethodCall
 }
 
 // prepareInline prepares a job the reader runs inline: a run, or a call
-// whose turn takeTurn took (turnErr is what it returned).
+// or an eval whose turn takeTurn took (turnErr is what it returned).
 func (s *Server) prepareInline(j *job, turnErr error) bool {
-	if j.method == protocol.MethodCall {
+	switch j.method {
+	case protocol.MethodCall:
 		return s.prepareCallNow(j, turnErr)
+	case protocol.MethodEval:
+		return s.prepareEvalNow(j, turnErr) // eval.go
 	}
 	return s.prepareRun(j)
 }
@@ -177,6 +195,10 @@ func (s *Server) prepareInline(j *job, turnErr error) bool {
 // prepareInstantiate decodes and compiles an instantiate, and queues it
 // for a run slot.
 func (s *Server) prepareInstantiate(j *job, raw json.RawMessage) {
+	if sess, err := decodeSessionInstantiate(raw); sess != nil || err != nil {
+		s.prepareSession(j, sess, err) // session.go
+		return
+	}
 	spec, err := decodeInstantiate(raw, s.opts.Defaults, s.opts.Maximums, varLimits{s.opts.DefaultVarBytes, s.opts.MaxVarBytes})
 	if err == nil && j.ctx.Err() != nil {
 		err = cancelledError()
@@ -241,7 +263,7 @@ func (s *Server) prepareCall(j *job, lookupErr error) {
 	defer s.recoverJob(j)
 	defer s.leaveLine(j) // if a panic skipped it
 	if spec := s.decodeCallJob(j, lookupErr); spec != nil {
-		s.awaitTurn(j, spec)
+		s.awaitTurn(j, func(time.Duration) (any, error) { return s.execCall(j, spec) })
 	}
 }
 
@@ -270,7 +292,7 @@ func (s *Server) prepareCallNow(j *job, lookupErr error) (ready bool) {
 		s.goJob(func() {
 			defer s.recoverJob(j)
 			defer s.leaveLine(j)
-			s.awaitTurn(j, spec)
+			s.awaitTurn(j, func(time.Duration) (any, error) { return s.execCall(j, spec) })
 		})
 		return false
 	}
@@ -294,8 +316,9 @@ func (s *Server) decodeCallJob(j *job, lookupErr error) *callSpec {
 	return spec
 }
 
-// awaitTurn waits for the call's turn, or its cancellation, then queues it.
-func (s *Server) awaitTurn(j *job, spec *callSpec) {
+// awaitTurn waits for the job's turn, or its cancellation, then queues
+// it to run exec (a call, or an evaluation in a session).
+func (s *Server) awaitTurn(j *job, exec func(queued time.Duration) (any, error)) {
 	select {
 	case <-j.turn.Ready():
 		s.leaveLine(j)
@@ -304,7 +327,7 @@ func (s *Server) awaitTurn(j *job, spec *callSpec) {
 		s.answerCancelled(j) // the turn is given back, the instance stays open
 		return
 	}
-	j.exec = func(time.Duration) (any, error) { return s.execCall(j, spec) }
+	j.exec = exec
 	s.enqueueRun(j)
 }
 
