@@ -11,7 +11,7 @@ import (
 	"github.com/sandboxd/sandboxd/rpc"
 )
 
-// snippetSection is row 17 (issue 22), through the Go client and the
+// snippetSection is row 18 (issue 22), through the Go client and the
 // runtimes make build compiled next to the binary: a warm one-shot
 // snippet `1+1` per language (a fresh interpreter each time: the
 // sidecar's spare), an evaluation in a session against a warm plugin
