@@ -309,6 +309,14 @@ export function checkInstantiated(raw: InstantiateWireResult, state: RunState, s
   if (raw.logLines !== undefined && raw.logLines !== state.logs.length) {
     throw violation(`logLines is ${raw.logLines} but ${state.logs.length} log notifications arrived before the response`);
   }
+  return instantiationUsage(raw, state);
+}
+
+/** What an instantiation (a plugin's, or a session's interpreter start) cost, from its `instantiate` answer. */
+export function instantiationUsage(
+  raw: Pick<InstantiateWireResult, "fuelConsumed" | "peakMemoryBytes" | "elapsedMicros" | "queuedMicros"> & Partial<InstantiateWireResult>,
+  state: RunState,
+): InstantiationUsage {
   return {
     fuelConsumed: raw.fuelConsumed,
     peakMemoryBytes: raw.peakMemoryBytes,
@@ -316,7 +324,7 @@ export function checkInstantiated(raw: InstantiateWireResult, state: RunState, s
     queuedMs: raw.queuedMicros / 1000,
     logs: state.logs,
     logEntries: logEntries(state),
-    logTruncated: raw.logTruncated,
+    logTruncated: raw.logTruncated === true,
     logDropped: raw.logDropped ?? 0,
   };
 }

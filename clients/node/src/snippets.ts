@@ -16,7 +16,7 @@ import { decodeBytes } from "./bytes.js";
 import { InvalidParams, SidecarError } from "./errors.js";
 import { asyncDispose, closedReason, releaseInstance, type PluginChannel } from "./plugin.js";
 import { EvalRequest, type EvalParams, type SessionParams } from "./protocol.js";
-import { callLimitsParam, describe, isRecord } from "./requests.js";
+import { callLimitsParam, describe, instantiationUsage, isRecord } from "./requests.js";
 import type { RunState } from "./session.js";
 import type {
   EvalOptions,
@@ -172,16 +172,7 @@ export function checkSession(raw: SessionWireResult, stderrTail: string): Instan
       stderrTail,
     });
   }
-  return {
-    fuelConsumed: raw.fuelConsumed,
-    peakMemoryBytes: raw.peakMemoryBytes,
-    elapsedMs: raw.elapsedMicros / 1000,
-    queuedMs: (raw.queuedMicros ?? 0) / 1000,
-    logs: [],
-    logEntries: [],
-    logTruncated: false,
-    logDropped: 0,
-  };
+  return instantiationUsage(raw, { logs: [] });
 }
 
 /**

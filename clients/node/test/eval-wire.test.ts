@@ -3,8 +3,6 @@
 // streamed before them, errors and cancellation, and what it refuses before
 // sending anything. The real interpreters are in eval.test.ts.
 import assert from "node:assert/strict";
-import { chmodSync } from "node:fs";
-import { join } from "node:path";
 import { describe, it } from "node:test";
 
 import {
@@ -23,20 +21,7 @@ import {
   type OutputStream,
 } from "sandboxd";
 
-import { packageDir, rejection } from "./helpers.js";
-
-const fake = join(packageDir, "test", "fixtures", "fake-sidecar.mjs");
-chmodSync(fake, 0o755);
-
-async function withFake<T>(fn: (sb: Sidecar) => Promise<T>): Promise<T> {
-  const sb = await Sidecar.spawn({ binary: fake });
-  try {
-    return await fn(sb);
-  } finally {
-    sb.kill();
-    await sb.close().catch(() => {});
-  }
-}
+import { fakeSidecar, rejection, withFake } from "./helpers.js";
 
 const utf8 = new TextDecoder();
 
@@ -219,7 +204,7 @@ describe("sessions on the wire", () => {
     }));
 
   it("a session dies with its sidecar", async () => {
-    const sb = await Sidecar.spawn({ binary: fake });
+    const sb = await Sidecar.spawn({ binary: fakeSidecar });
     const s = await sb.session({ language: "js" });
     await sb.close();
     assert.equal(s.closed, true);

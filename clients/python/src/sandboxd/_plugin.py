@@ -99,6 +99,13 @@ class _Instance:
         return "<sandboxd.%s %s%s>" % (type(self).__name__, self.id, " released" if self._released else "")
 
 
+def _raise_unless_dead(conn: Any) -> None:
+    """In ``except``: a release that failed because the sidecar went away
+    meanwhile is done (the instance died with it); else re-raise."""
+    if not conn.dead:
+        raise
+
+
 class _SyncInstance(_Instance):
     """An instance of a :class:`~sandboxd.Sidecar`: a context manager that
     releases it."""
@@ -129,13 +136,11 @@ class _SyncInstance(_Instance):
                 return
             self._released = True
         conn = self._conn
-        if conn.dead:
-            return
-        try:
-            conn.call("release", release_params(self.id))
-        except SidecarError:
-            if not conn.dead:
-                raise
+        if not conn.dead:
+            try:
+                conn.call("release", release_params(self.id))
+            except SidecarError:
+                _raise_unless_dead(conn)
 
 
 class _AsyncInstance(_Instance):
@@ -162,13 +167,11 @@ class _AsyncInstance(_Instance):
             return
         self._released = True
         conn = self._conn
-        if conn.dead:
-            return
-        try:
-            await conn.call("release", release_params(self.id))
-        except SidecarError:
-            if not conn.dead:
-                raise
+        if not conn.dead:
+            try:
+                await conn.call("release", release_params(self.id))
+            except SidecarError:
+                _raise_unless_dead(conn)
 
 
 class _PluginBase:
