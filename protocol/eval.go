@@ -15,6 +15,10 @@ import (
 // its state. This file holds the languages, an evaluation's result on the
 // wire, and the plain-data shapes the sidecar speaks to its engine in.
 
+// MethodEval evaluates a snippet: one-shot in a fresh interpreter, or in
+// a session (docs/protocol.md, "Snippets").
+const MethodEval = "eval"
+
 // Language names an interpreter runtime.
 type Language string
 

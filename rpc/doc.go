@@ -32,6 +32,8 @@
 //	hostanswer.go       their answers: routed from the reader to the call
 //	                    waiting, ended when unreadable, read by the
 //	                    declaration
+//	eval.go             snippets: the SnippetEngine interface, eval as a
+//	                    job
 //	encode.go           responses and log notifications as bytes
 //	outbox.go           the output: ordering, back-pressure, the drain
 //	                    deadline
@@ -45,6 +47,7 @@
 //	params_instance.go  instantiate, call and release params
 //	params_wasi.go      capabilities.wasi
 //	params_host.go      hostFunctions and hostCall
+//	params_eval.go      eval params
 //	errors.go           errors as JSON-RPC error objects
 //	compat.go           the names that moved to package protocol, kept
 //	faults.go           fault injection (build tag sandboxd_faults)

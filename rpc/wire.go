@@ -97,6 +97,18 @@ var callShape = newShape("params", []string{callInstance: "instance", callFuncti
 // release.
 const releaseInstance = 0
 
+// eval: language (one-shot) or instance (a session), exclusive.
+const (
+	evalLanguage = iota
+	evalInstance
+	evalCode
+	evalInput
+	evalLimits
+)
+
+var evalShape = newShape("params", []string{evalLanguage: "language", evalInstance: "instance", evalCode: "code",
+	evalInput: "input", evalLimits: "limits"})
+
 var releaseShape = newShape("params", []string{releaseInstance: "instance"})
 
 // A module: exactly one of its members.

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -121,11 +122,30 @@ func (r *Runner) checkOpen() error {
 	return nil
 }
 
-// spareLimits are the limits of lang's spares: an evaluation that sets
-// no store limit of its own.
-func (r *Runner) spareLimits(lang protocol.Language) limits.Limits {
+// Defaults are the limits an evaluation in lang gets for those it leaves
+// out: the language's (Defaults), each lowered to the Runner's maximums.
+func (r *Runner) Defaults(lang protocol.Language) limits.Limits {
 	l, _ := resolveLimits(lang, limits.Limits{}, r.cfg.Maximums)
 	return l
+}
+
+// spareLimits are the limits of lang's spares: an evaluation that sets
+// no store limit of its own.
+func (r *Runner) spareLimits(lang protocol.Language) limits.Limits { return r.Defaults(lang) }
+
+// Installed lists the languages whose runtime file is in the runtimes'
+// directory (loaded or not: a file that is not a runtime fails when
+// first used).
+func (r *Runner) Installed() []protocol.Language {
+	var langs []protocol.Language
+	for _, lang := range protocol.Languages() {
+		if r.runtimes[lang].loaded() != nil {
+			langs = append(langs, lang)
+		} else if st, err := os.Stat(r.runtimes[lang].file); err == nil && st.Mode().IsRegular() {
+			langs = append(langs, lang)
+		}
+	}
+	return langs
 }
 
 // takeSpare returns one of rt's spares if its store fits l (and asks for
