@@ -461,7 +461,13 @@ export interface InstantiationUsage {
 export interface ServerInfo {
   serverInfo: { name: string; version: string };
   engine: Record<string, string>;
-  capabilities: { hostFunctions: string[]; valueTypes: string[]; framing: string };
+  capabilities: {
+    hostFunctions: string[];
+    valueTypes: string[];
+    framing: string;
+    /** The snippet languages whose runtime this sidecar has installed ({@link Sidecar.eval}). */
+    languages?: Language[];
+  };
   limits: { defaults: Required<Limits>; maximums: Required<Limits> };
   maxConcurrency: number;
   maxQueue: number;

@@ -37,6 +37,7 @@ describe("eval", () => {
   after(() => sb.close());
 
   it("gives the snippet's value in each language, with its input", async () => {
+    assert.deepEqual(sb.info.capabilities.languages, ["js", "lua", "starlark"]); // the runtimes make build installed
     const cases: [Language, string, unknown, JsonValue][] = [
       ["js", "[1, 2, 3].map(x => x * input.k)", { k: 2 }, [2, 4, 6]],
       ["js", "({a: input.name.length, b: [null, true, 'é']})", { name: "Ada" }, { a: 3, b: [null, true, "é"] }],
