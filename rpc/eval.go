@@ -28,6 +28,11 @@ type SnippetEngine interface {
 	// leaves out: the language's defaults, within the maximums.
 	EvalDefaults(lang protocol.Language) limits.Limits
 	Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutcome, error)
+	// NewSession starts a session (session.go), in a run slot like
+	// Instantiate: an instance of the engine's table, whose Instance is a
+	// sessionInstance and whose Turns are evalTurns. Its errors are
+	// Instantiate's.
+	NewSession(ctx context.Context, req protocol.SessionRequest) (protocol.SessionInfo, error)
 }
 
 func (s *Server) snippets() (SnippetEngine, bool) {
@@ -35,8 +40,9 @@ func (s *Server) snippets() (SnippetEngine, bool) {
 	return se, ok
 }
 
-// dispatchEval handles eval on the dispatcher: admitted, then prepared
-// in a goroutine of its own.
+// dispatchEval handles eval on the dispatcher: admitted, an evaluation
+// in a session takes its turn in the session's line (session.go), then
+// it is prepared in a goroutine of its own.
 func (s *Server) dispatchEval(req request) {
 	if _, ok := s.snippets(); !ok {
 		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %s: this engine runs no snippets", protocol.Quote(req.method)))
@@ -46,24 +52,37 @@ func (s *Server) dispatchEval(req request) {
 	if j == nil {
 		return // refused and answered
 	}
-	s.goJob(func() { s.prepareEval(j) })
+	var p members
+	var turnErr error
+	if evalShape.read(j.params, &p) == nil { // else decodeEval says why
+		turnErr = s.takeSessionTurn(j, &p)
+	}
+	s.goJob(func() { s.prepareEval(j, turnErr) })
 }
 
-// prepareEval decodes an eval and queues it for a run slot.
-func (s *Server) prepareEval(j *job) {
+// prepareEval decodes an eval (or answers it: bad params, or turnErr,
+// what takeSessionTurn found) and queues it for a run slot: a one-shot
+// one at once, one in a session when its turn comes.
+func (s *Server) prepareEval(j *job, turnErr error) {
 	defer s.recoverJob(j)
+	defer s.leaveLine(j) // if a panic skipped it
 	raw := j.params
 	j.params = nil
 	se, _ := s.snippets()
 	spec, err := decodeEval(raw)
+	if err == nil {
+		err = turnErr
+	}
 	if err == nil && spec.instance != "" {
-		err = paramErr("instance", "sessions are not served yet")
+		s.prepareSessionEval(j, spec)
+		return
 	}
 	var l limits.Limits
 	if err == nil {
 		l, err = spec.evalLimits(se.EvalDefaults(spec.language), s.opts.Maximums)
 	}
 	if err != nil {
+		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err))
 		return
 	}

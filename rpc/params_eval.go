@@ -88,3 +88,37 @@ func languageNames() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// sessionSpec is a decoded `instantiate` that makes a session.
+type sessionSpec struct {
+	language  protocol.Language
+	rawLimits json.RawMessage // read for the language's defaults (prepareSession)
+}
+
+// decodeSessionInstantiate reads instantiate's (screened) params when
+// they name a language: a session, which takes no module and none of
+// the grants and declarations an instance of a module takes. Both nil:
+// they do not (or cannot be read: decodeInstantiate says why).
+func decodeSessionInstantiate(raw json.RawMessage) (*sessionSpec, error) {
+	var p members
+	if instantiateShape.read(raw, &p) != nil || p.values[instantiateLanguage] == nil {
+		return nil, nil
+	}
+	if p.values[instantiateModule] != nil {
+		return nil, paramErr("module", "give module (an instance of it) or language (a session), not both")
+	}
+	for _, i := range []int{instantiateCapabilities, instantiateConfig, instantiateHostFunctions, instantiateHostCall} {
+		if p.values[i] != nil {
+			return nil, paramErr(instantiateShape.names[i], "not offered for a session (instantiate with language)")
+		}
+	}
+	name, err := stringField(p.values[instantiateLanguage], "language")
+	if err != nil {
+		return nil, err
+	}
+	lang, err := protocol.ParseLanguage(name)
+	if err != nil {
+		return nil, paramErr("language", "%v", err)
+	}
+	return &sessionSpec{language: lang, rawLimits: p.values[instantiateLimits]}, nil
+}

@@ -66,3 +66,30 @@ func TestDecodeEval(t *testing.T) {
 		t.Fatalf("session limits %+v, %v", cl, err)
 	}
 }
+
+// TestDecodeSessionInstantiate: instantiate with a language makes a
+// session, which takes no module, grant or declaration; without one the
+// params are an instance's (nil, nil).
+func TestDecodeSessionInstantiate(t *testing.T) {
+	for _, c := range []struct{ params, want string }{
+		{`{"language":"js","module":{"wat":"(module)"}}`, `module: give module (an instance of it) or language (a session), not both`},
+		{`{"language":"js","capabilities":{}}`, `capabilities: not offered for a session (instantiate with language)`},
+		{`{"language":"js","config":{}}`, `config: not offered for a session`},
+		{`{"language":"js","hostFunctions":[]}`, `hostFunctions: not offered for a session`},
+		{`{"language":"js","hostCall":"sbx-1"}`, `hostCall: not offered for a session`},
+		{`{"language":"node"}`, `language: unknown language "node": give one of js, lua, starlark (JavaScript is "js")`},
+		{`{"language":["js"]}`, `language: must be a string, got an array`},
+	} {
+		_, err := decodeSessionInstantiate(json.RawMessage(c.params))
+		checkParamErr(t, "instantiate", c.params, err, c.want)
+	}
+	for _, params := range []string{`{"module":{"wat":"(module)"}}`, `{"language":null,"module":{"wat":"(module)"}}`, `{"language":"js","bogus":1}`, `[]`} {
+		if spec, err := decodeSessionInstantiate(json.RawMessage(params)); spec != nil || err != nil {
+			t.Errorf("%s: %+v, %v; want it left to decodeInstantiate", params, spec, err)
+		}
+	}
+	spec, err := decodeSessionInstantiate(json.RawMessage(`{"language":"starlark","limits":{"memoryBytes":1048576}}`))
+	if err != nil || spec.language != protocol.LanguageStarlark || string(spec.rawLimits) != `{"memoryBytes":1048576}` {
+		t.Fatalf("%+v, %v", spec, err)
+	}
+}

@@ -75,11 +75,13 @@ const (
 	instantiateConfig
 	instantiateHostFunctions
 	instantiateHostCall
+	instantiateLanguage // a session's, instead of module (session.go)
 )
 
 var instantiateShape = newShape("params", []string{instantiateModule: "module",
 	instantiateCapabilities: "capabilities", instantiateLimits: "limits", instantiateConfig: "config",
-	instantiateHostFunctions: protocol.HostFunctionsField, instantiateHostCall: protocol.HostCallField})
+	instantiateHostFunctions: protocol.HostFunctionsField, instantiateHostCall: protocol.HostCallField,
+	instantiateLanguage: "language"})
 
 // call.
 const (

@@ -49,6 +49,49 @@ func (e sidecarEngine) EvalDefaults(lang protocol.Language) limits.Limits {
 	return e.snippets.Defaults(lang)
 }
 
+func (e sidecarEngine) NewSession(ctx context.Context, req protocol.SessionRequest) (protocol.SessionInfo, error) {
+	if e.snippets == nil {
+		return protocol.SessionInfo{}, &sandbox.Error{Kind: sandbox.KindHost, Message: "this server runs no snippets"}
+	}
+	_, info, err := e.snippets.NewSession(ctx, req)
+	if err != nil {
+		return info, e.instanceError(err, "")
+	}
+	return info, nil
+}
+
+// sessionOf is in as a session, or nil.
+func (e sidecarEngine) sessionOf(in *sandbox.Instance) *snippet.Session {
+	if e.snippets == nil {
+		return nil
+	}
+	s, _ := e.snippets.SessionOf(in)
+	return s
+}
+
+// Language makes a sidecarInstance an rpc sessionInstance: a session's
+// language, "" for an instance of a module.
+func (i *sidecarInstance) Language() protocol.Language {
+	if i.session == nil {
+		return ""
+	}
+	return i.session.Language()
+}
+
+// Eval makes a sidecarTurn an rpc evalTurn: an evaluation in the
+// session, on this turn; a fence's error says it closed the session.
+func (t *sidecarTurn) Eval(ctx context.Context, ev protocol.SessionEval) (*protocol.EvalOutcome, error) {
+	if t.i.session == nil {
+		t.t.Abandon()
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "instance " + t.i.in.ID() + " is not a session"}
+	}
+	o, err := t.i.session.EvalTurn(ctx, t.t, ev)
+	if err != nil {
+		return nil, t.i.e.instanceError(err, t.i.in.ID())
+	}
+	return o, nil
+}
+
 func (e sidecarEngine) Eval(ctx context.Context, ev protocol.Eval) (*protocol.EvalOutcome, error) {
 	if e.snippets == nil {
 		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "this server runs no snippets"}

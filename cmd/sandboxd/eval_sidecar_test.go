@@ -175,13 +175,7 @@ func TestEvalSidecarErrors(t *testing.T) {
 		t.Errorf("after the errors: %s", r.Value)
 	}
 	// Every request got exactly one response.
-	seen := map[string]int{}
-	for _, m := range s.all() {
-		if m.isResponse() {
-			seen[m.idKey()]++
-		}
-	}
-	for id, n := range seen {
+	for id, n := range s.responsesByID() {
 		if n != 1 {
 			t.Errorf("%d responses to %s", n, id)
 		}
