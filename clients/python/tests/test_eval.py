@@ -155,7 +155,7 @@ class SessionTest(IntegrationTest):
         with self.sb.session("starlark") as s:
             with self.assertRaisesRegex(sandboxd.InvalidParams, "limits.memoryBytes"):
                 s.eval("1", limits=sandboxd.Limits(memory_bytes=1 << 20))
-            self.assertEqual(s.eval("1", fuel=10 ** 9, timeout=5, output_bytes=10).value, 1)
+            self.assertEqual(s.eval("1", fuel=10 ** 9, timeout=5, output_bytes=64).value, 1)
 
     def test_output_in_a_session(self):
         with self.sb.session("starlark") as s:
