@@ -8,6 +8,7 @@
  * const r = await sb.run({ wat: "(module (func (export \"add\") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))",
  *                          function: "add", args: [2, 40] });
  * console.log(r.values); // [42]
+ * console.log((await sb.eval({ language: "js", code: "[1, 2, 3].map(x => x * 2)" })).value); // [2, 4, 6]
  * await sb.close();
  * ```
  *
@@ -16,6 +17,7 @@
 export {
   Sidecar,
   Plugin,
+  Session,
   type SpawnOptions,
   type RunOptions,
   type RunResult,
@@ -46,6 +48,13 @@ export {
   type HostResult,
   type HostResultValue,
   type HostCallContext,
+  type Language,
+  type JsonValue,
+  type SnippetOptions,
+  type EvalOptions,
+  type EvalResult,
+  type SessionOptions,
+  type SessionEvalOptions,
 } from "./sidecar.js";
 
 export {

@@ -9,7 +9,7 @@
  */
 import { InstanceClosed, SandboxError, SidecarError } from "./errors.js";
 import type { HostFunctionTable } from "./hostcalls.js";
-import { CallRequest, ReleaseRequest } from "./protocol.js";
+import { CallRequest, EvalRequest, ReleaseRequest } from "./protocol.js";
 import { callParams, toCallResult } from "./requests.js";
 import type { RunState } from "./session.js";
 import type { BytesInput, CallOptions, CallResult, CallWireResult, ExportInfo, InstantiationUsage } from "./types.js";
@@ -24,7 +24,7 @@ export const asyncDispose: typeof Symbol.asyncDispose =
 /** What a Plugin needs of its Sidecar: send a request and learn whether the sidecar is still there. */
 export interface PluginChannel {
   /** Sends `type` with `params`, collecting notifications into `state`; aborting `signal` cancels it. */
-  send<R>(method: typeof CallRequest | typeof ReleaseRequest, params: unknown, state: RunState | undefined, signal?: AbortSignal): Promise<R>;
+  send<R>(method: typeof CallRequest | typeof EvalRequest | typeof ReleaseRequest, params: unknown, state: RunState | undefined, signal?: AbortSignal): Promise<R>;
   /** The sidecar's recent stderr. */
   stderrTail(): string;
   /** The sidecar is closing or gone (its instances with it). */
@@ -107,8 +107,7 @@ export class Plugin {
     try {
       raw = await this.channel.send<CallWireResult>(CallRequest, params, state, options.signal);
     } catch (err) {
-      if (err instanceof InstanceClosed) this.closedBy ??= err.reason ?? "closed";
-      else if (err instanceof SandboxError && err.instanceClosed) this.closedBy ??= `closed after ${err.kind} in a call of ${JSON.stringify(fn)}`;
+      this.closedBy ??= closedReason(err, `a call of ${JSON.stringify(fn)}`);
       throw err;
     }
     // what onLog or onOutput threw, once every notification was delivered
@@ -135,13 +134,29 @@ export class Plugin {
 
   private async doRelease(): Promise<void> {
     this.closedBy ??= "released";
-    if (this.channel.gone()) return;
-    try {
-      await this.channel.send(ReleaseRequest, { instance: this.id }, undefined);
-    } catch (err) {
-      // the sidecar went away meanwhile, and its instances with it
-      if (err instanceof SidecarError && (err.reason === "exited" || err.reason === "closed")) return;
-      throw err;
-    }
+    await releaseInstance(this.channel, this.id);
+  }
+}
+
+/**
+ * Why a failed request on an instance closed it (`what` failed): its
+ * reason for {@link InstanceClosed}, a fence's or trap's kind when the
+ * error says it closed the instance; `undefined` when it stays open.
+ */
+export function closedReason(err: unknown, what: string): string | undefined {
+  if (err instanceof InstanceClosed) return err.reason ?? "closed";
+  if (err instanceof SandboxError && err.instanceClosed) return `closed after ${err.kind} in ${what}`;
+  return undefined;
+}
+
+/** Sends `release` for `instance`; nothing to do once the sidecar is gone (the instance died with it). */
+export async function releaseInstance(channel: PluginChannel, instance: string): Promise<void> {
+  if (channel.gone()) return;
+  try {
+    await channel.send(ReleaseRequest, { instance }, undefined);
+  } catch (err) {
+    // the sidecar went away meanwhile, and its instances with it
+    if (err instanceof SidecarError && (err.reason === "exited" || err.reason === "closed")) return;
+    throw err;
   }
 }

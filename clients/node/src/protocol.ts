@@ -14,10 +14,13 @@ import type { HostFunctionDeclaration } from "./hostcalls.js";
 import type {
   CallWireResult,
   CompileWireResult,
+  EvalWireResult,
   InstantiateWireResult,
+  Language,
   LogLevel,
   RunWireResult,
   ServerInfo,
+  SessionWireResult,
   Stats,
 } from "./types.js";
 
@@ -78,6 +81,22 @@ export interface CallParams {
   args?: unknown[];
   limits?: Record<string, number>;
   hostCall?: RequestId;
+}
+
+/** Params of `eval`: `language` for a fresh interpreter, or `instance` for a session. */
+export interface EvalParams {
+  language?: Language;
+  instance?: string;
+  code: string;
+  /** Any JSON value, the snippet's global `input`. */
+  input?: unknown;
+  limits?: Record<string, number>;
+}
+
+/** Params of `instantiate` for a session: a language instead of a module. */
+export interface SessionParams {
+  language: Language;
+  limits?: Record<string, number>;
 }
 
 /** Params of `release`. */
@@ -149,6 +168,8 @@ export const RunRequest = new RequestType<RunParams, RunWireResult, ErrorData>("
 export const CompileRequest = new RequestType<CompileParams, CompileWireResult, ErrorData>("compile");
 export const InstantiateRequest = new RequestType<InstantiateParams, InstantiateWireResult, ErrorData>("instantiate");
 export const CallRequest = new RequestType<CallParams, CallWireResult, ErrorData>("call");
+export const EvalRequest = new RequestType<EvalParams, EvalWireResult, ErrorData>("eval");
+export const SessionRequest = new RequestType<SessionParams, SessionWireResult, ErrorData>("instantiate");
 export const ReleaseRequest = new RequestType<ReleaseParams, null, ErrorData>("release");
 export const StatsRequest = new RequestType0<Stats, ErrorData>("stats");
 export const ShutdownRequest = new RequestType0<null, ErrorData>("shutdown");

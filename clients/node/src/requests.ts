@@ -58,11 +58,11 @@ function bytesParam(value: unknown, where: string): WireBytes {
   throw new InvalidParams(`${where} must be a string or a Uint8Array, got ${describe(value)}`);
 }
 
-function describe(value: unknown): string {
+export function describe(value: unknown): string {
   return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === "object" && !Array.isArray(value) && !(value instanceof Uint8Array);
 }
 
@@ -205,16 +205,18 @@ export function callParams(instance: string, fn: string, input: unknown, options
     if (!Array.isArray(options.args)) throw new InvalidParams(`args must be an array, got ${describe(options.args)}`);
     params.args = options.args.map((a, i) => encodeArg(a, i));
   }
-  if (options.limits !== undefined) {
-    const limits = options.limits as Record<string, unknown>;
-    for (const k of Object.keys(limits)) {
-      if (!CALL_LIMITS.has(k)) {
-        throw new InvalidParams(`limits.${k}: fixed at instantiate (only fuel, timeoutMs, logBytes, outputBytes apply to a call)`);
-      }
-    }
-    params.limits = { ...(options.limits as CallLimits) } as Record<string, number>;
-  }
+  if (options.limits !== undefined) params.limits = callLimitsParam(options.limits);
   return params;
+}
+
+/** The `limits` of a call (or of an evaluation in a session): only {@link CallLimits}, the rest are fixed at instantiate. */
+export function callLimitsParam(limits: CallLimits): Record<string, number> {
+  for (const k of Object.keys(limits)) {
+    if (!CALL_LIMITS.has(k)) {
+      throw new InvalidParams(`limits.${k}: fixed at instantiate (only fuel, timeoutMs, logBytes, outputBytes apply to a call)`);
+    }
+  }
+  return { ...limits } as Record<string, number>;
 }
 
 /** The log lines of a request with their levels. */
@@ -307,6 +309,14 @@ export function checkInstantiated(raw: InstantiateWireResult, state: RunState, s
   if (raw.logLines !== undefined && raw.logLines !== state.logs.length) {
     throw violation(`logLines is ${raw.logLines} but ${state.logs.length} log notifications arrived before the response`);
   }
+  return instantiationUsage(raw, state);
+}
+
+/** What an instantiation (a plugin's, or a session's interpreter start) cost, from its `instantiate` answer. */
+export function instantiationUsage(
+  raw: Pick<InstantiateWireResult, "fuelConsumed" | "peakMemoryBytes" | "elapsedMicros" | "queuedMicros"> & Partial<InstantiateWireResult>,
+  state: RunState,
+): InstantiationUsage {
   return {
     fuelConsumed: raw.fuelConsumed,
     peakMemoryBytes: raw.peakMemoryBytes,
@@ -314,7 +324,7 @@ export function checkInstantiated(raw: InstantiateWireResult, state: RunState, s
     queuedMs: raw.queuedMicros / 1000,
     logs: state.logs,
     logEntries: logEntries(state),
-    logTruncated: raw.logTruncated,
+    logTruncated: raw.logTruncated === true,
     logDropped: raw.logDropped ?? 0,
   };
 }

@@ -20,6 +20,7 @@ import {
   InstantiateRequest,
   ReleaseRequest,
   RunRequest,
+  SessionRequest,
   ShutdownRequest,
   StatsRequest,
 } from "./protocol.js";
@@ -32,13 +33,17 @@ import {
   toRunResult,
 } from "./requests.js";
 import { Session, type RunState, type Sent } from "./session.js";
+import { checkSession, evalParams, evaluate, sessionParams, Session as SnippetSession } from "./snippets.js";
 import type {
   CompiledModule,
   CompileOptions,
+  EvalOptions,
+  EvalResult,
   PluginOptions,
   RunOptions,
   RunResult,
   ServerInfo,
+  SessionOptions,
   SpawnOptions,
   Stats,
 } from "./types.js";
@@ -74,8 +79,16 @@ export type {
   HostResult,
   HostResultValue,
   HostCallContext,
+  Language,
+  JsonValue,
+  SnippetOptions,
+  EvalOptions,
+  EvalResult,
+  SessionOptions,
+  SessionEvalOptions,
 } from "./types.js";
 export { Plugin } from "./plugin.js";
+export { Session } from "./snippets.js";
 
 type State = "open" | "closing" | "dead";
 
@@ -93,7 +106,8 @@ export class Sidecar {
 
   private serverInfo: ServerInfo | undefined;
   private readonly process: SidecarProcess;
-  private readonly session: Session;
+  /** The protocol session: request ids, pending requests, routing of what the sidecar sends. */
+  private readonly rpc: Session;
   private state: State = "open";
   /** Set when the sidecar's output cannot be trusted any more; becomes the death error. */
   private fatal: SidecarError | undefined;
@@ -110,7 +124,7 @@ export class Sidecar {
   private constructor(binary: string, process: SidecarProcess) {
     this.binary = binary;
     this.process = process;
-    this.session = new Session(process.reader, process.writer, {
+    this.rpc = new Session(process.reader, process.writer, {
       stderrTail: () => process.stderrTail,
       // stdin is broken: the process is dying or must; its death tells the pending calls why
       onWriteError: () => process.kill(),
@@ -220,21 +234,11 @@ export class Sidecar {
     const params = instantiateParams(options, hostFunctions);
     const state: RunState = { logs: [], onLog: options.onLog, onOutput: options.onOutput, hostFunctions };
     const raw = await this.send(InstantiateRequest, params, state, options.signal);
-    let usage;
-    try {
-      usage = checkInstantiated(raw, state, this.stderrTail);
+    const usage = await this.adopt(raw, options.signal, () => {
+      const usage = checkInstantiated(raw, state, this.stderrTail);
       if (state.callbackError) throw state.callbackError.error;
-      // aborted while the answer was on its way: the caller has given up on it
-      if (options.signal?.aborted) {
-        throw new Cancelled("instantiate aborted; the instance it made anyway was released", { cause: options.signal.reason });
-      }
-    } catch (err) {
-      // the instance exists but the caller will never see it: do not leave it behind
-      if (typeof raw?.instance === "string" && raw.instance !== "") {
-        await this.send(ReleaseRequest, { instance: raw.instance }, undefined).catch(() => {});
-      }
-      throw err;
-    }
+      return usage;
+    });
     return new Plugin(this.channel, {
       instance: raw.instance,
       moduleId: raw.moduleId,
@@ -248,6 +252,56 @@ export class Sidecar {
   /** {@link Sidecar.instantiate}: an Extism plugin (or any module) kept live for many calls. */
   plugin(options: PluginOptions): Promise<Plugin> {
     return this.instantiate(options);
+  }
+
+  /**
+   * The instance an `instantiate` answered with, checked by `check`: an
+   * instance the caller will never see (the check failed, or `signal`
+   * aborted while the answer was on its way) is released, not left behind.
+   */
+  private async adopt<T>(raw: { instance?: unknown } | undefined, signal: AbortSignal | undefined, check: () => T): Promise<T> {
+    try {
+      const made = check();
+      if (signal?.aborted) throw new Cancelled("instantiate aborted; the instance it made anyway was released", { cause: signal.reason });
+      return made;
+    } catch (err) {
+      if (typeof raw?.instance === "string" && raw.instance !== "") {
+        await this.send(ReleaseRequest, { instance: raw.instance }, undefined).catch(() => {});
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Evaluates a snippet of JavaScript, Lua or Starlark in a fresh
+   * interpreter (docs/snippets.md says what each language's value is).
+   *
+   * @returns the snippet's value (JSON, parsed), what it printed and what it cost.
+   * @throws {ScriptError} the snippet failed in its own language (with its line and column).
+   * @throws a fence ({@link Timeout}, {@link FuelExhausted},
+   *   {@link MemoryLimitExceeded}), {@link Cancelled} when `signal`
+   *   aborts, {@link InvalidParams} for options refused by the client
+   *   (before anything is sent) or the sidecar, {@link HostError} when the
+   *   sidecar has no runtime for the language, {@link SidecarError}.
+   */
+  async eval(options: EvalOptions): Promise<EvalResult> {
+    return evaluate(this.channel, evalParams(options), options);
+  }
+
+  /**
+   * Starts an interpreter that keeps its state (variables, functions)
+   * between evaluations: `instantiate` with a language. A session is an
+   * instance: it counts toward `--max-instances`, is evicted when idle,
+   * and dies with the sidecar.
+   *
+   * @throws {TooManyInstances}, {@link Cancelled} when `signal` aborts (no
+   *   session is left behind), {@link InvalidParams}, {@link SidecarError}.
+   */
+  async session(options: SessionOptions): Promise<SnippetSession> {
+    const params = sessionParams(options);
+    const raw = await this.send(SessionRequest, params, undefined, options.signal);
+    const started = await this.adopt(raw, options.signal, () => checkSession(raw, this.stderrTail));
+    return new SnippetSession(this.channel, raw, started);
   }
 
   /**
@@ -309,12 +363,12 @@ export class Sidecar {
     }, timeoutMs);
     let shutdownError: unknown;
     try {
-      await this.session.request(ShutdownRequest).result;
+      await this.rpc.request(ShutdownRequest).result;
     } catch (err) {
       shutdownError = err;
     }
     if (proc.exitInfo === undefined) {
-      await this.session.notify(ExitNotification);
+      await this.rpc.notify(ExitNotification);
       proc.endInput();
     }
     const exit = await proc.exited;
@@ -347,7 +401,7 @@ export class Sidecar {
     const sent = this.call(type, params, state);
     const onAbort = () => {
       if (state) state.abortReason = signal.reason;
-      this.session.cancel(sent.id);
+      this.rpc.cancel(sent.id);
     };
     signal.addEventListener("abort", onAbort, { once: true });
     const off = () => signal.removeEventListener("abort", onAbort);
@@ -366,7 +420,7 @@ export class Sidecar {
         result: Promise.reject(new SidecarError(`cannot send ${type.method}: the Sidecar is closing`, { reason: "closed" })),
       };
     }
-    return this.session.request(type as RequestType<unknown, unknown, unknown>, params, run);
+    return this.rpc.request(type as RequestType<unknown, unknown, unknown>, params, run);
   }
 
   /** A fresh copy of the death error, for each call that meets it. */
@@ -404,6 +458,6 @@ export class Sidecar {
               reason: "exited",
               ...details,
             }));
-    this.session.close(() => this.unavailable());
+    this.rpc.close(() => this.unavailable());
   }
 }

@@ -348,6 +348,103 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** A snippet's language: JavaScript (goja), Lua 5.1 (gopher-lua) or Starlark, the Python dialect. */
+export type Language = "js" | "lua" | "starlark";
+
+/** A JSON value: what a snippet's value is. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/** What every evaluation takes, one-shot or in a {@link Session}. */
+export interface SnippetOptions {
+  /** The snippet's source. */
+  code: string;
+  /**
+   * The snippet's global `input`: any value `JSON.stringify` writes as it
+   * is (a `NaN`, a `bigint`, a function, a `Map` or a cycle is refused with
+   * {@link InvalidParams} naming where it is). Default `null`.
+   */
+  input?: unknown;
+  /**
+   * Called for each piece of the snippet's stdout or stderr (`console.log`,
+   * `print`), in the order printed, before the promise settles. If it
+   * throws, a successful evaluation rejects with that error.
+   */
+  onOutput?: (stream: OutputStream, data: Uint8Array, seq: number) => void;
+  /** Aborting sends `$/cancelRequest`; the evaluation rejects with `Cancelled`. */
+  signal?: AbortSignal;
+}
+
+/** Options of {@link Sidecar.eval}: a snippet in a fresh interpreter. */
+export interface EvalOptions extends SnippetOptions {
+  language: Language;
+  /** Its limits; omitted fields take the language's defaults (a memory cap that fits its interpreter) and the sidecar's. */
+  limits?: Limits;
+}
+
+/** Options of {@link Sidecar.session}. */
+export interface SessionOptions {
+  language: Language;
+  /**
+   * The session's limits: `memoryBytes` (default: the language's) holds for
+   * its whole life; `fuel`, `timeoutMs`, `logBytes` and `outputBytes` are
+   * each evaluation's defaults.
+   */
+  limits?: Limits;
+  /** Aborting cancels the start (no session is left behind); it rejects with `Cancelled`. */
+  signal?: AbortSignal;
+}
+
+/** Options of {@link Session.eval}. */
+export interface SessionEvalOptions extends SnippetOptions {
+  /** This evaluation's fences; omitted ones are the session's. */
+  limits?: CallLimits;
+}
+
+/** The result of a snippet that ended with a value. */
+export interface EvalResult {
+  language: Language;
+  /**
+   * The snippet's value, as `JSON.parse` reads it (docs/snippets.md says
+   * what each language's value is; an integer past 2^53, which Starlark
+   * has, loses precision as it does in any JSON.parse).
+   */
+  value: JsonValue;
+  /** What the evaluation alone consumed (never the interpreter's start). */
+  fuelConsumed: number;
+  peakMemoryBytes: number;
+  elapsedMs: number;
+  /** Waiting for a worker (in a session: also for its earlier evaluations), in milliseconds. */
+  queuedMs: number;
+  /** What it printed to stdout (at most `limits.outputBytes`), also streamed to `onOutput`. */
+  stdout: Uint8Array;
+  stderr: Uint8Array;
+  /** Output past `limits.outputBytes` was dropped. */
+  outputTruncated: boolean;
+}
+
+/** The `eval` result as it is on the wire. */
+export interface EvalWireResult {
+  language: Language;
+  value: JsonValue;
+  fuelConsumed: number;
+  peakMemoryBytes: number;
+  elapsedMicros: number;
+  queuedMicros: number;
+  stdout: { text: string } | { base64: string };
+  stderr: { text: string } | { base64: string };
+  outputTruncated: boolean;
+}
+
+/** The `instantiate` result of a session, as it is on the wire. */
+export interface SessionWireResult {
+  instance: string;
+  language: Language;
+  fuelConsumed: number;
+  peakMemoryBytes: number;
+  elapsedMicros: number;
+  queuedMicros: number;
+}
+
 /** What instantiation cost: its start function and `_initialize`. */
 export interface InstantiationUsage {
   fuelConsumed: number;
@@ -364,7 +461,13 @@ export interface InstantiationUsage {
 export interface ServerInfo {
   serverInfo: { name: string; version: string };
   engine: Record<string, string>;
-  capabilities: { hostFunctions: string[]; valueTypes: string[]; framing: string };
+  capabilities: {
+    hostFunctions: string[];
+    valueTypes: string[];
+    framing: string;
+    /** The snippet languages whose runtime this sidecar has installed ({@link Sidecar.eval}). */
+    languages?: Language[];
+  };
   limits: { defaults: Required<Limits>; maximums: Required<Limits> };
   maxConcurrency: number;
   maxQueue: number;

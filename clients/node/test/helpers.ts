@@ -1,6 +1,6 @@
 // Shared helpers of the test suite. The tests run the compiled files in
 // dist-test/, so paths are resolved from this file's location.
-import { existsSync, readFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -49,6 +49,21 @@ export function requireBinary(): string {
 /** Spawns a sidecar on the binary under test. */
 export function spawnSidecar(options: SpawnOptions = {}): Promise<Sidecar> {
   return Sidecar.spawn({ binary: requireBinary(), ...options });
+}
+
+/** The scripted fake sidecar (test/fixtures/fake-sidecar.mjs), executable. */
+export const fakeSidecar = join(packageDir, "test", "fixtures", "fake-sidecar.mjs");
+chmodSync(fakeSidecar, 0o755);
+
+/** Runs `fn` with a Sidecar on the fake, which is killed afterwards. */
+export async function withFake<T>(fn: (sb: Sidecar) => Promise<T>): Promise<T> {
+  const sb = await Sidecar.spawn({ binary: fakeSidecar });
+  try {
+    return await fn(sb);
+  } finally {
+    sb.kill();
+    await sb.close().catch(() => {});
+  }
 }
 
 /** Awaits `p` and returns what it rejected with; fails if it resolved. */

@@ -2,8 +2,7 @@
 // what instantiate, call and release put on the wire, and how their answers
 // and errors are read. The real sidecar is in plugin.test.ts.
 import assert from "node:assert/strict";
-import { chmodSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { describe, it } from "node:test";
 
 import {
@@ -21,20 +20,7 @@ import {
   i64,
 } from "sandboxd";
 
-import { packageDir, rejection } from "./helpers.js";
-
-const fake = join(packageDir, "test", "fixtures", "fake-sidecar.mjs");
-chmodSync(fake, 0o755);
-
-async function withFake<T>(fn: (sb: Sidecar) => Promise<T>): Promise<T> {
-  const sb = await Sidecar.spawn({ binary: fake });
-  try {
-    return await fn(sb);
-  } finally {
-    sb.kill();
-    await sb.close().catch(() => {});
-  }
-}
+import { fakeSidecar, rejection, withFake } from "./helpers.js";
 
 /** The request the fake received, from its "echo" answer (a host error quoting it). */
 async function echoed(p: Promise<unknown>): Promise<Record<string, unknown>> {
@@ -265,7 +251,7 @@ describe("release on the wire", () => {
     }));
 
   it("resolves without sending once the sidecar is gone", async () => {
-    const sb = await Sidecar.spawn({ binary: fake });
+    const sb = await Sidecar.spawn({ binary: fakeSidecar });
     const p = await sb.plugin({ wat: "(module)" });
     sb.kill();
     await sb.close().catch(() => {});

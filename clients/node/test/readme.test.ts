@@ -91,6 +91,7 @@ describe("README.md", () => {
   it("the WASI Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("wasi-node", repoDir));
   it("the plugin Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("plugin-node", repoDir));
   it("the host functions Node snippet runs as printed from the checkout, and type-checks", () => checkSnippet("host-node", repoDir));
+  it("the eval Node snippet runs as printed, and type-checks", () => checkSnippet("eval-node"));
 });
 
 /** npm, as the running `npm test` was started (its CLI through this node), or npm on PATH. */

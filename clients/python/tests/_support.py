@@ -12,6 +12,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -46,6 +47,17 @@ class IntegrationTest(unittest.TestCase):
                 "sandboxd binary not found at %s: run `make build` in %s (or set SANDBOXD_BIN); "
                 "set SANDBOXD_SKIP_INTEGRATION=1 to skip the integration tests on purpose" % (path, REPO))
         cls.BIN = path
+
+
+def wait_running(sb, bound: float = 120) -> None:
+    """Wait until a run, call or evaluation is executing in the sidecar
+    ``sb`` (``stats().inFlight``); ``bound`` seconds is a hang bound, never
+    a timing assertion."""
+    deadline = time.monotonic() + bound
+    while sb.stats()["inFlight"] < 1:
+        if time.monotonic() > deadline:
+            raise AssertionError("nothing started executing in %s s" % bound)
+        time.sleep(0.01)
 
 
 _fake_dir = None

@@ -14,7 +14,8 @@ import threading
 import time
 
 KIND_CODES = {"host": 1, "fuel_exhausted": 2, "timeout": 3, "memory_limit_exceeded": 4,
-              "disallowed_import": 5, "invalid_module": 6, "export": 7, "trap": 8, "cancelled": -32800}
+              "disallowed_import": 5, "invalid_module": 6, "export": 7, "trap": 8, "cancelled": -32800,
+              "script_error": 13}
 
 out = sys.stdout.buffer
 write_lock = threading.Lock()
@@ -24,6 +25,8 @@ shutdown_seen = False
 cancel_requests = []  # ids named by $/cancelRequest, in arrival order
 releases = []  # instance ids named by release, in arrival order
 instances = set()  # live instance ids
+sessions = {}  # instance id -> language, of the instances that are sessions
+evals = []  # the code of every eval request, in arrival order
 instance_ids = iter(range(1, 1 << 30))
 rendezvous_cond = threading.Condition()
 rendezvous_waiting = {}  # group -> rendezvous calls of that group received so far
@@ -162,9 +165,66 @@ def do_run(id, params):
         error(id, 7, "export: no export named %r" % fn, {"kind": "export", "function": fn})
 
 
+def do_eval(id, params):
+    """A snippet: its code picks what happens. "echo" answers the params
+    as the value; "print" streams output before the answer; "error:KIND"
+    fails with that kind (closing a session for a fence, as the sidecar
+    does); "hang" waits for $/cancelRequest. In a session (an instance
+    made with "language"), the instance must be live."""
+    code, instance = params.get("code"), params.get("instance")
+    if instance is not None and instance not in instances:
+        reason = "released" if instance in releases else "closed after timeout in an evaluation"
+        error(id, -32001, "instance %s is closed: %s" % (instance, reason), {"instance": instance, "reason": reason})
+        return
+    language = params.get("language") or sessions.get(instance)
+    stdout, stderr = {"text": ""}, {"text": ""}
+    if code == "print":
+        pieces = [("stdout", {"text": "hello\n"}), ("stderr", {"text": "careful\n"}), ("stdout", {"base64": "/w=="})]
+        for seq, (stream, data) in enumerate(pieces):
+            send({"jsonrpc": "2.0", "method": "output", "params": {"id": id, "seq": seq, "stream": stream, "data": data}})
+        stdout, stderr = {"base64": "aGVsbG8K/w=="}, {"text": "careful\n"}
+    elif code.startswith("error:"):
+        kind = code[len("error:"):]
+        data = {"kind": kind, "fuelConsumed": 12, "peakMemoryBytes": 4096, "stdout": {"text": "so far"}}
+        if kind == "script_error":
+            data.update(language=language, message="ReferenceError: x is not defined", line=2, column=5,
+                        text="ReferenceError: x is not defined\n\tat snippet:2:5(1)")
+        elif instance is not None:
+            data["instanceClosed"] = True
+            instances.discard(instance)
+        error(id, KIND_CODES.get(kind, 13), "%s: scripted" % kind, data)
+        return
+    elif code == "hang":
+        ev = threading.Event()
+        with cancels_lock:
+            cancels[id] = ev
+        send({"jsonrpc": "2.0", "method": "output", "params": {"id": id, "seq": 0, "stream": "stdout",
+                                                               "data": {"text": "hanging"}}})
+        ev.wait(30)
+        if instance is not None:
+            instances.discard(instance)
+        error(id, -32800, "cancelled: request cancelled", {"kind": "cancelled", "instanceClosed": instance is not None})
+        return
+    elif code == "no_value":
+        result(id, {"language": language, "fuelConsumed": 1, "peakMemoryBytes": 0, "elapsedMicros": 1,
+                    "stdout": stdout, "stderr": stderr})
+        return
+    result(id, {"language": language, "value": params if code == "echo" else None, "fuelConsumed": 1200,
+                "peakMemoryBytes": 5369832, "elapsedMicros": 1972, "queuedMicros": 4, "stdout": stdout,
+                "stderr": stderr, "outputTruncated": code == "print"})
+
+
 def do_instantiate(id, params):
     """An instance of nothing: config "delayMs" delays the answer (cancel or
-    not), so a client can give up before it arrives."""
+    not), so a client can give up before it arrives. With "language", a
+    session: the answer carries the language instead of a module."""
+    if "language" in params:
+        instance = "inst-fake-%d" % next(instance_ids)
+        instances.add(instance)
+        sessions[instance] = params["language"]
+        result(id, {"instance": instance, "language": params["language"], "fuelConsumed": 12000000,
+                    "peakMemoryBytes": 12300000, "elapsedMicros": 900, "queuedMicros": 2, "params": params})
+        return
     config = params.get("config") or {}
     time.sleep(int(config.get("delayMs", "0")) / 1000.0)
     instance = "inst-fake-%d" % next(instance_ids)
@@ -208,6 +268,9 @@ def handle(msg):
         threading.Thread(target=do_instantiate, args=(id, params), daemon=True).start()
     elif method == "call":
         threading.Thread(target=do_call, args=(id, params), daemon=True).start()
+    elif method == "eval":
+        evals.append(params.get("code"))
+        threading.Thread(target=do_eval, args=(id, params), daemon=True).start()
     elif method == "release":
         releases.append(params.get("instance"))
         instances.discard(params.get("instance"))
@@ -234,7 +297,7 @@ def handle(msg):
             error(run_id, 3, "timeout: deadline of 100 ms exceeded", {"kind": "timeout", "timeoutMs": 100})
         result(id, {"runs": {"ok": 0}, "inFlight": 0, "hasParams": "params" in msg, "hostAnswers": dict(host_answers),
                     "cancelRequests": list(cancel_requests), "releases": list(releases),
-                    "instances": sorted(instances)})
+                    "instances": sorted(instances), "evals": list(evals)})
     elif method == "shutdown":
         shutdown_seen = True
         result(id, None)

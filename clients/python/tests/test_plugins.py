@@ -7,12 +7,11 @@ import asyncio
 import os
 import signal
 import threading
-import time
 import unittest
 
 import sandboxd
 
-from _support import REPO, IntegrationTest
+from _support import REPO, IntegrationTest, wait_running
 
 GO_PLUGIN = REPO / "testdata" / "plugins" / "go" / "plugin.wasm"
 WAT_PLUGIN = REPO / "testdata" / "plugins" / "wat" / "plugin.wat"
@@ -320,7 +319,7 @@ class InstanceTest(PluginTestCase):
     def test_cancel_running_call_closes_the_instance(self):
         with self.sb.plugin(wat=STATEFUL) as p:
             h = p.submit("spin", timeout=WAIT, fuel=self.max_fuel)
-            self.wait_running()
+            wait_running(self.sb, WAIT)
             self.assertTrue(h.cancel())
             with self.assertRaises(sandboxd.Cancelled):
                 h.result(WAIT)
@@ -331,7 +330,7 @@ class InstanceTest(PluginTestCase):
     def test_cancel_queued_call_keeps_the_instance(self):
         with self.sb.plugin(wat=STATEFUL) as p:
             busy = p.submit("busy", args=[300_000_000], timeout=WAIT, fuel=self.max_fuel)
-            self.wait_running()
+            wait_running(self.sb, WAIT)
             queued = p.submit("incr", args=[1])
             self.assertTrue(queued.cancel())
             with self.assertRaises(sandboxd.Cancelled):
@@ -342,7 +341,7 @@ class InstanceTest(PluginTestCase):
     def test_release_stops_running_and_queued_calls(self):
         p = self.sb.plugin(wat=STATEFUL)
         running = p.submit("spin", timeout=WAIT, fuel=self.max_fuel)
-        self.wait_running()
+        wait_running(self.sb, WAIT)
         queued = p.submit("calls")
         p.release()
         with self.assertRaises(sandboxd.Cancelled):
@@ -350,14 +349,6 @@ class InstanceTest(PluginTestCase):
         with self.assertRaises(sandboxd.InstanceClosed) as cm:
             queued.result(WAIT)
         self.assertEqual(cm.exception.reason, "released")
-
-    def wait_running(self):
-        """Wait (hang-bounded) until a call is executing in the sidecar."""
-        deadline = time.monotonic() + WAIT
-        while self.sb.stats()["inFlight"] < 1:
-            if time.monotonic() > deadline:
-                self.fail("no call started executing")
-            time.sleep(0.01)
 
 
 class LimitsTest(IntegrationTest):

@@ -172,6 +172,9 @@ class ReadmeSnippetTest(IntegrationTest):
     def test_host_python_snippet_runs_as_printed(self):
         self.check_snippet("host-python", str(REPO))
 
+    def test_eval_python_snippet_runs_as_printed_from_any_folder(self):
+        self.check_snippet("eval-python", None)  # the wheel carries bin/runtimes next to the binary
+
     def check_snippet(self, name, cwd):
         snippet = readme_block("snippet: " + name)
         expected = readme_block("output: " + name)

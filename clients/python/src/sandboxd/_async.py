@@ -17,12 +17,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from ._hostcalls import NO_HOST_FUNCTIONS, HostCall, HostFunction, HostFunctions, mark_current
 from ._params import compile_params, run_request
-from ._plugin import AsyncPlugin, PluginOpening, instantiate_request
+from ._plugin import AsyncPlugin, Opening, instantiate_request
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import Call, Session, read_failure
 from ._results import (
     Transform, parse_any, parse_instantiated, parse_module, parse_object, parse_run_result, release_params,
 )
+from ._snippets import AsyncSnippets
 from ._types import Limits, Module, OnLog, OnOutput, RunOptions, RunResult
 from .errors import SidecarError
 
@@ -330,7 +331,7 @@ class _AsyncConnection:
         self.session.end("the sidecar was closed")
 
 
-class AsyncSidecar:
+class AsyncSidecar(AsyncSnippets):
     """The asyncio twin of :class:`sandboxd.Sidecar`: same arguments, same
     methods, awaited. A host function's handler may be an ``async def``
     (run as a task, cancelled when the sidecar cancels the call) or a
@@ -431,7 +432,7 @@ class AsyncSidecar:
         result: Module = await conn.call("compile", params, None, parse_module)
         return result
 
-    def plugin(self, **keywords: Any) -> PluginOpening:
+    def plugin(self, **keywords: Any) -> Opening:
         """Instantiate a module (see :meth:`sandboxd.Sidecar.plugin`, same
         keywords): ``async with sb.plugin(...) as p:`` releases the instance
         on the way out, or ``p = await sb.plugin(...)`` gives the
@@ -441,12 +442,12 @@ class AsyncSidecar:
         released)."""
         return self._instantiate(keywords, "plugin()")
 
-    def instantiate(self, **keywords: Any) -> PluginOpening:
+    def instantiate(self, **keywords: Any) -> Opening:
         """:meth:`plugin` by the protocol's name, for any module (see
         :meth:`sandboxd.Sidecar.instantiate`)."""
         return self._instantiate(keywords, "instantiate()")
 
-    def _instantiate(self, keywords: Dict[str, Any], caller: str) -> PluginOpening:
+    def _instantiate(self, keywords: Dict[str, Any], caller: str) -> Opening:
         opts, params, functions = instantiate_request(keywords, caller, self._host_functions)
 
         async def open() -> AsyncPlugin:
@@ -455,7 +456,7 @@ class AsyncSidecar:
                                    on_output=opts.on_output, on_late=conn.release_late, host_functions=functions)
             return AsyncPlugin(conn, info, params.get("capabilities", {}), functions)
 
-        return PluginOpening(open)
+        return Opening(open)
 
     async def stats(self) -> Dict[str, Any]:
         """See :meth:`sandboxd.Sidecar.stats`."""

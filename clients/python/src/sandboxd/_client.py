@@ -17,13 +17,14 @@ from ._plugin import Plugin, instantiate_request
 from ._process import find_binary, not_running, sidecar_argv, sidecar_env
 from ._protocol import Call
 from ._results import parse_instantiated, parse_module, parse_object, parse_run_result
+from ._snippets import Snippets
 from ._types import Limits, Module, RunOptions, RunResult
 from .errors import InvalidParams, SidecarError
 
 __all__ = ["Sidecar", "RunHandle"]
 
 
-class Sidecar:
+class Sidecar(Snippets):
     """A ``sandboxd serve`` child process, driven over its stdin/stdout.
 
     Thread safe: any number of threads may call :meth:`run` at once; the
@@ -248,7 +249,7 @@ class RunHandle:
     :meth:`Plugin.submit`), like a concurrent.futures.Future.
 
     ``result(timeout=None)`` waits for the outcome: the RunResult (a
-    CallResult for a call), or the exception :meth:`Sidecar.run` would raise. A ``timeout`` (seconds) that
+    CallResult for a call, an EvalResult for an evaluation), or the exception :meth:`Sidecar.run` would raise. A ``timeout`` (seconds) that
     passes raises TimeoutError and leaves the run going (``cancel()`` it, or
     wait again). ``cancel()`` sends ``$/cancelRequest``: the sidecar stops
     the guest, queued or running, within milliseconds, and ``result()``

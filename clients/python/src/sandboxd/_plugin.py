@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._client import RunHandle
     from ._connection import _Connection
 
-__all__ = ["Plugin", "AsyncPlugin", "plugin_options", "instantiate_request"]
+__all__ = ["Plugin", "AsyncPlugin", "Opening", "plugin_options", "instantiate_request"]
 
 
 def plugin_options(keywords: Dict[str, Any], caller: str) -> RunOptions:
@@ -54,21 +54,137 @@ def instantiate_request(keywords: Dict[str, Any], caller: str, sidecar_functions
     return opts, instantiate_params(opts, functions), functions
 
 
+class _Instance:
+    """What every handle of an instance shares (a plugin's, a session's):
+    its id, whether it was released here, and the errors of a call on an
+    instance that is closed."""
+
+    _conn: Any  # the _Connection or _AsyncConnection it lives on
+
+    def __init__(self, id: str) -> None:
+        self._id = id
+        self._released = False
+
+    @property
+    def id(self) -> str:
+        """The instance id (opaque; unique within the sidecar's life)."""
+        return self._id
+
+    @property
+    def released(self) -> bool:
+        """:meth:`release` was called (or the block left)."""
+        return self._released
+
+    def _live_conn(self) -> Any:
+        """The connection to send a call on, or the InstanceClosed a call
+        gets on an instance released here or whose sidecar is gone."""
+        if self._released:
+            raise self._closed_here()
+        conn = self._conn
+        if conn.dead:
+            raise self._gone(conn.session.closed_error())
+        return conn
+
+    def _closed_here(self) -> InstanceClosed:
+        return _closed(self.id, "released")
+
+    def _gone(self, cause: Optional[BaseException]) -> InstanceClosed:
+        """The error for a call on an instance whose sidecar is gone."""
+        why = str(cause).split("\n", 1)[0] if cause is not None else "it ended"
+        err = _closed(self.id, "its sidecar is gone, and instances die with the sidecar (%s)" % why)
+        err.__cause__ = cause
+        return err
+
+    def __repr__(self) -> str:
+        return "<sandboxd.%s %s%s>" % (type(self).__name__, self.id, " released" if self._released else "")
+
+
+def _raise_unless_dead(conn: Any) -> None:
+    """In ``except``: a release that failed because the sidecar went away
+    meanwhile is done (the instance died with it); else re-raise."""
+    if not conn.dead:
+        raise
+
+
+class _SyncInstance(_Instance):
+    """An instance of a :class:`~sandboxd.Sidecar`: a context manager that
+    releases it."""
+
+    def __init__(self, conn: "_Connection", id: str) -> None:
+        super().__init__(id)
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.release()
+        except SandboxError:
+            if exc is None:
+                raise
+            # the body's exception is the one to see
+
+    def release(self) -> None:
+        """Release the instance: the sidecar frees it, answers its queued
+        calls InstanceClosed (reason ``released``) and cancels a running
+        one. Idempotent; a no-op once the sidecar is gone (the instance
+        died with it)."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        conn = self._conn
+        if not conn.dead:
+            try:
+                conn.call("release", release_params(self.id))
+            except SidecarError:
+                _raise_unless_dead(conn)
+
+
+class _AsyncInstance(_Instance):
+    """An instance of an :class:`~sandboxd.AsyncSidecar`: an async context
+    manager that releases it."""
+
+    def __init__(self, conn: "_AsyncConnection", id: str) -> None:
+        super().__init__(id)
+        self._conn = conn
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            await self.release()
+        except SandboxError:
+            if exc is None:
+                raise
+
+    async def release(self) -> None:
+        """See :meth:`Plugin.release`."""
+        if self._released:
+            return
+        self._released = True
+        conn = self._conn
+        if not conn.dead:
+            try:
+                await conn.call("release", release_params(self.id))
+            except SidecarError:
+                _raise_unless_dead(conn)
+
+
 class _PluginBase:
-    """What the two handles share: the instance's description, the checks
-    of a call's arguments, and the errors of a closed instance."""
+    """What the two plugin handles share: the instance's description and
+    the checks of a call's arguments."""
+
+    id: str
 
     def __init__(self, info: Instantiated, capabilities: Mapping[str, Any], host_functions: HostFunctions) -> None:
         self._info = info
         self._host_functions = host_functions
         self._granted_log = bool(capabilities.get("log"))
         self._granted_wasi = "wasi" in capabilities
-        self._released = False
-
-    @property
-    def id(self) -> str:
-        """The instance id (opaque; unique within the sidecar's life)."""
-        return self._info.id
 
     @property
     def module_id(self) -> str:
@@ -97,11 +213,6 @@ class _PluginBase:
         """The whole ``instantiate`` result (fuelConsumed, elapsedMicros, ...)."""
         return self._info.raw
 
-    @property
-    def released(self) -> bool:
-        """:meth:`release` was called (or the block left)."""
-        return self._released
-
     def _params(self, function: Any, input: Any, args: Any, limits: Optional[Limits],
                 overrides: Mapping[str, Any], on_log: Optional[OnLog], on_output: Optional[OnOutput]) -> Dict[str, Any]:
         if on_log is not None and not self._granted_log:
@@ -112,36 +223,13 @@ class _PluginBase:
                                 "and stderr)")
         return call_params(self.id, function, input, args, limits, overrides)
 
-    def _live_conn(self) -> Any:
-        """The connection to send a call on, or the InstanceClosed a call
-        gets on an instance released here or whose sidecar is gone."""
-        if self._released:
-            raise self._closed_here()
-        conn = self._conn
-        if conn.dead:
-            raise self._gone(conn.session.closed_error())
-        return conn
-
-    def _closed_here(self) -> InstanceClosed:
-        return _closed(self.id, "released")
-
-    def _gone(self, cause: Optional[BaseException]) -> InstanceClosed:
-        """The error for a call on an instance whose sidecar is gone."""
-        why = str(cause).split("\n", 1)[0] if cause is not None else "it ended"
-        err = _closed(self.id, "its sidecar is gone, and instances die with the sidecar (%s)" % why)
-        err.__cause__ = cause
-        return err
-
-    def __repr__(self) -> str:
-        return "<sandboxd.%s %s%s>" % (type(self).__name__, self.id, " released" if self._released else "")
-
 
 def _closed(instance: str, reason: str) -> InstanceClosed:
     return InstanceClosed("instance %s is closed: %s" % (instance, reason),
                           data={"instance": instance, "reason": reason})
 
 
-class Plugin(_PluginBase):
+class Plugin(_PluginBase, _SyncInstance):
     """An instance in a :class:`~sandboxd.Sidecar`, from ``sb.plugin(...)``.
 
     ``with sb.plugin(path="plugin.wasm", wasi=True) as p:`` instantiates,
@@ -154,20 +242,11 @@ class Plugin(_PluginBase):
 
     def __init__(self, conn: "_Connection", info: Instantiated, capabilities: Mapping[str, Any],
                  host_functions: HostFunctions) -> None:
-        super().__init__(info, capabilities, host_functions)
-        self._conn = conn
-        self._lock = threading.Lock()
+        _PluginBase.__init__(self, info, capabilities, host_functions)
+        _SyncInstance.__init__(self, conn, info.id)
 
     def __enter__(self) -> "Plugin":
         return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            self.release()
-        except SandboxError:
-            if exc is None:
-                raise
-            # the body's exception is the one to see
 
     def call(self, function: str, input: Any = None, *, args: Any = (), limits: Optional[Limits] = None,
              fuel: Optional[int] = None, timeout: Optional[float] = None, log_bytes: Optional[int] = None,
@@ -217,26 +296,8 @@ class Plugin(_PluginBase):
                                host_functions=self._host_functions)
         return RunHandle(conn, call, out)
 
-    def release(self) -> None:
-        """Release the instance: the sidecar frees it, answers its queued
-        calls InstanceClosed (reason ``released``) and cancels a running
-        one. Idempotent; a no-op once the sidecar is gone (the instance
-        died with it)."""
-        with self._lock:
-            if self._released:
-                return
-            self._released = True
-        conn = self._conn
-        if conn.dead:
-            return
-        try:
-            conn.call("release", release_params(self.id))
-        except SidecarError:
-            if not conn.dead:
-                raise
 
-
-class AsyncPlugin(_PluginBase):
+class AsyncPlugin(_PluginBase, _AsyncInstance):
     """An instance in an :class:`~sandboxd.AsyncSidecar`:
     ``async with sb.plugin(...) as p: r = await p.call("greet", "Ada")``,
     or ``p = await sb.plugin(...)`` and later ``await p.release()``.
@@ -247,18 +308,11 @@ class AsyncPlugin(_PluginBase):
 
     def __init__(self, conn: "_AsyncConnection", info: Instantiated, capabilities: Mapping[str, Any],
                  host_functions: HostFunctions) -> None:
-        super().__init__(info, capabilities, host_functions)
-        self._conn = conn
+        _PluginBase.__init__(self, info, capabilities, host_functions)
+        _AsyncInstance.__init__(self, conn, info.id)
 
     async def __aenter__(self) -> "AsyncPlugin":
         return self
-
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        try:
-            await self.release()
-        except SandboxError:
-            if exc is None:
-                raise
 
     async def call(self, function: str, input: Any = None, *, args: Any = (), limits: Optional[Limits] = None,
                    fuel: Optional[int] = None, timeout: Optional[float] = None, log_bytes: Optional[int] = None,
@@ -274,34 +328,21 @@ class AsyncPlugin(_PluginBase):
                                              on_output=on_output, host_functions=self._host_functions)
         return result
 
-    async def release(self) -> None:
-        """See :meth:`Plugin.release`."""
-        if self._released:
-            return
-        self._released = True
-        conn = self._conn
-        if conn.dead:
-            return
-        try:
-            await conn.call("release", release_params(self.id))
-        except SidecarError:
-            if not conn.dead:
-                raise
 
-
-class PluginOpening:
-    """What ``AsyncSidecar.plugin(...)`` returns: await it for the
-    :class:`AsyncPlugin`, or use it with ``async with`` (which releases the
-    instance on the way out)."""
+class Opening:
+    """What ``AsyncSidecar.plugin(...)`` and ``AsyncSidecar.session(...)``
+    return: await it for the :class:`AsyncPlugin` (the
+    :class:`~sandboxd.AsyncSession`), or use it with ``async with`` (which
+    releases the instance on the way out)."""
 
     def __init__(self, open: Any) -> None:
-        self._open = open  # a coroutine function making the AsyncPlugin
-        self._plugin: Optional[AsyncPlugin] = None
+        self._open = open  # a coroutine function making the handle
+        self._plugin: Optional[_AsyncInstance] = None
 
     def __await__(self) -> Any:
         return self._open().__await__()
 
-    async def __aenter__(self) -> AsyncPlugin:
+    async def __aenter__(self) -> Any:
         self._plugin = await self._open()
         return self._plugin
 

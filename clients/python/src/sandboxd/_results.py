@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
 
 from . import _values
 from ._bytes import bytes_from_wire
-from ._types import CallResult, Module, RunResult
+from ._types import CallResult, EvalResult, Module, RunResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._protocol import Call
@@ -114,6 +114,47 @@ class Instantiated:
 
 def parse_instantiated(result: Any, call: "Call") -> Instantiated:
     return Instantiated(result, call)
+
+
+def parse_eval_result(result: Any, call: "Call") -> EvalResult:
+    """An ``eval`` result object as an EvalResult: ``value`` as it was
+    decoded from the frame (any JSON), the rest strict."""
+    if not isinstance(result, dict) or "value" not in result:
+        raise ValueError("missing 'value'")
+    return EvalResult(
+        value=result["value"],
+        language=_need(result, "language", (str,)),
+        fuel_consumed=_count(result, "fuelConsumed"),
+        peak_memory_bytes=_count(result, "peakMemoryBytes"),
+        elapsed=_micros(result, "elapsedMicros", True),
+        queued=_micros(result, "queuedMicros", False),
+        stdout=_output(result, "stdout"),
+        stderr=_output(result, "stderr"),
+        output_truncated=bool(result.get("outputTruncated", False)),
+        raw=result,
+    )
+
+
+class SessionInfo:
+    """An ``instantiate`` result for a session (``language`` instead of a
+    module), parsed: what the clients build a session handle from."""
+
+    __slots__ = ("id", "language", "fuel_consumed", "peak_memory_bytes", "elapsed", "queued", "raw")
+
+    def __init__(self, result: Any, call: "Call") -> None:
+        self.id: str = _need(result, "instance", (str,))
+        if not self.id:
+            raise ValueError("'instance' is empty")
+        self.language: str = _need(result, "language", (str,))
+        self.fuel_consumed: int = _count(result, "fuelConsumed")
+        self.peak_memory_bytes: int = _count(result, "peakMemoryBytes")
+        self.elapsed: float = _micros(result, "elapsedMicros", False)
+        self.queued: float = _micros(result, "queuedMicros", False)
+        self.raw: Dict[str, Any] = result
+
+
+def parse_session(result: Any, call: "Call") -> SessionInfo:
+    return SessionInfo(result, call)
 
 
 def release_params(instance: str) -> Dict[str, str]:

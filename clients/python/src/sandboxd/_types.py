@@ -1,5 +1,5 @@
 """Plain data types of the public API: RunOptions, Limits, Capabilities,
-Wasi, Dir, RunResult, CallResult, LogLine, Module."""
+Wasi, Dir, RunResult, CallResult, EvalResult, LogLine, Module."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from .errors import InvalidParams
 
-__all__ = ["RunOptions", "Limits", "Capabilities", "Wasi", "Dir", "RunResult", "CallResult", "LogLine", "Module"]
+__all__ = ["RunOptions", "Limits", "Capabilities", "Wasi", "Dir", "RunResult", "CallResult", "EvalResult", "LogLine",
+           "Module"]
 
 
 class LogLine(str):
@@ -270,6 +271,34 @@ class CallResult(RunResult):
     ``instance``, the instance id."""
 
     instance: str = ""
+
+
+@dataclass
+class EvalResult:
+    """The outcome of a snippet that ended with a value (``eval``, in a
+    fresh interpreter or in a :class:`~sandboxd.Session`; docs/snippets.md).
+
+    ``value`` is the snippet's value, decoded from its JSON (``None`` for
+    JSON null: a snippet without a value, a function, NaN). ``stdout`` and
+    ``stderr`` are what it printed (bytes, each at most ``output_bytes``;
+    ``output_truncated`` when some was dropped), also streamed to
+    ``on_output`` as it printed it. ``fuel_consumed``,
+    ``peak_memory_bytes``, ``elapsed`` and ``queued`` (seconds; in a
+    session the time behind its earlier evaluations) are the evaluation's
+    alone, never the interpreter's start. ``raw`` is the whole result
+    object.
+    """
+
+    value: Any
+    language: str
+    fuel_consumed: int
+    peak_memory_bytes: int
+    elapsed: float
+    queued: float
+    stdout: bytes = b""
+    stderr: bytes = b""
+    output_truncated: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
