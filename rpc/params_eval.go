@@ -63,6 +63,15 @@ func decodeEval(raw json.RawMessage) (*evalSpec, error) {
 		}
 		spec.input = v
 	}
+	// hostCall is checked and not needed: a snippet declares no host
+	// functions, so no interpreter waits for a handler and an eval sent
+	// from one cannot wait for itself. Accepting it lets a client tag
+	// every request that runs a guest, as docs/protocol.md says they do.
+	if v := p.values[evalHostCall]; v != nil {
+		if _, err := decodeHostCall(v); err != nil {
+			return nil, err
+		}
+	}
 	return spec, nil
 }
 
@@ -107,9 +116,14 @@ func decodeSessionInstantiate(raw json.RawMessage) (*sessionSpec, error) {
 	if p.values[instantiateModule] != nil {
 		return nil, paramErr("module", "give module (an instance of it) or language (a session), not both")
 	}
-	for _, i := range []int{instantiateCapabilities, instantiateConfig, instantiateHostFunctions, instantiateHostCall} {
+	for _, i := range []int{instantiateCapabilities, instantiateConfig, instantiateHostFunctions} {
 		if p.values[i] != nil {
 			return nil, paramErr(instantiateShape.names[i], "not offered for a session (instantiate with language)")
+		}
+	}
+	if v := p.values[instantiateHostCall]; v != nil { // checked, not needed: as eval's
+		if _, err := decodeHostCall(v); err != nil {
+			return nil, err
 		}
 	}
 	name, err := stringField(p.values[instantiateLanguage], "language")

@@ -27,7 +27,8 @@ func TestDecodeEval(t *testing.T) {
 		{`{"language":"js"}`, `code: required: the snippet, a string`},
 		{`{"language":"js","code":{"text":"1"}}`, `code: must be a string, got an object`},
 		{`{"language":"js","code":"1","input":` + deep + `}`, `input: nested deeper than 1000 levels`},
-		{`{"language":"js","code":"1","Code":"2"}`, `Code: unknown field (allowed: language, instance, code, input, limits)`},
+		{`{"language":"js","code":"1","Code":"2"}`, `Code: unknown field (allowed: language, instance, code, input, limits, hostCall)`},
+		{`{"language":"js","code":"1","hostCall":"run-1"}`, `hostCall: not the id of a host call the sidecar sent`},
 	} {
 		_, err := decodeEval(json.RawMessage(c.params))
 		checkParamErr(t, "eval", c.params, err, c.want)
@@ -76,7 +77,7 @@ func TestDecodeSessionInstantiate(t *testing.T) {
 		{`{"language":"js","capabilities":{}}`, `capabilities: not offered for a session (instantiate with language)`},
 		{`{"language":"js","config":{}}`, `config: not offered for a session`},
 		{`{"language":"js","hostFunctions":[]}`, `hostFunctions: not offered for a session`},
-		{`{"language":"js","hostCall":"sbx-1"}`, `hostCall: not offered for a session`},
+		{`{"language":"js","hostCall":7}`, `hostCall: must be a string`},
 		{`{"language":"node"}`, `language: unknown language "node": give one of js, lua, starlark (JavaScript is "js")`},
 		{`{"language":["js"]}`, `language: must be a string, got an array`},
 	} {
@@ -87,6 +88,13 @@ func TestDecodeSessionInstantiate(t *testing.T) {
 		if spec, err := decodeSessionInstantiate(json.RawMessage(params)); spec != nil || err != nil {
 			t.Errorf("%s: %+v, %v; want it left to decodeInstantiate", params, spec, err)
 		}
+	}
+	// hostCall, which the clients add to what a handler sends, is taken.
+	if spec, err := decodeSessionInstantiate(json.RawMessage(`{"language":"lua","hostCall":"sbx-1"}`)); err != nil || spec == nil {
+		t.Errorf("a session's instantiate from a handler: %+v, %v", spec, err)
+	}
+	if _, err := decodeEval(json.RawMessage(`{"language":"lua","code":"1","hostCall":"sbx-1"}`)); err != nil {
+		t.Errorf("an eval from a handler: %v", err)
 	}
 	spec, err := decodeSessionInstantiate(json.RawMessage(`{"language":"starlark","limits":{"memoryBytes":1048576}}`))
 	if err != nil || spec.language != protocol.LanguageStarlark || string(spec.rawLimits) != `{"memoryBytes":1048576}` {

@@ -106,10 +106,11 @@ const (
 	evalCode
 	evalInput
 	evalLimits
+	evalHostCall
 )
 
 var evalShape = newShape("params", []string{evalLanguage: "language", evalInstance: "instance", evalCode: "code",
-	evalInput: "input", evalLimits: "limits"})
+	evalInput: "input", evalLimits: "limits", evalHostCall: "hostCall"})
 
 var releaseShape = newShape("params", []string{releaseInstance: "instance"})
 

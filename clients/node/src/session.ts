@@ -114,7 +114,7 @@ interface HostCallEntry extends ServingHostCall {
 }
 
 /** The methods whose guests may call host functions; sent from a handler, they name its host call (`hostCall`). */
-const RUNS_GUESTS = new Set(["run", "call", "instantiate"]);
+const RUNS_GUESTS = new Set(["run", "call", "instantiate", "eval"]);
 
 export class Session {
   private nextId = 0;

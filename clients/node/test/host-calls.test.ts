@@ -123,6 +123,20 @@ describe("host calls against the real sidecar", () => {
     assert.deepEqual((await sb.run({ wat: guest, function: "lookup_sum", args: [10n], hostFunctions: [nested, neverCalled] })).values, [23]);
   });
 
+  it("lets a handler evaluate snippets, one-shot and in a session (both name its host call)", async () => {
+    const counter = await sb.session({ language: "lua" });
+    try {
+      const get = lookup(async ([k]) => {
+        await counter.eval({ code: "n = (n or 0) + input", input: Number(k) });
+        const doubled = (await sb.eval({ language: "js", code: "input * 2", input: Number(k) })).value as number;
+        return doubled + ((await counter.eval({ code: "n" })).value as number);
+      });
+      assert.deepEqual((await sb.run({ wat: guest, function: "lookup_sum", args: [10n], hostFunctions: [get, neverCalled] })).values, [20 + 10 + (22 + 21)]);
+    } finally {
+      await counter.close();
+    }
+  });
+
   it("answers a handler calling its own instance with an error, not a hang", async () => {
     const errors: unknown[] = [];
     const p = await sb.plugin({

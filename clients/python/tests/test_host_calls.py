@@ -122,6 +122,27 @@ class SyncHostCallsTest(IntegrationTest):
                        host_functions=[lookup(get), wait(never_called)])
             self.assertEqual(r.values, [11])
 
+    def test_a_handler_evaluates_snippets_one_shot_and_in_a_session_with_one_slot(self):
+        # What a handler sends names its host call (hostCall), eval and a
+        # session's instantiate included; the sidecar takes it there too.
+        with sandboxd.Sidecar(binary=self.BIN, max_concurrency=1) as sb, \
+                sb.session("lua") as counter:
+            def get(key):
+                counter.eval("n = (n or 0) + input", input=key)
+                return sb.eval("input * 2", language="js", input=key).value + counter.eval("n").value
+
+            r = sb.run(wat=self.guest, function="lookup_sum", args=[10], timeout=5,
+                       host_functions=[lookup(get), wait(never_called)])
+            self.assertEqual(r.values, [(20 + 10) + (22 + 21)])
+
+            def start_session(key):
+                with sb.session("starlark") as s:
+                    return s.eval("input + 1", input=key).value
+
+            r = sb.run(wat=self.guest, function="lookup", args=[4], timeout=5,
+                       host_functions=[lookup(start_session), wait(never_called)])
+            self.assertEqual(r.values, [5])
+
     def test_a_handler_calling_its_own_instance_gets_an_error_not_a_hang(self):
         errors = []
 

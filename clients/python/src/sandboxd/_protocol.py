@@ -92,7 +92,7 @@ _SIZE_RE = re.compile(r"message of (\d+) bytes")
 
 #: The methods whose guests may call host functions; sent from a handler,
 #: they name its host call (``hostCall``).
-_RUNS_GUESTS = frozenset({"run", "call", "instantiate"})
+_RUNS_GUESTS = frozenset({"run", "call", "instantiate", "eval"})
 
 
 class Session:
