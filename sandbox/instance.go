@@ -20,6 +20,7 @@ package sandbox
 // concurrently.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -359,7 +360,7 @@ func (in *Instance) call(ctx context.Context, req CallRequest) (*CallResult, err
 		return callFunction(in.s.wt, in.s.instance, req.Function, req.Args, exp.Results)
 	}
 	if pluginFn {
-		pc = &pluginCall{p: plugin, function: req.Function, input: req.Input, outputBytes: l.OutputBytes}
+		pc = &pluginCall{p: plugin, function: req.Function, input: req.Input, outputBytes: cmp.Or(req.Limits.PluginOutputBytes, l.OutputBytes)}
 		body = pc.run // extism.go: the return code, the output, proc_exit
 	}
 	o := in.s.call(ctx, spec, body)

@@ -86,6 +86,11 @@ type CallLimits struct {
 	Timeout     time.Duration
 	LogBytes    uint64
 	OutputBytes uint64
+	// PluginOutputBytes bounds a plugin function's output when it must
+	// differ from OutputBytes (zero: OutputBytes). The snippet runtimes
+	// wrap a snippet's value in an answer whose envelope is sandboxd's,
+	// not the snippet's: the value alone is held to OutputBytes.
+	PluginOutputBytes uint64
 }
 
 // CallRequest is one call on an instance.

@@ -203,6 +203,11 @@ func request(s protocol.Snippet) ([]byte, error) {
 	return json.Marshal(req)
 }
 
+// answerEnvelopeBytes is what a runtime's answer may take beyond the
+// value: {"value":…}, or a script error's message (1 KiB) and text
+// (4 KiB), each escaped as JSON (at most 6 bytes a byte), and its keys.
+const answerEnvelopeBytes = 6*(protocol.MaxScriptMessageBytes+protocol.MaxScriptTextBytes) + 1<<10
+
 // guestAnswer is what a runtime's eval answers (runtimes/README.md).
 type guestAnswer struct {
 	Value json.RawMessage `json:"value"`
@@ -219,6 +224,10 @@ type guestAnswer struct {
 func evaluate(ctx context.Context, call func(context.Context, sandbox.CallRequest) (*sandbox.CallResult, error),
 	lang protocol.Language, input []byte, output func(string, []byte), cl sandbox.CallLimits) (*protocol.EvalOutcome, error) {
 	started := time.Now()
+	// outputBytes holds the value's JSON; the answer around it, or a
+	// script error's (whose message and text the runtime bounds), is
+	// sandboxd's and may take answerEnvelopeBytes more.
+	cl.PluginOutputBytes = cl.OutputBytes + answerEnvelopeBytes
 	res, err := call(ctx, sandbox.CallRequest{Function: evalFunction, Input: input, Limits: cl, Output: output})
 	if err != nil {
 		var se *sandbox.Error
@@ -230,10 +239,13 @@ func evaluate(ctx context.Context, call func(context.Context, sandbox.CallReques
 		return nil, err
 	}
 	usage := res.Usage
-	if res.PluginOutputTruncated {
-		return nil, &sandbox.Error{Kind: sandbox.KindScriptError, Usage: &usage, Output: res.Output,
+	tooLarge := func() error {
+		return &sandbox.Error{Kind: sandbox.KindScriptError, Usage: &usage, Output: res.Output,
 			Message: fmt.Sprintf("the value's JSON is larger than limits.outputBytes (%d bytes)", cl.OutputBytes),
 			Script:  &sandbox.ScriptError{Language: lang}}
+	}
+	if res.PluginOutputTruncated {
+		return nil, tooLarge()
 	}
 	var a guestAnswer
 	if err := json.Unmarshal(res.PluginOutput, &a); err != nil || (a.Error == nil && len(a.Value) == 0) {
@@ -245,6 +257,9 @@ func evaluate(ctx context.Context, call func(context.Context, sandbox.CallReques
 			Message: cut(a.Error.Message, protocol.MaxScriptMessageBytes),
 			Script: &sandbox.ScriptError{Language: lang, Line: max(a.Error.Line, 0), Column: max(a.Error.Column, 0),
 				Text: cut(a.Error.Text, protocol.MaxScriptTextBytes)}}
+	}
+	if uint64(len(a.Value)) > cl.OutputBytes {
+		return nil, tooLarge()
 	}
 	o := &protocol.EvalOutcome{Value: a.Value, Usage: protocol.Usage{FuelConsumed: usage.FuelConsumed, PeakMemoryBytes: usage.PeakMemoryBytes},
 		Elapsed: time.Since(started) - res.Queued, Queued: res.Queued}

@@ -199,6 +199,20 @@ func TestEvalHugeOutput(t *testing.T) {
 	if se := wantKind(t, err, sandbox.KindScriptError); se != nil && !strings.Contains(se.Message, "outputBytes") {
 		t.Errorf("a huge value: %q", se.Message)
 	}
+	// outputBytes is the value's own: the runtime's answer around it is
+	// not counted, so a value of exactly outputBytes passes in every
+	// language, and one byte more is refused.
+	for _, lang := range protocol.Languages() {
+		const small = 8
+		o, err := eval(t, protocol.Eval{Language: lang, Snippet: protocol.Snippet{Code: "input", Input: []byte(`"123456"`)}, Limits: roomy(limits.Limits{OutputBytes: small})})
+		if err != nil || string(o.Value) != `"123456"` {
+			t.Errorf("%s: a value of exactly outputBytes: %s, %v", lang, o.Value, err)
+		}
+		_, err = eval(t, protocol.Eval{Language: lang, Snippet: protocol.Snippet{Code: "input", Input: []byte(`"1234567"`)}, Limits: roomy(limits.Limits{OutputBytes: small})})
+		if se := wantKind(t, err, sandbox.KindScriptError); se != nil && !strings.Contains(se.Message, "larger than limits.outputBytes (8 bytes)") {
+			t.Errorf("%s: a value of outputBytes + 1: %q", lang, se.Message)
+		}
+	}
 }
 
 // TestEvalRefusals: what is wrong with a request is said before any
