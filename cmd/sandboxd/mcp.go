@@ -7,11 +7,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/mcpserver"
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/snippet"
 )
 
 // Exit statuses of `sandboxd mcp`.
@@ -48,13 +52,38 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
-	eng, err := sandbox.NewEngine(shared.engineConfig(def, maxLimits))
+	// Snippets in the languages whose runtime is installed (none: no
+	// snippet tools).
+	dir := snippet.FindDir()
+	var languages []protocol.Language
+	for _, lang := range protocol.Languages() {
+		if _, err := os.Stat(filepath.Join(dir, snippet.RuntimeFile(lang))); err == nil {
+			languages = append(languages, lang)
+		}
+	}
+	engCfg := shared.engineConfig(def, maxLimits)
+	engCfg.MaxRuns += len(languages) * snippet.DefaultSpares // each language's spare holds a run's store
+	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
 	defer eng.Close()
-	srv, err := mcpserver.New(sidecarEngine{eng: eng}, srvOpts)
+	// The runner keeps a started interpreter of each language used, as
+	// the sidecar's does.
+	runner, err := snippet.New(eng, snippet.Config{Dir: dir, Maximums: maxLimits,
+		PruneStale: os.Getenv(snippet.RuntimesEnv) == "", // the runtimes next to the binary are its own
+		Notice:     func(m string) { logger.Info(m) }})
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		return exitMCPFlags
+	}
+	defer runner.Close()
+	mcpEng := mcpEngine{sidecarEngine: sidecarEngine{eng: eng}, runner: runner, languages: languages, maximums: maxLimits}
+	if len(languages) == 0 {
+		logger.Warn("no snippet runtime installed: run_snippet and the session tools are not offered", "dir", dir)
+	}
+	srv, err := mcpserver.New(mcpEng, srvOpts)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
@@ -80,4 +109,26 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitMCPFlags
 	}
 	return exitMCPOK
+}
+
+// mcpEngine is the sidecar's engine with snippets (mcpserver.SnippetEngine).
+type mcpEngine struct {
+	sidecarEngine
+	runner    *snippet.Runner
+	languages []protocol.Language // those with a runtime installed
+	maximums  limits.Limits
+}
+
+func (e mcpEngine) Languages() []protocol.Language { return e.languages }
+
+func (e mcpEngine) EvalDefaults(lang protocol.Language) limits.Limits {
+	l := snippet.Defaults(lang)
+	for _, f := range limits.Fields() {
+		f.Set(&l, min(f.Get(l), f.Get(e.maximums)))
+	}
+	return l
+}
+
+func (e mcpEngine) Eval(ctx context.Context, ev protocol.Eval) (*protocol.EvalOutcome, error) {
+	return e.runner.Eval(ctx, ev)
 }

@@ -135,17 +135,21 @@ func (o Options) withDefaults() (Options, error) {
 // Server serves the tools. It holds no state between calls besides the
 // engine's (its module cache).
 type Server struct {
-	eng   rpc.Engine
-	inst  rpc.InstanceEngine // nil: the engine keeps no instances, no plugin tool
-	opts  Options
-	slots *semaphore.Weighted // run slots, MaxConcurrency
+	eng  rpc.Engine
+	inst rpc.InstanceEngine // nil: the engine keeps no instances, no plugin tool
+	snip SnippetEngine      // nil: the engine evaluates no snippets, no snippet tools
+	// languages are those snip has a runtime for.
+	languages []protocol.Language
+	opts      Options
+	slots     *semaphore.Weighted // run slots, MaxConcurrency
 	// moduleDirs are opts.ModuleDirs cleaned, and again with their
 	// symlinks resolved where that differs (namesModuleDir).
 	moduleDirs []string
 }
 
 // New returns a server of eng's tools; an engine that implements
-// rpc.InstanceEngine gets the plugin tool too.
+// rpc.InstanceEngine gets the plugin tool too, and one that implements
+// SnippetEngine (with a language installed) the snippet tools.
 func New(eng rpc.Engine, opts Options) (*Server, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -153,6 +157,9 @@ func New(eng rpc.Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{eng: eng, opts: opts, slots: semaphore.NewWeighted(int64(opts.MaxConcurrency))}
 	s.inst, _ = eng.(rpc.InstanceEngine)
+	if s.snip, _ = eng.(SnippetEngine); s.snip != nil {
+		s.languages = s.snip.Languages()
+	}
 	for _, d := range opts.ModuleDirs {
 		s.moduleDirs = append(s.moduleDirs, filepath.Clean(d))
 		if real, err := filepath.EvalSymlinks(d); err == nil && real != filepath.Clean(d) {

@@ -20,12 +20,10 @@ import (
 // A tool is one MCP tool: its definition (name, description, input and
 // output schemas) and what a call of it does.
 //
-// Extension point: snippets in a bundled language and sessions (create,
-// evaluate, close), issue 22, are further entries of Server.tools, each
-// a tool whose run reads its arguments from the call (args.go), runs
-// through the engine under the call's limits (Server.limits, withSlot)
-// and answers an outcome: its output type embeds *toolError, so failures
-// come back as every tool's do.
+// Extension point: a new tool is a further entry of Server.tools whose
+// run reads its arguments from the call (args.go), runs through the
+// engine under the call's limits (Server.limits, withSlot) and answers an
+// outcome (a failure: failed, whose output is every tool's error).
 type tool struct {
 	def    *mcp.Tool
 	fields []string // the members its arguments may have
@@ -52,6 +50,9 @@ func (s *Server) tools() []*tool {
 	ts := []*tool{s.wasiTool(), s.exportTool()}
 	if s.inst != nil {
 		ts = append(ts, s.pluginTool())
+	}
+	if len(s.languages) > 0 {
+		ts = append(ts, s.snippetTool())
 	}
 	return ts
 }
@@ -226,11 +227,16 @@ func (s *Server) run(ctx context.Context, src protocol.Source, fn func(mod rpc.M
 	if err != nil {
 		return pathProblem(src, err)
 	}
+	return s.withSlot(ctx, func() error { return fn(mod) })
+}
+
+// withSlot runs fn in a run slot; waiting for one ends with ctx.
+func (s *Server) withSlot(ctx context.Context, fn func() error) error {
 	if err := s.slots.Acquire(ctx, 1); err != nil {
 		return &protocol.Error{Kind: protocol.KindCancelled, Message: "cancelled while waiting for a run slot"}
 	}
 	defer s.slots.Release(1)
-	return fn(mod)
+	return fn()
 }
 
 // pathProblem is a module file the engine would not read (outside the
