@@ -40,7 +40,9 @@ type mcpClient struct {
 
 func startMCP(t *testing.T, version string, args ...string) *mcpClient {
 	t.Helper()
-	return startMCPCommand(t, version, exec.Command(binPath, append([]string{"mcp"}, args...)...))
+	cmd := exec.Command(binPath, append([]string{"mcp"}, args...)...)
+	cmd.Env = append(os.Environ(), "SANDBOXD_RUNTIMES=") // none next to the test's binary: no snippet tools
+	return startMCPCommand(t, version, cmd)
 }
 
 func startMCPCommand(t *testing.T, version string, cmd *exec.Cmd) *mcpClient {

@@ -29,7 +29,7 @@ describe("sandboxd mcp with the TypeScript SDK client", () => {
     const { tools } = await server.client.listTools();
     assert.deepEqual(
       tools.map((t) => t.name),
-      ["call_plugin", "run_export", "run_wasi"],
+      ["call_plugin", "run_export", "run_snippet", "run_wasi"],
     );
     for (const t of tools) {
       assert.equal(t.inputSchema.type, "object");
