@@ -114,7 +114,9 @@ func TestMCPHostileSnippets(t *testing.T) {
 		_, err := c.CallTool(ctx, params)
 		errc <- err
 	}()
-	c.waitProgress(t, func(p *mcp.ProgressNotificationParams) bool { return p.ProgressToken == "spin" && p.Message == "spinning\n" })
+	c.waitProgress(t, func(p *mcp.ProgressNotificationParams) bool {
+		return p.ProgressToken == "spin" && p.Message == "spinning\n"
+	})
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("the cancelled call returned %v", err)
