@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -91,15 +90,13 @@ func (s *Server) handler(serving context.Context, t *tool) mcp.ToolHandler {
 	}
 }
 
-// result is the MCP form of an outcome.
+// result is the MCP form of an outcome. The output is encoded once,
+// with the rest of the result, by the SDK (our own types: they always
+// encode).
 func result(o outcome) *mcp.CallToolResult {
-	body, err := json.Marshal(o.output)
-	if err != nil { // our own types: cannot happen
-		return failure(&toolError{Kind: string(protocol.KindHost), Message: "encoding the result: " + err.Error()})
-	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: o.text}},
-		StructuredContent: json.RawMessage(body),
+		StructuredContent: o.output,
 		IsError:           o.failed,
 	}
 }
