@@ -88,13 +88,43 @@ func decodeMessage(body []byte) (jsonrpc.Message, error) {
 	}
 	resp := &jsonrpc.Response{ID: msgID, Result: raw(result)}
 	if wireErr != nil && string(wireErr) != "null" {
-		var we jsonrpc.Error
-		if err := json.Unmarshal(wireErr, &we); err != nil {
+		we, ok := readWireError(wireErr)
+		if !ok {
 			return nil, errNotJSONRPC
 		}
-		resp.Error = &we
+		resp.Error = we
 	}
 	return resp, nil
+}
+
+// readWireError reads an error object by its exact member names (as the
+// SDK does, where encoding/json would take "Code" for "code").
+func readWireError(v []byte) (*jsonrpc.Error, bool) {
+	if kindOf(v) != "object" {
+		return nil, false
+	}
+	we, ok := &jsonrpc.Error{}, true
+	jsonscan.Members(v, func(key, value []byte) {
+		switch jsonscan.String(key) {
+		case "code":
+			if kindOf(value) == "null" {
+				return
+			}
+			n, err := strconv.ParseInt(string(value), 10, 64)
+			we.Code, ok = n, ok && err == nil
+		case "message":
+			switch kindOf(value) {
+			case "string":
+				we.Message = jsonscan.String(value)
+			case "null":
+			default:
+				ok = false
+			}
+		case "data":
+			we.Data = raw(value)
+		}
+	})
+	return we, ok
 }
 
 // raw is a member's value as the SDK expects it: nil when absent.
