@@ -77,6 +77,7 @@ var sections = []benchSection{
 	{"instwire", instanceWireSection},
 	{"memory", memorySection},
 	{"mcp", mcpSection},
+	{"snippets", snippetSection}, // snippets.go
 }
 
 func main() {

@@ -15,6 +15,10 @@ import (
 // its state. This file holds the languages, an evaluation's result on the
 // wire, and the plain-data shapes the sidecar speaks to its engine in.
 
+// MethodEval evaluates a snippet: one-shot in a fresh interpreter, or in
+// a session (docs/protocol.md, "Snippets").
+const MethodEval = "eval"
+
 // Language names an interpreter runtime.
 type Language string
 
@@ -135,6 +139,36 @@ func EvalResultOf(lang Language, o *EvalOutcome) EvalResult {
 		r.Stdout, r.Stderr, r.OutputTruncated = o.Output.Stdout, o.Output.Stderr, o.Output.Truncated
 	}
 	return r
+}
+
+// EvalParams are the params of `eval` as a client sends them
+// (docs/protocol.md, "Snippets"): Language for a one-shot evaluation, or
+// Instance for one in a session; Input any JSON value (nil: none, the
+// snippet's input is null); Limits by their wire names (in a session only
+// fuel, timeoutMs, logBytes and outputBytes).
+type EvalParams struct {
+	Language Language          `json:"language,omitempty"`
+	Instance string            `json:"instance,omitempty"`
+	Code     string            `json:"code"`
+	Input    json.RawMessage   `json:"input,omitempty"`
+	Limits   map[string]uint64 `json:"limits,omitempty"`
+}
+
+// SessionParams are the params of `instantiate` that make a session.
+type SessionParams struct {
+	Language Language          `json:"language"`
+	Limits   map[string]uint64 `json:"limits,omitempty"` // the run limits; fuel, timeoutMs, logBytes, outputBytes each evaluation's defaults
+}
+
+// SessionResult is the result of `instantiate` with a language: the new
+// session's instance id, and what starting its interpreter consumed.
+type SessionResult struct {
+	Instance        string   `json:"instance"`
+	Language        Language `json:"language"`
+	FuelConsumed    uint64   `json:"fuelConsumed"`
+	PeakMemoryBytes uint64   `json:"peakMemoryBytes"`
+	ElapsedMicros   int64    `json:"elapsedMicros"`
+	QueuedMicros    int64    `json:"queuedMicros"`
 }
 
 // Snippet is what every evaluation has, one-shot or in a session: the

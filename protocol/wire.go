@@ -151,6 +151,9 @@ type ServerCaps struct {
 	Framing       string   `json:"framing"`
 	WASI          []string `json:"wasi"`             // the preview1 functions capabilities.wasi grants
 	Extism        []string `json:"extism,omitempty"` // the extism:host/env functions plugins may import
+	// Languages are the snippet languages whose runtime is installed
+	// (eval; docs/snippets.md).
+	Languages []Language `json:"languages,omitempty"`
 }
 
 // LimitsInfo gives the defaults a run gets and the most it may ask for,

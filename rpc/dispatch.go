@@ -383,7 +383,7 @@ func (s *Server) dispatch(req request) (exit bool) {
 		return s.notification(req.method, req.params)
 	}
 	switch req.method {
-	case MethodRun, MethodCompile, protocol.MethodInstantiate, protocol.MethodCall:
+	case MethodRun, MethodCompile, protocol.MethodInstantiate, protocol.MethodCall, protocol.MethodEval:
 		// admitJob refuses an id in flight
 	default:
 		if s.refuseDuplicateID(req) {
@@ -399,6 +399,8 @@ func (s *Server) dispatch(req request) (exit bool) {
 		s.admit(req)
 	case protocol.MethodInstantiate, protocol.MethodCall, protocol.MethodRelease:
 		s.dispatchInstance(req)
+	case protocol.MethodEval:
+		s.dispatchEval(req) // eval.go
 	case MethodShutdown:
 		s.beginShutdown(req.id)
 	default:
@@ -413,7 +415,7 @@ func (s *Server) dispatch(req request) (exit bool) {
 // requestMethods lists the methods a request may name, for -32601's
 // message (as an unknown field's message lists the fields).
 var requestMethods = strings.Join([]string{MethodInitialize, MethodRun, MethodCompile, protocol.MethodInstantiate,
-	protocol.MethodCall, protocol.MethodRelease, MethodStats, MethodShutdown}, ", ")
+	protocol.MethodCall, protocol.MethodRelease, protocol.MethodEval, MethodStats, MethodShutdown}, ", ")
 
 func (s *Server) countRequest() {
 	s.mu.Lock()

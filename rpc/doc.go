@@ -32,6 +32,10 @@
 //	hostanswer.go       their answers: routed from the reader to the call
 //	                    waiting, ended when unreadable, read by the
 //	                    declaration
+//	eval.go             snippets: the SnippetEngine interface, eval as a
+//	                    job
+//	session.go          sessions: instantiate with a language, eval in
+//	                    one, in the session's line as calls are
 //	encode.go           responses and log notifications as bytes
 //	outbox.go           the output: ordering, back-pressure, the drain
 //	                    deadline
@@ -45,6 +49,7 @@
 //	params_instance.go  instantiate, call and release params
 //	params_wasi.go      capabilities.wasi
 //	params_host.go      hostFunctions and hostCall
+//	params_eval.go      eval params, and instantiate's for a session
 //	errors.go           errors as JSON-RPC error objects
 //	compat.go           the names that moved to package protocol, kept
 //	faults.go           fault injection (build tag sandboxd_faults)

@@ -125,7 +125,7 @@ func TestServerCompile(t *testing.T) {
 	wantError(t, m, rpc.CodeInvalidParams, "function: unknown field")
 	h.request(`4`, "nosuchmethod", nil)
 	m, _ = h.response(`4`)
-	wantError(t, m, rpc.CodeMethodNotFound, `unknown method "nosuchmethod" (methods: initialize, run, compile, instantiate, call, release, stats, shutdown)`)
+	wantError(t, m, rpc.CodeMethodNotFound, `unknown method "nosuchmethod" (methods: initialize, run, compile, instantiate, call, release, eval, stats, shutdown)`)
 }
 
 func TestServerRunErrorKinds(t *testing.T) {

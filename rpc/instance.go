@@ -146,16 +146,24 @@ func (s *Server) takeTurn(j *job) error {
 	if err != nil {
 		return err
 	}
+	if lang := sessionLanguage(in); lang != "" {
+		return paramErr("instance", "%s is a %s session: use eval", protocol.Escape(in.ID()), lang)
+	}
 	if from != "" && s.hosts.waitsFor(from, in.ID()) {
 		return &hostCycleError{instance: in.ID(), hostCall: from}
 	}
 	j.hostCall = from
+	s.enterLine(j, in)
+	return nil
+}
+
+// enterLine takes j's place in the line of in, on the dispatcher.
+func (s *Server) enterLine(j *job, in Instance) {
 	j.inst, j.turn = in, in.Enqueue()
 	s.mu.Lock()
 	s.inLine++
 	j.inLine = true
 	s.mu.Unlock()
-	return nil
 }
 
 // inlineCall says whether a request is a call the reader may run inline
@@ -177,6 +185,10 @@ func (s *Server) prepareInline(j *job, turnErr error) bool {
 // prepareInstantiate decodes and compiles an instantiate, and queues it
 // for a run slot.
 func (s *Server) prepareInstantiate(j *job, raw json.RawMessage) {
+	if sess, err := decodeSessionInstantiate(raw); sess != nil || err != nil {
+		s.prepareSession(j, sess, err) // session.go
+		return
+	}
 	spec, err := decodeInstantiate(raw, s.opts.Defaults, s.opts.Maximums, varLimits{s.opts.DefaultVarBytes, s.opts.MaxVarBytes})
 	if err == nil && j.ctx.Err() != nil {
 		err = cancelledError()
@@ -241,7 +253,7 @@ func (s *Server) prepareCall(j *job, lookupErr error) {
 	defer s.recoverJob(j)
 	defer s.leaveLine(j) // if a panic skipped it
 	if spec := s.decodeCallJob(j, lookupErr); spec != nil {
-		s.awaitTurn(j, spec)
+		s.awaitTurn(j, func(time.Duration) (any, error) { return s.execCall(j, spec) })
 	}
 }
 
@@ -270,7 +282,7 @@ func (s *Server) prepareCallNow(j *job, lookupErr error) (ready bool) {
 		s.goJob(func() {
 			defer s.recoverJob(j)
 			defer s.leaveLine(j)
-			s.awaitTurn(j, spec)
+			s.awaitTurn(j, func(time.Duration) (any, error) { return s.execCall(j, spec) })
 		})
 		return false
 	}
@@ -294,8 +306,9 @@ func (s *Server) decodeCallJob(j *job, lookupErr error) *callSpec {
 	return spec
 }
 
-// awaitTurn waits for the call's turn, or its cancellation, then queues it.
-func (s *Server) awaitTurn(j *job, spec *callSpec) {
+// awaitTurn waits for the job's turn, or its cancellation, then queues
+// it to run exec (a call, or an evaluation in a session).
+func (s *Server) awaitTurn(j *job, exec func(queued time.Duration) (any, error)) {
 	select {
 	case <-j.turn.Ready():
 		s.leaveLine(j)
@@ -304,7 +317,7 @@ func (s *Server) awaitTurn(j *job, spec *callSpec) {
 		s.answerCancelled(j) // the turn is given back, the instance stays open
 		return
 	}
-	j.exec = func(time.Duration) (any, error) { return s.execCall(j, spec) }
+	j.exec = exec
 	s.enqueueRun(j)
 }
 

@@ -42,7 +42,7 @@ func decodeInstantiate(raw json.RawMessage, defaults, max limits.Limits, vars va
 	}
 	m := p.values[instantiateModule]
 	if m == nil {
-		return nil, errModuleRequired
+		return nil, paramErr("module", "required: one of {wat}, {wasm}, {id}, {path} (or language, for a session)")
 	}
 	spec := &instantiateSpec{}
 	var err error

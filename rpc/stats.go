@@ -33,6 +33,7 @@ func (s *Server) initializeResult() *protocol.InitializeResult {
 		MaxQueueBytes:  s.opts.MaxQueueBytes,
 	}
 	s.describeInstances(res)
+	s.describeSnippets(res)
 	if _, ok := s.instances(); ok { // an instance limit, with the run limits
 		res.Limits.Defaults[varBytesField] = s.opts.DefaultVarBytes
 		res.Limits.Maximums[varBytesField] = s.opts.MaxVarBytes

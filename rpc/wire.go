@@ -75,11 +75,13 @@ const (
 	instantiateConfig
 	instantiateHostFunctions
 	instantiateHostCall
+	instantiateLanguage // a session's, instead of module (session.go)
 )
 
 var instantiateShape = newShape("params", []string{instantiateModule: "module",
 	instantiateCapabilities: "capabilities", instantiateLimits: "limits", instantiateConfig: "config",
-	instantiateHostFunctions: protocol.HostFunctionsField, instantiateHostCall: protocol.HostCallField})
+	instantiateHostFunctions: protocol.HostFunctionsField, instantiateHostCall: protocol.HostCallField,
+	instantiateLanguage: "language"})
 
 // call.
 const (
@@ -96,6 +98,18 @@ var callShape = newShape("params", []string{callInstance: "instance", callFuncti
 
 // release.
 const releaseInstance = 0
+
+// eval: language (one-shot) or instance (a session), exclusive.
+const (
+	evalLanguage = iota
+	evalInstance
+	evalCode
+	evalInput
+	evalLimits
+)
+
+var evalShape = newShape("params", []string{evalLanguage: "language", evalInstance: "instance", evalCode: "code",
+	evalInput: "input", evalLimits: "limits"})
 
 var releaseShape = newShape("params", []string{releaseInstance: "instance"})
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -69,13 +70,22 @@ func (r *Runner) Close() error {
 // Load loads lang's runtime: compiles it now if this build has not (make
 // build does this for every language), so that no evaluation waits.
 func (r *Runner) Load(ctx context.Context, lang protocol.Language) error {
+	rt, err := r.runtime(lang)
+	if err != nil {
+		return err
+	}
+	_, err = rt.load(ctx, r)
+	return err
+}
+
+// runtime is lang's runtime, or an error naming the languages.
+func (r *Runner) runtime(lang protocol.Language) (*runtime, error) {
 	rt, ok := r.runtimes[lang]
 	if !ok {
 		_, err := protocol.ParseLanguage(string(lang))
-		return &sandbox.Error{Kind: sandbox.KindHost, Message: "language: " + err.Error()}
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "language: " + err.Error()}
 	}
-	_, err := rt.load(ctx, r)
-	return err
+	return rt, nil
 }
 
 // Eval evaluates e in a fresh interpreter (a spare when one fits) and
@@ -85,10 +95,9 @@ func (r *Runner) Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutco
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
-	rt, ok := r.runtimes[e.Language]
-	if !ok {
-		_, err := protocol.ParseLanguage(string(e.Language))
-		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "language: " + err.Error()}
+	rt, err := r.runtime(e.Language)
+	if err != nil {
+		return nil, err
 	}
 	l, err := resolveLimits(e.Language, e.Limits, r.cfg.Maximums)
 	if err != nil {
@@ -109,7 +118,7 @@ func (r *Runner) Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutco
 		}
 	}
 	defer in.Release()
-	return evaluate(ctx, in, e.Language, input, e.Snippet.Output, callLimits(l))
+	return evaluate(ctx, in.Call, e.Language, input, e.Snippet.Output, callLimits(l))
 }
 
 func (r *Runner) checkOpen() error {
@@ -121,11 +130,30 @@ func (r *Runner) checkOpen() error {
 	return nil
 }
 
-// spareLimits are the limits of lang's spares: an evaluation that sets
-// no store limit of its own.
-func (r *Runner) spareLimits(lang protocol.Language) limits.Limits {
+// Defaults are the limits an evaluation in lang gets for those it leaves
+// out: the language's (Defaults), each lowered to the Runner's maximums.
+func (r *Runner) Defaults(lang protocol.Language) limits.Limits {
 	l, _ := resolveLimits(lang, limits.Limits{}, r.cfg.Maximums)
 	return l
+}
+
+// spareLimits are the limits of lang's spares: an evaluation that sets
+// no store limit of its own.
+func (r *Runner) spareLimits(lang protocol.Language) limits.Limits { return r.Defaults(lang) }
+
+// Installed lists the languages whose runtime file is in the runtimes'
+// directory (loaded or not: a file that is not a runtime fails when
+// first used).
+func (r *Runner) Installed() []protocol.Language {
+	var langs []protocol.Language
+	for _, lang := range protocol.Languages() {
+		if r.runtimes[lang].loaded() != nil {
+			langs = append(langs, lang)
+		} else if st, err := os.Stat(r.runtimes[lang].file); err == nil && st.Mode().IsRegular() {
+			langs = append(langs, lang)
+		}
+	}
+	return langs
 }
 
 // takeSpare returns one of rt's spares if its store fits l (and asks for
@@ -185,12 +213,13 @@ type guestAnswer struct {
 	} `json:"error"`
 }
 
-// evaluate runs one evaluation on in: the runtime's eval called with
-// input under cl, its answer turned into an outcome or a script error.
-func evaluate(ctx context.Context, in *sandbox.Instance, lang protocol.Language, input []byte,
-	output func(string, []byte), cl sandbox.CallLimits) (*protocol.EvalOutcome, error) {
+// evaluate runs one evaluation with call (an instance's Call, or a
+// turn's): the runtime's eval called with input under cl (every field
+// set), its answer turned into an outcome or a script error.
+func evaluate(ctx context.Context, call func(context.Context, sandbox.CallRequest) (*sandbox.CallResult, error),
+	lang protocol.Language, input []byte, output func(string, []byte), cl sandbox.CallLimits) (*protocol.EvalOutcome, error) {
 	started := time.Now()
-	res, err := in.Call(ctx, sandbox.CallRequest{Function: evalFunction, Input: input, Limits: cl, Output: output})
+	res, err := call(ctx, sandbox.CallRequest{Function: evalFunction, Input: input, Limits: cl, Output: output})
 	if err != nil {
 		var se *sandbox.Error
 		if errors.As(err, &se) && se.Kind == sandbox.KindPluginError {

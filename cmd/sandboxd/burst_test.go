@@ -219,12 +219,7 @@ func burstRound(t *testing.T, bin string, args []string, reqs []burstReq, cancel
 	if code, _, killed := s.wait(60 * time.Second); code != 0 || killed {
 		t.Fatalf("exit after shutdown: status %d (killed %v), want 0; stderr:\n%s", code, killed, s.stderr.String())
 	}
-	seen := map[string]int{}
-	for _, m := range s.all() {
-		if m.isResponse() {
-			seen[m.idKey()]++
-		}
-	}
+	seen := s.responsesByID()
 	for id, n := range seen {
 		if n != 1 {
 			t.Errorf("request %s answered %d times", id, n)

@@ -83,6 +83,7 @@ var flagValueHints = map[string][]string{
 	"cache-dir":      {hintDir},
 	"allow-path-dir": {hintDir},
 	"allow-dir":      {hintDir},
+	"runtimes":       {hintDir},
 	"dir":            {hintDir},
 	"framing":        {"content-length", "ndjson"},
 	"log-level":      {"debug", "info", "warn", "error"},

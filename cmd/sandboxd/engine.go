@@ -8,6 +8,7 @@ import (
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/snippet"
 )
 
 // sidecarEngine adapts *sandbox.Engine to rpc.Engine. The sidecar speaks
@@ -16,8 +17,9 @@ import (
 // the two meet, field by field. Errors need no conversion: *sandbox.Error
 // describes itself as a protocol.Outcome.
 type sidecarEngine struct {
-	eng  *sandbox.Engine
-	idle time.Duration // the engine's InstanceIdle, reported by initialize
+	eng      *sandbox.Engine
+	idle     time.Duration   // the engine's InstanceIdle, reported by initialize
+	snippets *snippet.Runner // nil: no snippets (engine_eval.go)
 }
 
 // compiledModule is a *sandbox.Module as the server sees it.

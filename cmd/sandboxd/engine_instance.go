@@ -9,6 +9,7 @@ import (
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/snippet"
 )
 
 // The instance half of sidecarEngine: rpc.InstanceEngine over the
@@ -51,7 +52,7 @@ func (e sidecarEngine) LookupInstance(id string) (rpc.Instance, error) {
 	if err != nil {
 		return nil, e.instanceError(err, "")
 	}
-	return &sidecarInstance{e: e, in: in, info: moduleInfo(in.Module())}, nil
+	return &sidecarInstance{e: e, in: in, info: moduleInfo(in.Module()), session: e.sessionOf(in)}, nil
 }
 
 func (e sidecarEngine) CallOnce(ctx context.Context, mod rpc.Module, req protocol.InstanceRequest, call protocol.Call) (*protocol.CallOutcome, error) {
@@ -139,9 +140,10 @@ func moduleInfo(mod *sandbox.Module) *protocol.ModuleInfo {
 
 // sidecarInstance is a *sandbox.Instance as the server sees it.
 type sidecarInstance struct {
-	e    sidecarEngine
-	in   *sandbox.Instance
-	info *protocol.ModuleInfo
+	e       sidecarEngine
+	in      *sandbox.Instance
+	info    *protocol.ModuleInfo
+	session *snippet.Session // a session's (engine_eval.go), else nil
 }
 
 func (i *sidecarInstance) ID() string                   { return i.in.ID() }

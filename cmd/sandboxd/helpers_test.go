@@ -608,6 +608,17 @@ func (s *rawSidecar) all() []*message {
 	return append([]*message(nil), s.msgs...)
 }
 
+// responsesByID counts the responses read so far by raw id.
+func (s *rawSidecar) responsesByID() map[string]int {
+	seen := map[string]int{}
+	for _, m := range s.all() {
+		if m.isResponse() {
+			seen[m.idKey()]++
+		}
+	}
+	return seen
+}
+
 // statsRaw asks for stats and decodes them.
 func (s *rawSidecar) statsRaw(id string) statsResult {
 	s.t.Helper()

@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/pipewait"
 	"github.com/sandboxd/sandboxd/rpc"
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/snippet"
 )
 
 // Exit statuses of `sandboxd serve`.
@@ -35,6 +36,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	instanceIdle := fs.Duration("instance-idle", sandbox.DefaultInstanceIdle, "an instance without a call for this long is evicted (a Go duration, e.g. 30s, 10m)")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
 	traceFile := fs.String("trace", "", "write a runtime/trace execution trace of the whole session to this file (go tool trace)")
+	runtimes := fs.String("runtimes", "", "the snippet runtimes' directory (default $"+snippet.RuntimesEnv+", else runtimes/ next to the binary)")
 	shared := newSidecarFlags(fs, "any regular file")
 	logOut, logger, status, ok := shared.start("serve", args, stdout, stderr, exitServeNoShutdown)
 	if !ok {
@@ -82,13 +84,20 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
 	engCfg.MaxInstances, engCfg.InstanceIdle = *maxInstances, *instanceIdle
+	engCfg.MaxRuns += snippetConfig(*runtimes, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
 	defer eng.Close()
-	srv, err := rpc.NewServer(sidecarEngine{eng: eng, idle: *instanceIdle}, rpc.Options{
+	snippets, err := newSnippetRunner(eng, *runtimes, maxLimits, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		return exitServeNoShutdown
+	}
+	defer snippets.Close() // before the engine's
+	srv, err := rpc.NewServer(sidecarEngine{eng: eng, idle: *instanceIdle, snippets: snippets}, rpc.Options{
 		Framing: rpc.Framing(*framing), MaxConcurrency: *shared.maxConc, MaxQueue: *shared.maxQueue,
 		MaxMessageBytes: *shared.maxMsg, MaxQueueBytes: *shared.maxQueueBytes, OutputHighWater: *highWater,
 		Defaults: def, Maximums: maxLimits, Logger: logger,

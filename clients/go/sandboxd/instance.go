@@ -194,6 +194,8 @@ func typedError(err error) error {
 		var d protocol.TooManyInstancesData
 		_ = json.Unmarshal(e.Data, &d)
 		return &TooManyInstancesError{Instances: d.Instances, MaxInstances: d.MaxInstances, Err: e}
+	case e.Kind() == string(protocol.KindScriptError):
+		return scriptError(e) // eval.go
 	case e.Kind() == string(protocol.KindPluginError):
 		var d struct {
 			Message         string `json:"message"`
