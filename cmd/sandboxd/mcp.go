@@ -7,13 +7,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/mcpserver"
-	"github.com/sandboxd/sandboxd/limits"
-	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/snippet"
 )
@@ -30,6 +27,9 @@ const (
 func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	maxSessions := fs.Int("max-instances", sandbox.DefaultMaxInstances, "snippet sessions live at once (session_create); more are refused with too_many_sessions")
+	sessionIdle := fs.Duration("instance-idle", sandbox.DefaultInstanceIdle, "a session without an evaluation for this long is closed (a Go duration, e.g. 30s, 10m)")
+	runtimes := fs.String("runtimes", "", "the snippet runtimes' directory (default $"+snippet.RuntimesEnv+", else runtimes/ next to the binary); none installed: no snippet tools")
 	shared := newSidecarFlags(fs, "none: modules come as WAT or base64 only")
 	logOut, logger, status, ok := shared.start("mcp", args, stdout, stderr, exitMCPFlags)
 	if !ok {
@@ -52,38 +52,39 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
-	// Snippets in the languages whose runtime is installed (none: no
-	// snippet tools).
-	dir := snippet.FindDir()
-	var languages []protocol.Language
-	for _, lang := range protocol.Languages() {
-		if _, err := os.Stat(filepath.Join(dir, snippet.RuntimeFile(lang))); err == nil {
-			languages = append(languages, lang)
-		}
+	switch {
+	case *maxSessions < 1:
+		fmt.Fprintln(stderr, "sandboxd mcp: --max-instances: must be >= 1")
+		return exitMCPFlags
+	case *sessionIdle < time.Millisecond:
+		fmt.Fprintf(stderr, "sandboxd mcp: --instance-idle: must be at least 1ms, got %v\n", *sessionIdle)
+		return exitMCPFlags
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
-	engCfg.MaxRuns += len(languages) * snippet.DefaultSpares // each language's spare holds a run's store
+	engCfg.MaxInstances, engCfg.InstanceIdle = *maxSessions, *sessionIdle
+	engCfg.MaxRuns += snippetConfig(*runtimes, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
 	defer eng.Close()
-	// The runner keeps a started interpreter of each language used, as
-	// the sidecar's does.
-	runner, err := snippet.New(eng, snippet.Config{Dir: dir, Maximums: maxLimits,
-		PruneStale: os.Getenv(snippet.RuntimesEnv) == "", // the runtimes next to the binary are its own
-		Notice:     func(m string) { logger.Info(m) }})
+	// Snippets in the languages whose runtime is installed (none: no
+	// snippet tools); sessions are the engine's instances.
+	snippets, err := newSnippetRunner(eng, *runtimes, maxLimits, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
-	defer runner.Close()
-	mcpEng := mcpEngine{sidecarEngine: sidecarEngine{eng: eng}, runner: runner, languages: languages, maximums: maxLimits}
-	if len(languages) == 0 {
+	defer snippets.Close() // before the engine's
+	if len(snippets.Installed()) == 0 {
+		dir := *runtimes
+		if dir == "" {
+			dir = snippet.FindDir()
+		}
 		logger.Warn("no snippet runtime installed: run_snippet and the session tools are not offered", "dir", dir)
 	}
-	srv, err := mcpserver.New(mcpEng, srvOpts)
+	srv, err := mcpserver.New(sidecarEngine{eng: eng, idle: *sessionIdle, snippets: snippets}, srvOpts)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
@@ -109,26 +110,4 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitMCPFlags
 	}
 	return exitMCPOK
-}
-
-// mcpEngine is the sidecar's engine with snippets (mcpserver.SnippetEngine).
-type mcpEngine struct {
-	sidecarEngine
-	runner    *snippet.Runner
-	languages []protocol.Language // those with a runtime installed
-	maximums  limits.Limits
-}
-
-func (e mcpEngine) Languages() []protocol.Language { return e.languages }
-
-func (e mcpEngine) EvalDefaults(lang protocol.Language) limits.Limits {
-	l := snippet.Defaults(lang)
-	for _, f := range limits.Fields() {
-		f.Set(&l, min(f.Get(l), f.Get(e.maximums)))
-	}
-	return l
-}
-
-func (e mcpEngine) Eval(ctx context.Context, ev protocol.Eval) (*protocol.EvalOutcome, error) {
-	return e.runner.Eval(ctx, ev)
 }

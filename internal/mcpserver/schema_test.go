@@ -27,6 +27,7 @@ func TestSchemasAgreeWithTheReader(t *testing.T) {
 		schemas[tl.def.Name] = tl.def.InputSchema
 	}
 	cs := session(t, eng, Options{Maximums: max, ModuleDirs: []string{"/srv"}}, nil)
+	callTool(t, cs, "session_create", map[string]any{"language": "js"}) // inst-1
 	const (
 		both     = iota // accepted by both
 		neither         // refused by both
@@ -105,6 +106,17 @@ func TestSchemasAgreeWithTheReader(t *testing.T) {
 		{"run_snippet", `{"language": "js", "code": "1", "limits": {"fuel": 1001}}`, neither},
 		{"run_snippet", `{"language": "js", "code": "1", "limits": {"varBytes": 5}}`, neither},
 		{"run_snippet", `{"language": "js", "code": "1", "module": {"wat": "(module)"}}`, neither},
+
+		{"session_create", `{"language": "js", "limits": {"memoryBytes": 1000, "fuel": 1000}}`, both},
+		{"session_create", `{"language": "js", "code": "1"}`, neither},
+		{"session_create", `{"limits": {}}`, neither},
+		{"session_eval", `{"session": "inst-1", "code": "1", "input": [1], "limits": {"fuel": 1000, "timeoutMs": 5, "logBytes": 1, "outputBytes": 1}}`, both},
+		{"session_eval", `{"session": "inst-1", "code": "1", "limits": {"memoryBytes": 1000}}`, neither},
+		{"session_eval", `{"session": "inst-1"}`, neither},
+		{"session_eval", `{"code": "1"}`, neither},
+		{"session_eval", `{"session": 1, "code": "1"}`, neither},
+		{"session_close", `{"session": 1}`, neither},
+		{"session_close", `{}`, neither},
 	} {
 		var args map[string]any
 		if err := json.Unmarshal([]byte(tc.args), &args); err != nil {

@@ -137,7 +137,7 @@ func (o Options) withDefaults() (Options, error) {
 type Server struct {
 	eng  rpc.Engine
 	inst rpc.InstanceEngine // nil: the engine keeps no instances, no plugin tool
-	snip SnippetEngine      // nil: the engine evaluates no snippets, no snippet tools
+	snip rpc.SnippetEngine  // nil: the engine evaluates no snippets, no snippet tools
 	// languages are those snip has a runtime for.
 	languages []protocol.Language
 	opts      Options
@@ -149,7 +149,8 @@ type Server struct {
 
 // New returns a server of eng's tools; an engine that implements
 // rpc.InstanceEngine gets the plugin tool too, and one that implements
-// SnippetEngine (with a language installed) the snippet tools.
+// rpc.SnippetEngine (with a language installed) run_snippet, and the
+// session tools if it keeps instances too.
 func New(eng rpc.Engine, opts Options) (*Server, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -157,7 +158,7 @@ func New(eng rpc.Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{eng: eng, opts: opts, slots: semaphore.NewWeighted(int64(opts.MaxConcurrency))}
 	s.inst, _ = eng.(rpc.InstanceEngine)
-	if s.snip, _ = eng.(SnippetEngine); s.snip != nil {
+	if s.snip, _ = eng.(rpc.SnippetEngine); s.snip != nil {
 		s.languages = s.snip.Languages()
 	}
 	for _, d := range opts.ModuleDirs {

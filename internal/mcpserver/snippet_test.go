@@ -25,12 +25,15 @@ type snippetEngine struct {
 	*engine
 	started chan string
 
-	mu    sync.Mutex
-	evals []protocol.Eval
+	mu       sync.Mutex
+	evals    []protocol.Eval
+	sessions map[string]*fakeSession // live (session_test.go)
+	made     []*fakeSession
+	closed   map[string]string // id: why
 }
 
 func newSnippetEngine() *snippetEngine {
-	return &snippetEngine{engine: newEngine(), started: make(chan string, 10)}
+	return &snippetEngine{engine: newEngine(), started: make(chan string, 10), sessions: map[string]*fakeSession{}, closed: map[string]string{}}
 }
 
 func (e *snippetEngine) Languages() []protocol.Language {

@@ -19,22 +19,6 @@ import (
 // stderr; a snippet that fails in its own language is a script_error with
 // the line and column.
 
-// SnippetEngine is implemented by an engine that evaluates snippets
-// (cmd/sandboxd adapts snippet.Runner to it): such an engine gets the
-// snippet tools.
-type SnippetEngine interface {
-	// Languages are the languages whose runtime is installed; none: no
-	// snippet tools.
-	Languages() []protocol.Language
-	// EvalDefaults are lang's limits where a call sets none (the
-	// language's defaults, lowered to the maximums).
-	EvalDefaults(lang protocol.Language) limits.Limits
-	// Eval evaluates e in a fresh interpreter. A zero limit takes lang's
-	// default. A snippet's own failure is an outcome of kind
-	// script_error; a fence's, its kind, as for any run.
-	Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutcome, error)
-}
-
 var snippetFields = []string{"language", "code", "input", "limits"}
 
 // snippetOutput is the structured output of an evaluation that returned

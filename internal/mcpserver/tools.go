@@ -52,6 +52,9 @@ func (s *Server) tools() []*tool {
 	}
 	if len(s.languages) > 0 {
 		ts = append(ts, s.snippetTool())
+		if s.inst != nil {
+			ts = append(ts, s.sessionTools()...)
+		}
 	}
 	return ts
 }
@@ -164,6 +167,9 @@ func (s *Server) errorOf(err error) (*toolError, *protocol.WASIOutput) {
 	var ie *inputError
 	if errors.As(err, &ie) {
 		return invalid(ie), nil
+	}
+	if te, ok := sessionError(err); ok {
+		return te, nil
 	}
 	var pe *rpc.ParamError // a grant the engine refused
 	if errors.As(err, &pe) {
