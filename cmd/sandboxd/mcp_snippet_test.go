@@ -127,3 +127,77 @@ func TestMCPHostileSnippets(t *testing.T) {
 		t.Errorf("after the cancel: %v", out)
 	}
 }
+
+// A session keeps its state from one evaluation to the next; a script
+// error leaves it usable, a fence closes it; a closed session's calls are
+// session_closed; past --max-instances, too_many_sessions.
+func TestMCPSessions(t *testing.T) {
+	c := startSnippetMCP(t, "--max-instances", "2")
+	res, out := c.call(t, "session_create", map[string]any{"language": "js"})
+	if kindOf(t, res, out) != "" || out["language"] != "js" {
+		t.Fatalf("session_create: %v", out)
+	}
+	js := out["session"].(string)
+	eval := func(session, code string, limits map[string]any) (*mcp.CallToolResult, map[string]any) {
+		args := map[string]any{"session": session, "code": code}
+		if limits != nil {
+			args["limits"] = limits
+		}
+		return c.call(t, "session_eval", args)
+	}
+	if res, out := eval(js, "var n = 40; function add(x) { return n + x }", nil); kindOf(t, res, out) != "" {
+		t.Fatalf("define: %v", out)
+	}
+	if res, out := eval(js, "add(2)", nil); kindOf(t, res, out) != "" || out["value"] != float64(42) {
+		t.Errorf("the state: %v", out)
+	}
+	if res, out := eval(js, "throw new Error('boom')", nil); kindOf(t, res, out) != "script_error" {
+		t.Errorf("a script error: %v", out)
+	}
+	if res, out := eval(js, "n += 1; add(1)", nil); kindOf(t, res, out) != "" || out["value"] != float64(42) {
+		t.Errorf("after the script error: %v", out)
+	}
+
+	res, out = c.call(t, "session_create", map[string]any{"language": "lua"})
+	lua, _ := out["session"].(string)
+	if kindOf(t, res, out) != "" {
+		t.Fatalf("a second session: %v", out)
+	}
+	if res, out := c.call(t, "session_create", map[string]any{"language": "starlark"}); kindOf(t, res, out) != "too_many_sessions" {
+		t.Errorf("a third session past --max-instances 2: %v", out)
+	}
+
+	// A fence closes the session, and says so.
+	res, out = eval(lua, "while true do end", map[string]any{"timeoutMs": 100})
+	if kindOf(t, res, out) != "timeout" {
+		t.Fatalf("the loop: %v", out)
+	}
+	if data, _ := out["error"].(map[string]any)["data"].(map[string]any); data["instanceClosed"] != true {
+		t.Errorf("the fence's data %v: want instanceClosed", data)
+	}
+	if res, out := eval(lua, "return 1", nil); kindOf(t, res, out) != "session_closed" {
+		t.Errorf("after the fence: %v", out)
+	}
+
+	if res, out := c.call(t, "session_close", map[string]any{"session": js}); kindOf(t, res, out) != "" || out["session"] != js {
+		t.Errorf("session_close: %v", out)
+	}
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"session_eval", map[string]any{"session": js, "code": "add(1)"}},
+		{"session_close", map[string]any{"session": js}},
+	} {
+		res, out := c.call(t, tc.tool, tc.args)
+		if kindOf(t, res, out) != "session_closed" || !strings.Contains(text(res), "is closed: released") {
+			t.Errorf("%s of a closed session: %v", tc.tool, out)
+		}
+	}
+	// The sessions' slots are free again: two new ones fit.
+	for _, lang := range []string{"starlark", "js"} {
+		if res, out := c.call(t, "session_create", map[string]any{"language": lang}); kindOf(t, res, out) != "" {
+			t.Errorf("a new %s session: %v", lang, out)
+		}
+	}
+}

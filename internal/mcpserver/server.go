@@ -176,7 +176,7 @@ func New(eng rpc.Engine, opts Options) (*Server, error) {
 func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sandboxd", Title: "sandboxd", Version: s.opts.Version},
 		&mcp.ServerOptions{
-			Instructions: instructions,
+			Instructions: s.instructions(),
 			Logger:       slog.New(atLeast{s.opts.Logger.Handler(), slog.LevelWarn}),
 			// tools only, and the list never changes
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
@@ -213,9 +213,17 @@ func (a atLeast) WithGroup(name string) slog.Handler {
 	return atLeast{a.Handler.WithGroup(name), a.min}
 }
 
-const instructions = `sandboxd runs untrusted WebAssembly under fuel, wall-clock and memory fences. ` +
-	`run_wasi runs a WASI preview1 program (its argv, env, stdin and in-memory files are yours to give; ` +
-	`its stdout, stderr and exit code come back); run_export calls one exported function of a wasm module ` +
-	`given as WAT text or base64; call_plugin calls an Extism plugin function with input bytes. ` +
-	`Each call may ask for limits below the operator's maximums (see each tool's limits). ` +
-	`Failures come back as results with isError and error.kind (fuel_exhausted, timeout, memory_limit_exceeded, trap, ...).`
+// instructions are the server's instructions to the client's model.
+func (s *Server) instructions() string {
+	text := `sandboxd runs untrusted WebAssembly under fuel, wall-clock and memory fences. ` +
+		`run_wasi runs a WASI preview1 program (its argv, env, stdin and in-memory files are yours to give; ` +
+		`its stdout, stderr and exit code come back); run_export calls one exported function of a wasm module ` +
+		`given as WAT text or base64; call_plugin calls an Extism plugin function with input bytes. `
+	if len(s.languages) > 0 {
+		text += `run_snippet evaluates a snippet of ` + s.languagesText() + ` in a fresh interpreter and returns its value ` +
+			`as JSON; session_create, session_eval and session_close keep an interpreter's state between snippets. `
+	}
+	return text + `Each call may ask for limits below the operator's maximums (see each tool's limits). ` +
+		`Failures come back as results with isError and error.kind (fuel_exhausted, timeout, memory_limit_exceeded, trap, ` +
+		`script_error, ...).`
+}

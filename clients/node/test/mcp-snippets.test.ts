@@ -2,7 +2,8 @@
 // values, input and output of JavaScript, Lua and Starlark (the SDK
 // validates every structured output against the tool's output schema,
 // listed first), a script error's position, hostile snippets ending in
-// their fence as tool errors, and a cancelled snippet that stops.
+// their fence as tool errors, a cancelled snippet that stops, and
+// sessions: state kept, closed by a fence or by session_close.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
@@ -86,5 +87,33 @@ describe("sandboxd mcp snippets with the TypeScript SDK client", () => {
     await assert.rejects(call, /abort/i);
     const res = await server.client.callTool({ name: "run_snippet", arguments: { language: "lua", code: "return 'after'" } });
     assert.equal(structured(res as never)["value"], "after");
+  });
+
+  it("a session keeps its state; a fence or session_close closes it", async () => {
+    const call = async (name: string, args: Record<string, unknown>) => {
+      const res = await server.client.callTool({ name, arguments: args });
+      return { kind: kindOf(res as never), out: structured(res as never), text: textOf(res as never) };
+    };
+    const created = await call("session_create", { language: "starlark" });
+    assert.equal(created.kind, "", JSON.stringify(created));
+    const session = created.out["session"] as string;
+    assert.equal((await call("session_eval", { session, code: "def double(x):\n    return 2 * x\n" })).kind, "");
+    let r = await call("session_eval", { session, code: "double(input)", input: 21 });
+    assert.equal(r.out["value"], 42, JSON.stringify(r));
+    r = await call("session_eval", { session, code: "undefined_name" });
+    assert.equal(r.kind, "script_error");
+    r = await call("session_eval", { session, code: "double(4)" });
+    assert.equal(r.out["value"], 8, "a script error leaves the session usable");
+    r = await call("session_close", { session });
+    assert.deepEqual([r.kind, r.out["session"]], ["", session]);
+    r = await call("session_eval", { session, code: "double(4)" });
+    assert.equal(r.kind, "session_closed");
+    assert.match(r.text, /is closed: released/);
+
+    const js = (await call("session_create", { language: "js" })).out["session"] as string;
+    r = await call("session_eval", { session: js, code: "while (true) {}", limits: { timeoutMs: 100 } });
+    assert.equal(r.kind, "timeout");
+    assert.equal((r.out["error"] as { data: Record<string, unknown> }).data["instanceClosed"], true);
+    assert.equal((await call("session_eval", { session: js, code: "1" })).kind, "session_closed");
   });
 });
