@@ -77,7 +77,7 @@ func (s *Server) sessionTools() []*tool {
 				" Close it with session_close when done.",
 			InputSchema: objectSchema([]string{"language"},
 				"language", s.languageSchema(),
-				"limits", s.snippetLimitsSchema(limitFields()),
+				"limits", s.snippetLimitsSchema(limitFields(), false),
 			),
 			OutputSchema: output([]any{
 				"session", typed("string", "the session's id, for session_eval and session_close"),
@@ -99,7 +99,7 @@ func (s *Server) sessionTools() []*tool {
 				"session", typed("string", "the id session_create returned"),
 				"code", typed("string", "the snippet"),
 				"input", &jsonschema.Schema{Description: "any JSON value (nested at most 1,000 levels): the snippet's global input; default null"},
-				"limits", s.snippetLimitsSchema(sessionCallLimits),
+				"limits", s.snippetLimitsSchema(sessionCallLimits, true),
 			),
 			OutputSchema: s.snippetOutputSchema(),
 			Annotations:  annotations(true),

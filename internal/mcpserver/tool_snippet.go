@@ -172,7 +172,7 @@ func (s *Server) snippetInputSchema() *jsonschema.Schema {
 		"language", s.languageSchema(),
 		"code", typed("string", "the snippet"),
 		"input", &jsonschema.Schema{Description: "any JSON value (nested at most 1,000 levels): the snippet's global input; default null"},
-		"limits", s.snippetLimitsSchema(limitFields()),
+		"limits", s.snippetLimitsSchema(limitFields(), false),
 	)
 }
 
@@ -187,8 +187,9 @@ func (s *Server) snippetOutputSchema() *jsonschema.Schema {
 }
 
 // snippetLimitsSchema lists the limits names an evaluation may set, with
-// each language's default and the operator's maximum.
-func (s *Server) snippetLimitsSchema(names []string) *jsonschema.Schema {
+// each language's default and the operator's maximum; inSession: the
+// defaults are the session's.
+func (s *Server) snippetLimitsSchema(names []string, inSession bool) *jsonschema.Schema {
 	var props []any
 	for _, f := range limits.Fields() {
 		if !slices.Contains(names, f.Name) {
@@ -205,11 +206,17 @@ func (s *Server) snippetLimitsSchema(names []string) *jsonschema.Schema {
 		if same && len(s.languages) > 0 {
 			def = fmt.Sprint(f.Get(s.snip.EvalDefaults(s.languages[0])))
 		}
+		if inSession {
+			def = "the session's"
+		}
 		most := f.Get(s.opts.Maximums)
 		props = append(props, f.Name, &jsonschema.Schema{Type: "integer", Minimum: jsonschema.Ptr(1.0), Maximum: jsonschema.Ptr(float64(most)),
 			Description: fmt.Sprintf("%s; default %s, at most %d", limitNotes[f.Name], def, most)})
 	}
 	l := objectSchema(nil, props...)
 	l.Description = "fences of this evaluation; each defaults to the language's default (the memory cap counts the interpreter) and may not pass the operator's maximum"
+	if inSession {
+		l.Description = "fences of this evaluation; each defaults to the session's (its session_create limits) and may not pass the operator's maximum"
+	}
 	return l
 }
