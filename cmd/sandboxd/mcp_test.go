@@ -121,6 +121,23 @@ func kindOf(t *testing.T, res *mcp.CallToolResult, out map[string]any) string {
 	return fmt.Sprint(e["kind"])
 }
 
+// toolNames lists the tools, each checked to have its schemas.
+func (c *mcpClient) toolNames(t *testing.T) []string {
+	t.Helper()
+	tools, err := c.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.OutputSchema == nil || tl.InputSchema == nil {
+			t.Errorf("%s has no schemas", tl.Name)
+		}
+	}
+	return names
+}
+
 // text is a result's text content.
 func text(res *mcp.CallToolResult) string {
 	if len(res.Content) == 0 {
@@ -177,17 +194,7 @@ func TestMCPEveryToolEndToEnd(t *testing.T) {
 	for _, version := range mcpVersions {
 		t.Run("version="+version, func(t *testing.T) {
 			c := startMCP(t, version, "--allow-path-dir", wasi)
-			tools, err := c.ListTools(context.Background(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, tl := range tools.Tools {
-				names = append(names, tl.Name)
-				if tl.OutputSchema == nil || tl.InputSchema == nil {
-					t.Errorf("%s has no schemas", tl.Name)
-				}
-			}
+			names := c.toolNames(t)
 			if strings.Join(names, " ") != "call_plugin run_export run_wasi" {
 				t.Errorf("tools %v", names)
 			}
