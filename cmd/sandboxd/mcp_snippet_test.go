@@ -28,7 +28,7 @@ func startSnippetMCP(t *testing.T, args ...string) *mcpClient {
 
 func TestMCPSnippets(t *testing.T) {
 	c := startSnippetMCP(t)
-	if names := strings.Join(c.toolNames(t), " "); !strings.Contains(names, "run_snippet session_close session_create session_eval") {
+	if names := strings.Join(c.toolNames(t), " "); names != "call_plugin run_export run_snippet run_wasi session_close session_create session_eval" {
 		t.Fatalf("tools %v", names)
 	}
 	for _, tc := range []struct {
