@@ -15,8 +15,9 @@ import (
 // runtimes make build compiled next to the binary: a warm one-shot
 // snippet `1+1` per language (a fresh interpreter each time: the
 // sidecar's spare), an evaluation in a session against a warm plugin
-// call of testdata/plugins/go greet on the same sidecar, and the first
-// snippet after the sidecar starts (spawn to answer).
+// call of testdata/plugins/go greet on the same sidecar, in alternating
+// blocks, and the first snippet after the sidecar starts (spawn to
+// answer).
 func snippetSection(env *Env) []Row {
 	const section = "17 snippets"
 	runtimes := filepath.Join(filepath.Dir(env.Binary), "runtimes")
@@ -83,22 +84,26 @@ func snippetSection(env *Env) []Row {
 			rows = append(rows, naRow(section, fmt.Sprintf("session eval (%s)", lang), err.Error()))
 			continue
 		}
-		inSession := func() (time.Duration, error) {
-			t := time.Now()
-			_, err := sess.Eval(ctx, "1+1", sandboxd.SessionEvalOptions{})
-			return time.Since(t), err
-		}
-		s, err = timed(inSession)
+		// In alternating blocks with the call (interleave.go): the ratio
+		// is the median of the blocks'.
+		pair, err := interleave(env.floorBlocks(), 20, 2, n,
+			timedBlock(func() error {
+				_, err := plugin.Call(ctx, "greet", sandboxd.CallOptions{Input: []byte("bench")})
+				return err
+			}),
+			timedBlock(func() error {
+				_, err := sess.Eval(ctx, "1+1", sandboxd.SessionEvalOptions{})
+				return err
+			}))
 		_ = sess.Close(ctx)
 		if err != nil {
 			rows = append(rows, naRow(section, fmt.Sprintf("session eval (%s)", lang), err.Error()))
 			continue
 		}
-		p50 = s.P50()
-		r := ratio(float64(p50), float64(call))
+		r := pair.Ratio()
 		rows = append(rows, Row{Section: section, Measurement: fmt.Sprintf("eval 1+1 in a session (%s) vs a warm plugin call, p50", lang),
-			Value: fmtDur(p50), Floor: "plugin call " + fmtDur(call), Ratio: r, RatioText: formatRatio(r), Target: "≤ 2×",
-			Verdict: judge(r <= 2), Raw: map[string]float64{"p50_us": us(p50), "call_us": us(call)}})
+			Value: fmtDur(pair.Subject.P50()), Floor: "plugin call " + fmtDur(pair.Floor.P50()), Ratio: r, RatioText: formatRatio(r), Target: "≤ 2×",
+			Verdict: judge(r <= 2), Note: pair.Spread(), Raw: pair.Raw()})
 	}
 	_ = plugin.Release(ctx)
 	if len(rows) == 0 {

@@ -42,7 +42,9 @@ func (s *Server) snippets() (SnippetEngine, bool) {
 
 // dispatchEval handles eval on the dispatcher: admitted, an evaluation
 // in a session takes its turn in the session's line (session.go), then
-// it is prepared in a goroutine of its own.
+// it is prepared in a goroutine of its own. (A small eval read when
+// nothing else is in flight is run by the reader instead, as a run is:
+// runInline, prepareEvalNow.)
 func (s *Server) dispatchEval(req request) {
 	if _, ok := s.snippets(); !ok {
 		s.reply(req.id, nil, protocolError(CodeMethodNotFound, "unknown method %s: this engine runs no snippets", protocol.Quote(req.method)))
@@ -52,42 +54,49 @@ func (s *Server) dispatchEval(req request) {
 	if j == nil {
 		return // refused and answered
 	}
-	var p members
-	var turnErr error
-	if evalShape.read(j.params, &p) == nil { // else decodeEval says why
-		turnErr = s.takeSessionTurn(j, &p)
-	}
-	s.goJob(func() { s.prepareEval(j, turnErr) })
+	turnErr := s.takeTurn(j)
+	s.goJob(func() {
+		defer s.recoverJob(j)
+		if s.prepareEvalNow(j, turnErr) { // leaves the line, whatever happens
+			s.enqueueRun(j)
+		}
+	})
 }
 
-// prepareEval decodes an eval (or answers it: bad params, or turnErr,
-// what takeSessionTurn found) and queues it for a run slot: a one-shot
-// one at once, one in a session when its turn comes.
-func (s *Server) prepareEval(j *job, turnErr error) {
-	defer s.recoverJob(j)
-	defer s.leaveLine(j) // if a panic skipped it
+// prepareEvalNow decodes an eval (or answers it: bad params, or turnErr,
+// what takeTurn found). ready: the caller queues or runs it, a one-shot
+// evaluation at once, one in a session when its turn has come; otherwise
+// it was answered, or the wait for its turn goes on in a goroutine of its
+// own, which queues it.
+func (s *Server) prepareEvalNow(j *job, turnErr error) (ready bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ready = false
+			s.leaveLine(j)
+			s.answerPanic(j, p)
+		}
+	}()
 	raw := j.params
 	j.params = nil
-	se, _ := s.snippets()
 	spec, err := decodeEval(raw)
 	if err == nil {
 		err = turnErr
 	}
 	if err == nil && spec.instance != "" {
-		s.prepareSessionEval(j, spec)
-		return
+		return s.prepareSessionEval(j, spec) // session.go
 	}
 	var l limits.Limits
 	if err == nil {
+		se, _ := s.snippets()
 		l, err = spec.evalLimits(se.EvalDefaults(spec.language), s.opts.Maximums)
 	}
 	if err != nil {
 		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err))
-		return
+		return false
 	}
 	j.exec = func(queued time.Duration) (any, error) { return s.execEval(j, spec, l, queued) }
-	s.enqueueRun(j)
+	return true
 }
 
 // execEval runs a one-shot evaluation in its run slot.

@@ -127,6 +127,9 @@ func (s *Server) dispatchInstance(req request) {
 // Other jobs have no turn to take. What goes wrong is answered later, by
 // whoever prepares the call.
 func (s *Server) takeTurn(j *job) error {
+	if j.method == protocol.MethodEval {
+		return s.takeEvalTurn(j) // session.go
+	}
 	ie, ok := s.instances()
 	if !ok || j.method != protocol.MethodCall {
 		return nil
@@ -166,18 +169,25 @@ func (s *Server) enterLine(j *job, in Instance) {
 	s.mu.Unlock()
 }
 
-// inlineCall says whether a request is a call the reader may run inline
+// inlineCall says whether a request is a call or an eval the reader may run inline
 // (runInline), as it does small runs.
 func (s *Server) inlineCall(req request) bool {
+	if req.method == protocol.MethodEval {
+		_, ok := s.snippets()
+		return ok
+	}
 	_, ok := s.instances()
 	return ok && req.method == protocol.MethodCall
 }
 
 // prepareInline prepares a job the reader runs inline: a run, or a call
-// whose turn takeTurn took (turnErr is what it returned).
+// or an eval whose turn takeTurn took (turnErr is what it returned).
 func (s *Server) prepareInline(j *job, turnErr error) bool {
-	if j.method == protocol.MethodCall {
+	switch j.method {
+	case protocol.MethodCall:
 		return s.prepareCallNow(j, turnErr)
+	case protocol.MethodEval:
+		return s.prepareEvalNow(j, turnErr) // eval.go
 	}
 	return s.prepareRun(j)
 }

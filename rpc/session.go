@@ -65,11 +65,15 @@ func (s *Server) prepareSession(j *job, spec *sessionSpec, err error) {
 	s.enqueueRun(j)
 }
 
-// takeSessionTurn looks up the session an eval names (the instance
-// member of p) and takes the evaluation's place in its line, on the
-// dispatcher. Other evals take none. What goes wrong is answered by the
-// prepare goroutine.
-func (s *Server) takeSessionTurn(j *job, p *members) error {
+// takeEvalTurn looks up the session an eval names and takes the
+// evaluation's place in its line, where the eval was read (takeTurn).
+// Other evals take none. What goes wrong is answered by whoever prepares
+// the eval.
+func (s *Server) takeEvalTurn(j *job) error {
+	var p members
+	if evalShape.read(j.params, &p) != nil {
+		return nil // decodeEval says why
+	}
 	raw := p.values[evalInstance]
 	if raw == nil || p.values[evalLanguage] != nil {
 		return nil // one-shot, or refused when decoded
@@ -93,16 +97,30 @@ func (s *Server) takeSessionTurn(j *job, p *members) error {
 	return nil
 }
 
-// prepareSessionEval reads an evaluation's limits in a session, waits for
-// its turn and queues it.
-func (s *Server) prepareSessionEval(j *job, spec *evalSpec) {
+// prepareSessionEval reads an evaluation's limits in a session. ready:
+// its turn has come (prepareEvalNow); otherwise it was answered, or a
+// goroutine waits for the turn and queues it.
+func (s *Server) prepareSessionEval(j *job, spec *evalSpec) (ready bool) {
 	cl, err := spec.sessionEvalLimits(s.opts.Defaults, s.opts.Maximums)
 	if err != nil {
 		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err)) // the turn is given back
-		return
+		return false
 	}
-	s.awaitTurn(j, func(time.Duration) (any, error) { return s.execSessionEval(j, spec, cl) })
+	exec := func(time.Duration) (any, error) { return s.execSessionEval(j, spec, cl) }
+	select {
+	case <-j.turn.Ready():
+		s.leaveLine(j)
+		j.exec = exec
+		return true
+	default:
+		s.goJob(func() {
+			defer s.recoverJob(j)
+			defer s.leaveLine(j)
+			s.awaitTurn(j, exec)
+		})
+		return false
+	}
 }
 
 // execSessionEval runs an evaluation in a session, on its turn, in a run
