@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/internal/mcpserver"
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/snippet"
 )
 
 // Exit statuses of `sandboxd mcp`.
@@ -26,6 +27,9 @@ const (
 func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	maxSessions := fs.Int("max-instances", sandbox.DefaultMaxInstances, "snippet sessions live at once (session_create); more are refused with too_many_sessions")
+	sessionIdle := fs.Duration("instance-idle", sandbox.DefaultInstanceIdle, "a session without an evaluation for this long is closed (a Go duration, e.g. 30s, 10m)")
+	runtimes := fs.String("runtimes", "", "the snippet runtimes' directory (default $"+snippet.RuntimesEnv+", else runtimes/ next to the binary); none installed: no snippet tools")
 	shared := newSidecarFlags(fs, "none: modules come as WAT or base64 only")
 	logOut, logger, status, ok := shared.start("mcp", args, stdout, stderr, exitMCPFlags)
 	if !ok {
@@ -48,13 +52,39 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
-	eng, err := sandbox.NewEngine(shared.engineConfig(def, maxLimits))
+	switch {
+	case *maxSessions < 1:
+		fmt.Fprintln(stderr, "sandboxd mcp: --max-instances: must be >= 1")
+		return exitMCPFlags
+	case *sessionIdle < time.Millisecond:
+		fmt.Fprintf(stderr, "sandboxd mcp: --instance-idle: must be at least 1ms, got %v\n", *sessionIdle)
+		return exitMCPFlags
+	}
+	engCfg := shared.engineConfig(def, maxLimits)
+	engCfg.MaxInstances, engCfg.InstanceIdle = *maxSessions, *sessionIdle
+	engCfg.MaxRuns += snippetConfig(*runtimes, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
+	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
 	defer eng.Close()
-	srv, err := mcpserver.New(sidecarEngine{eng: eng}, srvOpts)
+	// Snippets in the languages whose runtime is installed (none: no
+	// snippet tools); sessions are the engine's instances.
+	snippets, err := newSnippetRunner(eng, *runtimes, maxLimits, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		return exitMCPFlags
+	}
+	defer snippets.Close() // before the engine's
+	if len(snippets.Installed()) == 0 {
+		dir := *runtimes
+		if dir == "" {
+			dir = snippet.FindDir()
+		}
+		logger.Warn("no snippet runtime installed: run_snippet and the session tools are not offered", "dir", dir)
+	}
+	srv, err := mcpserver.New(sidecarEngine{eng: eng, idle: *sessionIdle, snippets: snippets}, srvOpts)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags

@@ -40,7 +40,9 @@ type mcpClient struct {
 
 func startMCP(t *testing.T, version string, args ...string) *mcpClient {
 	t.Helper()
-	return startMCPCommand(t, version, exec.Command(binPath, append([]string{"mcp"}, args...)...))
+	cmd := exec.Command(binPath, append([]string{"mcp"}, args...)...)
+	cmd.Env = append(os.Environ(), "SANDBOXD_RUNTIMES=") // none next to the test's binary: no snippet tools
+	return startMCPCommand(t, version, cmd)
 }
 
 func startMCPCommand(t *testing.T, version string, cmd *exec.Cmd) *mcpClient {
@@ -119,6 +121,23 @@ func kindOf(t *testing.T, res *mcp.CallToolResult, out map[string]any) string {
 	return fmt.Sprint(e["kind"])
 }
 
+// toolNames lists the tools, each checked to have its schemas.
+func (c *mcpClient) toolNames(t *testing.T) []string {
+	t.Helper()
+	tools, err := c.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.OutputSchema == nil || tl.InputSchema == nil {
+			t.Errorf("%s has no schemas", tl.Name)
+		}
+	}
+	return names
+}
+
 // text is a result's text content.
 func text(res *mcp.CallToolResult) string {
 	if len(res.Content) == 0 {
@@ -175,17 +194,7 @@ func TestMCPEveryToolEndToEnd(t *testing.T) {
 	for _, version := range mcpVersions {
 		t.Run("version="+version, func(t *testing.T) {
 			c := startMCP(t, version, "--allow-path-dir", wasi)
-			tools, err := c.ListTools(context.Background(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, tl := range tools.Tools {
-				names = append(names, tl.Name)
-				if tl.OutputSchema == nil || tl.InputSchema == nil {
-					t.Errorf("%s has no schemas", tl.Name)
-				}
-			}
+			names := c.toolNames(t)
 			if strings.Join(names, " ") != "call_plugin run_export run_wasi" {
 				t.Errorf("tools %v", names)
 			}

@@ -23,3 +23,21 @@ func BenchmarkToolCall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPing is a ping's round trip: what a message costs in the SDK
+// and the transport before any tool runs, BenchmarkToolCall's floor.
+func BenchmarkPing(b *testing.B) {
+	srv, err := New(newEngine(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := newRawClient(b, srv)
+	call := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		c.send(call)
+		if m := c.read(); m["result"] == nil {
+			b.Fatalf("%v", m)
+		}
+	}
+}

@@ -102,18 +102,22 @@ func limitFields(extra ...string) []string {
 // operator's default, and may not pass the operator's maximum. varBytes,
 // if wanted (plugins), is read into varBytes.
 func (s *Server) limits(args *object, varBytes *uint64) (limits.Limits, error) {
-	l := s.opts.Defaults
 	if varBytes != nil {
 		*varBytes = s.opts.DefaultVarBytes
+		return s.readLimits(args, s.opts.Defaults, limitFields("varBytes"), varBytes)
 	}
+	return s.readLimits(args, s.opts.Defaults, limitFields(), nil)
+}
+
+// readLimits reads the limits argument, whose members may be names (of
+// limits.Fields(), and "varBytes" read into varBytes): each given limit
+// replaces base's, and may not pass the operator's maximum.
+func (s *Server) readLimits(args *object, base limits.Limits, names []string, varBytes *uint64) (limits.Limits, error) {
+	l := base
 	if !args.has("limits") {
 		return l, nil
 	}
-	var extra []string
-	if varBytes != nil {
-		extra = []string{"varBytes"}
-	}
-	o, err := readObject("limits", args.members["limits"], limitFields(extra...))
+	o, err := readObject("limits", args.members["limits"], names)
 	if err != nil {
 		return l, err
 	}

@@ -170,9 +170,9 @@ func errorSchema() *jsonschema.Schema {
 	for _, k := range protocol.Kinds() {
 		kinds = append(kinds, string(k.Kind))
 	}
-	kinds = append(kinds, KindInvalidParams)
+	kinds = append(kinds, KindInvalidParams, KindSessionClosed, KindTooManySessions)
 	return objectSchema([]string{"kind", "message"},
-		"kind", &jsonschema.Schema{Type: "string", Enum: kinds, Description: "why the call failed: the protocol's kinds of docs/protocol.md, or invalid_params for arguments refused before anything ran"},
+		"kind", &jsonschema.Schema{Type: "string", Enum: kinds, Description: "why the call failed: the protocol's kinds of docs/protocol.md, invalid_params for arguments refused before anything ran, session_closed or too_many_sessions"},
 		"message", typed("string", ""),
 		"field", typed("string", "the refused argument (invalid_params)"),
 		"data", typed("object", "the kind's details, as the sidecar's error data (docs/protocol.md): budget, timeoutMs, limit, trapCode, frames, fuelConsumed, ..."),

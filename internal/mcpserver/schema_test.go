@@ -17,7 +17,7 @@ import (
 func TestSchemasAgreeWithTheReader(t *testing.T) {
 	max := limits.DefaultMaximums()
 	max.Fuel = 1000
-	eng := newEngine()
+	eng := newSnippetEngine()
 	srv, err := New(eng, Options{Maximums: max, ModuleDirs: []string{"/srv"}})
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +27,7 @@ func TestSchemasAgreeWithTheReader(t *testing.T) {
 		schemas[tl.def.Name] = tl.def.InputSchema
 	}
 	cs := session(t, eng, Options{Maximums: max, ModuleDirs: []string{"/srv"}}, nil)
+	callTool(t, cs, "session_create", map[string]any{"language": "js"}) // inst-1
 	const (
 		both     = iota // accepted by both
 		neither         // refused by both
@@ -93,6 +94,29 @@ func TestSchemasAgreeWithTheReader(t *testing.T) {
 		{"call_plugin", `{"module": {"wat": "plugin"}, "function": "count", "wasi": "yes"}`, neither},
 		{"call_plugin", `{"module": {"wat": "plugin"}, "function": "count", "limits": {"varBytes": 0}}`, neither},
 		{"call_plugin", `{"module": {"wat": "plugin"}, "function": "count", "args": [1]}`, neither},
+
+		{"run_snippet", `{"language": "js", "code": "1"}`, both},
+		{"run_snippet", `{"language": "lua", "code": "1", "input": {"a": [1, null]}, "limits": {"timeoutMs": 5, "memoryBytes": 1000, "fuel": 1000}}`, both},
+		{"run_snippet", `{"language": "js", "code": "", "input": null}`, both},
+		{"run_snippet", `{"code": "1"}`, neither},
+		{"run_snippet", `{"language": "js"}`, neither},
+		{"run_snippet", `{"language": "ruby", "code": "1"}`, neither},
+		{"run_snippet", `{"language": "starlark", "code": "1"}`, neither},
+		{"run_snippet", `{"language": "js", "code": 5}`, neither},
+		{"run_snippet", `{"language": "js", "code": "1", "limits": {"fuel": 1001}}`, neither},
+		{"run_snippet", `{"language": "js", "code": "1", "limits": {"varBytes": 5}}`, neither},
+		{"run_snippet", `{"language": "js", "code": "1", "module": {"wat": "(module)"}}`, neither},
+
+		{"session_create", `{"language": "js", "limits": {"memoryBytes": 1000, "fuel": 1000}}`, both},
+		{"session_create", `{"language": "js", "code": "1"}`, neither},
+		{"session_create", `{"limits": {}}`, neither},
+		{"session_eval", `{"session": "inst-1", "code": "1", "input": [1], "limits": {"fuel": 1000, "timeoutMs": 5, "logBytes": 1, "outputBytes": 1}}`, both},
+		{"session_eval", `{"session": "inst-1", "code": "1", "limits": {"memoryBytes": 1000}}`, neither},
+		{"session_eval", `{"session": "inst-1"}`, neither},
+		{"session_eval", `{"code": "1"}`, neither},
+		{"session_eval", `{"session": 1, "code": "1"}`, neither},
+		{"session_close", `{"session": 1}`, neither},
+		{"session_close", `{}`, neither},
 	} {
 		var args map[string]any
 		if err := json.Unmarshal([]byte(tc.args), &args); err != nil {
@@ -112,7 +136,7 @@ func TestSchemasAgreeWithTheReader(t *testing.T) {
 // schema accepts a call without its module, and no output schema an
 // output with neither a result nor an error.
 func TestSchemasResolve(t *testing.T) {
-	srv, err := New(newEngine(), Options{ModuleDirs: []string{"/srv"}, WASIDirs: []string{"/data"}})
+	srv, err := New(newSnippetEngine(), Options{ModuleDirs: []string{"/srv"}, WASIDirs: []string{"/data"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,17 +135,22 @@ func (o Options) withDefaults() (Options, error) {
 // Server serves the tools. It holds no state between calls besides the
 // engine's (its module cache).
 type Server struct {
-	eng   rpc.Engine
-	inst  rpc.InstanceEngine // nil: the engine keeps no instances, no plugin tool
-	opts  Options
-	slots *semaphore.Weighted // run slots, MaxConcurrency
+	eng  rpc.Engine
+	inst rpc.InstanceEngine // nil: the engine keeps no instances, no plugin tool
+	snip rpc.SnippetEngine  // nil: the engine evaluates no snippets, no snippet tools
+	// languages are those snip has a runtime for.
+	languages []protocol.Language
+	opts      Options
+	slots     *semaphore.Weighted // run slots, MaxConcurrency
 	// moduleDirs are opts.ModuleDirs cleaned, and again with their
 	// symlinks resolved where that differs (namesModuleDir).
 	moduleDirs []string
 }
 
 // New returns a server of eng's tools; an engine that implements
-// rpc.InstanceEngine gets the plugin tool too.
+// rpc.InstanceEngine gets the plugin tool too, and one that implements
+// rpc.SnippetEngine (with a language installed) run_snippet, and the
+// session tools if it keeps instances too.
 func New(eng rpc.Engine, opts Options) (*Server, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -153,6 +158,9 @@ func New(eng rpc.Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{eng: eng, opts: opts, slots: semaphore.NewWeighted(int64(opts.MaxConcurrency))}
 	s.inst, _ = eng.(rpc.InstanceEngine)
+	if s.snip, _ = eng.(rpc.SnippetEngine); s.snip != nil {
+		s.languages = s.snip.Languages()
+	}
 	for _, d := range opts.ModuleDirs {
 		s.moduleDirs = append(s.moduleDirs, filepath.Clean(d))
 		if real, err := filepath.EvalSymlinks(d); err == nil && real != filepath.Clean(d) {
@@ -168,7 +176,7 @@ func New(eng rpc.Engine, opts Options) (*Server, error) {
 func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sandboxd", Title: "sandboxd", Version: s.opts.Version},
 		&mcp.ServerOptions{
-			Instructions: instructions,
+			Instructions: s.instructions(),
 			Logger:       slog.New(atLeast{s.opts.Logger.Handler(), slog.LevelWarn}),
 			// tools only, and the list never changes
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
@@ -205,9 +213,17 @@ func (a atLeast) WithGroup(name string) slog.Handler {
 	return atLeast{a.Handler.WithGroup(name), a.min}
 }
 
-const instructions = `sandboxd runs untrusted WebAssembly under fuel, wall-clock and memory fences. ` +
-	`run_wasi runs a WASI preview1 program (its argv, env, stdin and in-memory files are yours to give; ` +
-	`its stdout, stderr and exit code come back); run_export calls one exported function of a wasm module ` +
-	`given as WAT text or base64; call_plugin calls an Extism plugin function with input bytes. ` +
-	`Each call may ask for limits below the operator's maximums (see each tool's limits). ` +
-	`Failures come back as results with isError and error.kind (fuel_exhausted, timeout, memory_limit_exceeded, trap, ...).`
+// instructions are the server's instructions to the client's model.
+func (s *Server) instructions() string {
+	text := `sandboxd runs untrusted WebAssembly under fuel, wall-clock and memory fences. ` +
+		`run_wasi runs a WASI preview1 program (its argv, env, stdin and in-memory files are yours to give; ` +
+		`its stdout, stderr and exit code come back); run_export calls one exported function of a wasm module ` +
+		`given as WAT text or base64; call_plugin calls an Extism plugin function with input bytes. `
+	if len(s.languages) > 0 {
+		text += `run_snippet evaluates a snippet of ` + s.languagesText() + ` in a fresh interpreter and returns its value ` +
+			`as JSON; session_create, session_eval and session_close keep an interpreter's state between snippets. `
+	}
+	return text + `Each call may ask for limits below the operator's maximums (see each tool's limits). ` +
+		`Failures come back as results with isError and error.kind (fuel_exhausted, timeout, memory_limit_exceeded, trap, ` +
+		`script_error, ...).`
+}

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -20,12 +19,10 @@ import (
 // A tool is one MCP tool: its definition (name, description, input and
 // output schemas) and what a call of it does.
 //
-// Extension point: snippets in a bundled language and sessions (create,
-// evaluate, close), issue 22, are further entries of Server.tools, each
-// a tool whose run reads its arguments from the call (args.go), runs
-// through the engine under the call's limits (Server.limits, withSlot)
-// and answers an outcome: its output type embeds *toolError, so failures
-// come back as every tool's do.
+// Extension point: a new tool is a further entry of Server.tools whose
+// run reads its arguments from the call (args.go), runs through the
+// engine under the call's limits (Server.limits, withSlot) and answers an
+// outcome (a failure: failed, whose output is every tool's error).
 type tool struct {
 	def    *mcp.Tool
 	fields []string // the members its arguments may have
@@ -52,6 +49,12 @@ func (s *Server) tools() []*tool {
 	ts := []*tool{s.wasiTool(), s.exportTool()}
 	if s.inst != nil {
 		ts = append(ts, s.pluginTool())
+	}
+	if len(s.languages) > 0 {
+		ts = append(ts, s.snippetTool())
+		if s.inst != nil {
+			ts = append(ts, s.sessionTools()...)
+		}
 	}
 	return ts
 }
@@ -90,15 +93,13 @@ func (s *Server) handler(serving context.Context, t *tool) mcp.ToolHandler {
 	}
 }
 
-// result is the MCP form of an outcome.
+// result is the MCP form of an outcome. The output is encoded once,
+// with the rest of the result, by the SDK (our own types: they always
+// encode).
 func result(o outcome) *mcp.CallToolResult {
-	body, err := json.Marshal(o.output)
-	if err != nil { // our own types: cannot happen
-		return failure(&toolError{Kind: string(protocol.KindHost), Message: "encoding the result: " + err.Error()})
-	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: o.text}},
-		StructuredContent: json.RawMessage(body),
+		StructuredContent: o.output,
 		IsError:           o.failed,
 	}
 }
@@ -167,6 +168,9 @@ func (s *Server) errorOf(err error) (*toolError, *protocol.WASIOutput) {
 	if errors.As(err, &ie) {
 		return invalid(ie), nil
 	}
+	if te, ok := sessionError(err); ok {
+		return te, nil
+	}
 	var pe *rpc.ParamError // a grant the engine refused
 	if errors.As(err, &pe) {
 		return invalid(grantField(pe.Field, pe.Problem)), nil
@@ -226,11 +230,16 @@ func (s *Server) run(ctx context.Context, src protocol.Source, fn func(mod rpc.M
 	if err != nil {
 		return pathProblem(src, err)
 	}
+	return s.withSlot(ctx, func() error { return fn(mod) })
+}
+
+// withSlot runs fn in a run slot; waiting for one ends with ctx.
+func (s *Server) withSlot(ctx context.Context, fn func() error) error {
 	if err := s.slots.Acquire(ctx, 1); err != nil {
 		return &protocol.Error{Kind: protocol.KindCancelled, Message: "cancelled while waiting for a run slot"}
 	}
 	defer s.slots.Release(1)
-	return fn(mod)
+	return fn()
 }
 
 // pathProblem is a module file the engine would not read (outside the

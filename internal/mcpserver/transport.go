@@ -109,7 +109,7 @@ func (c *conn) Read(context.Context) (jsonrpc.Message, error) {
 			return nil, err
 		}
 		size := int64(len(body))
-		msg, err := jsonrpc.DecodeMessage(body)
+		msg, err := decodeMessage(body)
 		if err != nil {
 			problem := "not a JSON-RPC message"
 			if len(body) > 0 && body[0] == '[' {
@@ -216,11 +216,10 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err // a notification of a cancelled call (answers come with a context that is never done)
 	}
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := encodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("encoding a message: %w", err)
 	}
-	data = append(data, '\n')
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
