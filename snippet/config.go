@@ -34,6 +34,11 @@ type Config struct {
 	// lowered to it. Default limits.DefaultMaximums(); the sidecar gives
 	// its --max-* flags.
 	Maximums limits.Limits
+	// Defaults are the operator's defaults: an evaluation's limits where
+	// it sets none, except memoryBytes, the larger of this default and
+	// the language's (Defaults(lang)); each lowered to Maximums. The zero
+	// value is limits.Defaults().
+	Defaults limits.Limits
 	// PruneStale, after a runtime is compiled into CompiledDirs[0],
 	// removes what other builds of the program left there and the
 	// artefacts of runtimes no longer in Dir (sandbox.PruneArtefacts):

@@ -23,15 +23,15 @@ var _ rpc.SnippetEngine = sidecarEngine{}
 // language used, the Runner's notices (a runtime compiled at first use)
 // logged. Nothing is read until a snippet needs it: a missing runtime is
 // an error of the evaluation, never of the start.
-func newSnippetRunner(eng *sandbox.Engine, dir string, maximums limits.Limits, logger *slog.Logger) (*snippet.Runner, error) {
+func newSnippetRunner(eng *sandbox.Engine, dir string, defaults, maximums limits.Limits, logger *slog.Logger) (*snippet.Runner, error) {
 	// The runtimes next to the binary are its own: compiling one there
 	// removes what other builds left (a directory given is not pruned).
 	prune := dir == "" && os.Getenv(snippet.RuntimesEnv) == ""
-	return snippet.New(eng, snippetConfig(dir, maximums, prune, logger))
+	return snippet.New(eng, snippetConfig(dir, defaults, maximums, prune, logger))
 }
 
-func snippetConfig(dir string, maximums limits.Limits, prune bool, logger *slog.Logger) snippet.Config {
-	return snippet.Config{Dir: dir, Maximums: maximums, PruneStale: prune,
+func snippetConfig(dir string, defaults, maximums limits.Limits, prune bool, logger *slog.Logger) snippet.Config {
+	return snippet.Config{Dir: dir, Defaults: defaults, Maximums: maximums, PruneStale: prune,
 		Notice: func(m string) { logger.Info(m) }}
 }
 
