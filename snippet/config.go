@@ -29,16 +29,17 @@ type Config struct {
 	// one-shot evaluation starts its own (what the CLI wants: it
 	// evaluates once).
 	Spares int
-	// Maximums bound every evaluation's and session's limits: a limit the
-	// caller sets above one is refused; a language's default above one is
-	// lowered to it. Default limits.DefaultMaximums(); the sidecar gives
-	// its --max-* flags.
-	Maximums limits.Limits
-	// Defaults are the operator's defaults: an evaluation's limits where
-	// it sets none, except memoryBytes, the larger of this default and
-	// the language's (Defaults(lang)); each lowered to Maximums. The zero
-	// value is limits.Defaults().
+	// Defaults are the run defaults an evaluation or session takes a
+	// limit from when it sets none (Runner.Defaults: memoryBytes is the
+	// larger of this and its language's, since the cap counts the
+	// interpreter). Default limits.Defaults(); the sidecar gives its
+	// --default-* flags. Every field must be set.
 	Defaults limits.Limits
+	// Maximums bound every evaluation's and session's limits: a limit the
+	// caller sets above one is refused; a default above one is lowered
+	// to it. Default limits.DefaultMaximums(); the sidecar gives its
+	// --max-* flags.
+	Maximums limits.Limits
 	// PruneStale, after a runtime is compiled into CompiledDirs[0],
 	// removes what other builds of the program left there and the
 	// artefacts of runtimes no longer in Dir (sandbox.PruneArtefacts):
@@ -139,6 +140,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Spares < 0 {
 		c.Spares = 0
+	}
+	if c.Defaults == (limits.Limits{}) {
+		c.Defaults = limits.Defaults()
+	}
+	if err := c.Defaults.Validate(limits.HardMaximums()); err != nil {
+		return c, fmt.Errorf("snippet: defaults: %w", err)
 	}
 	if c.Maximums == (limits.Limits{}) {
 		c.Maximums = limits.DefaultMaximums()

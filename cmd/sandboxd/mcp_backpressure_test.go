@@ -34,19 +34,7 @@ func TestMCPClientNotReadingIsPushedBack(t *testing.T) {
 	)
 	cmd := exec.Command(evalBin(t), "mcp", "--max-concurrency", "2")
 	cmd.Env = append(os.Environ(), "SANDBOXD_RUNTIMES=") // the runtimes next to the binary
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout, stderr := startPiped(t, cmd)
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	send := func(m map[string]any) error {
 		b, err := json.Marshal(m)
