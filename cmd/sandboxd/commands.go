@@ -33,12 +33,18 @@ when its input cannot be split into messages.`},
 	{name: "mcp", synopsis: "[flags]", summary: "serve MCP tools on stdin/stdout, for AI agents and editors (see docs/mcp.md)",
 		about: `Serves the Model Context Protocol on stdin and stdout (one JSON message a
 line), for an AI agent or an editor that spawns it: tools that run a WASI
-program (run_wasi), call an export of a wasm module (run_export) and call an
-Extism plugin function (call_plugin), each under the fuel, deadline and memory
-fences. A call's limits default to the --default-* flags and may not pass the
+program (run_wasi), call an export of a wasm module (run_export), call an
+Extism plugin function (call_plugin) and, with the snippet runtimes
+installed (--runtimes), evaluate JavaScript, Lua or Starlark (run_snippet,
+and session_create, session_eval, session_close to keep an interpreter's
+state), each under the fuel, deadline and memory fences. A call's limits
+default to the --default-* flags (a snippet's memoryBytes to the larger of
+--default-memory-bytes and its language's need) and may not pass the
 --max-* flags. Modules are read from files only inside --allow-path-dir, and
 WASI programs get host directories only inside --allow-dir: by default
-nothing on the host is readable or writable. Its log goes to stderr. It
+nothing on the host is readable or writable. While more than
+--output-high-water bytes wait for a client that does not read, no further
+request is read and no run starts. Its log goes to stderr. It
 exits 0 when its input ends, 1 for bad flags.`},
 	{name: "run", synopsis: "FILE [flags]", summary: "run one export of a .wasm or .wat file",
 		about: `Runs one export of a .wasm or .wat FILE under the fuel, deadline and memory

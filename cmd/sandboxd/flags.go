@@ -204,6 +204,7 @@ type sidecarFlags struct {
 	fs                    *flag.FlagSet
 	maxConc, maxQueue     *int
 	maxMsg, maxQueueBytes *int64
+	outputHighWater       *int64
 	cacheEntries          *int
 	cacheBytes            *int64
 	cacheDir              *string
@@ -227,6 +228,7 @@ func newSidecarFlags(fs *flag.FlagSet, pathDirDefault string) *sidecarFlags {
 	f.maxQueue = fs.Int("max-queue", rpc.DefaultMaxQueue, "runs waiting for a worker before requests get busy")
 	f.maxMsg = fs.Int64("max-message-bytes", rpc.DefaultMaxMessageBytes, "largest accepted message")
 	f.maxQueueBytes = fs.Int64("max-queue-bytes", rpc.DefaultMaxQueueBytes, "summed message bytes of the waiting requests before requests get busy (at least --max-message-bytes)")
+	f.outputHighWater = fs.Int64("output-high-water", rpc.DefaultOutputHighWater, "bytes of output waiting for a client that is not reading before no further request is read and no run starts")
 	f.cacheEntries = fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory (0: none, the cache is off)")
 	f.cacheBytes = fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "bytes the module cache may hold in memory: compiled sizes plus the texts and binaries it knows each module by")
 	f.cacheDir = fs.String("cache-dir", "", "directory that keeps compiled modules across restarts (off when empty; must be writable only by the operator)")

@@ -45,7 +45,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	srvOpts := mcpserver.Options{Defaults: def, Maximums: maxLimits,
 		DefaultVarBytes: *shared.defaultVarBytes, MaxVarBytes: *shared.maxVarBytes,
 		MaxConcurrency: *shared.maxConc, MaxQueue: *shared.maxQueue, MaxQueueBytes: *shared.maxQueueBytes,
-		MaxMessageBytes: *shared.maxMsg, ModuleDirs: shared.pathDirs, WASIDirs: shared.wasiDirs,
+		MaxMessageBytes: *shared.maxMsg, OutputHighWater: *shared.outputHighWater, ModuleDirs: shared.pathDirs, WASIDirs: shared.wasiDirs,
 		Version: version, Logger: logger}
 	// The options are checked before the engine reserves its pool.
 	if err := srvOpts.Check(); err != nil {
@@ -62,7 +62,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
 	engCfg.MaxInstances, engCfg.InstanceIdle = *maxSessions, *sessionIdle
-	engCfg.MaxRuns += snippetConfig(*runtimes, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
+	engCfg.MaxRuns += snippetConfig(*runtimes, def, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
@@ -71,7 +71,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer eng.Close()
 	// Snippets in the languages whose runtime is installed (none: no
 	// snippet tools); sessions are the engine's instances.
-	snippets, err := newSnippetRunner(eng, *runtimes, maxLimits, logger)
+	snippets, err := newSnippetRunner(eng, *runtimes, def, maxLimits, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags

@@ -114,11 +114,10 @@ func TestMCPOversizedArgumentsAreRefusedBriefly(t *testing.T) {
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
-// A client that vanishes while its call spins (stdin closed, its answer
-// never read): the run is cancelled and the server exits 0, within the
-// hang bound though the run's deadline is ten minutes.
-func TestMCPClientVanishingMidRun(t *testing.T) {
-	cmd := exec.Command(binPath, "mcp", "--default-timeout-ms", "600000")
+// startPiped starts cmd with pipes to its stdin and from its stdout, and
+// its stderr kept.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, *syncBuffer) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +131,15 @@ func TestMCPClientVanishingMidRun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return stdin, stdout, stderr
+}
+
+// A client that vanishes while its call spins (stdin closed, its answer
+// never read): the run is cancelled and the server exits 0, within the
+// hang bound though the run's deadline is ten minutes.
+func TestMCPClientVanishingMidRun(t *testing.T) {
+	cmd := exec.Command(binPath, "mcp", "--default-timeout-ms", "600000")
+	stdin, stdout, stderr := startPiped(t, cmd)
 	lines := bufio.NewReader(stdout)
 	send := func(msg string) {
 		if _, err := io.WriteString(stdin, msg+"\n"); err != nil {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -190,6 +191,62 @@ func TestMCPSessions(t *testing.T) {
 	for _, lang := range []string{"starlark", "js"} {
 		if res, out := c.call(t, "session_create", map[string]any{"language": lang}); kindOf(t, res, out) != "" {
 			t.Errorf("a new %s session: %v", lang, out)
+		}
+	}
+}
+
+// The operator's --default-* flags are a snippet's defaults, in
+// run_snippet and in a session, and the schemas say so; memoryBytes is
+// the larger of the operator's and the language's (red team rt22,
+// finding 4: run_snippet ran its language's 1000 ms and its schema said
+// "default 1000").
+func TestMCPSnippetsTakeTheOperatorsDefaults(t *testing.T) {
+	c := startSnippetMCP(t, "--default-timeout-ms", "100", "--default-memory-bytes", "50331648")
+	res, out := c.call(t, "run_snippet", map[string]any{"language": "lua", "code": "while true do end"})
+	if d, _ := out["error"].(map[string]any)["data"].(map[string]any); kindOf(t, res, out) != "timeout" || d["timeoutMs"] != float64(100) {
+		t.Errorf("run_snippet spinning under --default-timeout-ms 100: %v", out)
+	}
+	res, out = c.call(t, "session_create", map[string]any{"language": "lua"})
+	if kindOf(t, res, out) != "" {
+		t.Fatalf("session_create: %v", out)
+	}
+	res, out = c.call(t, "session_eval", map[string]any{"session": out["session"], "code": "while true do end"})
+	if d, _ := out["error"].(map[string]any)["data"].(map[string]any); kindOf(t, res, out) != "timeout" || d["timeoutMs"] != float64(100) {
+		t.Errorf("a session's evaluation spinning under --default-timeout-ms 100: %v", out)
+	}
+
+	tools, err := c.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{ // the limits' descriptions, in part
+		"timeoutMs":   "default 100,",
+		"memoryBytes": "default js 67108864, lua 50331648, starlark 50331648,",
+	}
+	for _, tl := range tools.Tools {
+		if tl.Name != "run_snippet" && tl.Name != "session_create" {
+			continue
+		}
+		schema, err := json.Marshal(tl.InputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in struct {
+			Properties struct {
+				Limits struct {
+					Properties map[string]struct {
+						Description string `json:"description"`
+					} `json:"properties"`
+				} `json:"limits"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(schema, &in); err != nil {
+			t.Fatal(err)
+		}
+		for name, part := range want {
+			if d := in.Properties.Limits.Properties[name].Description; !strings.Contains(d, part) {
+				t.Errorf("%s: limits.%s says %q, want it to say %q", tl.Name, name, d, part)
+			}
 		}
 	}
 }

@@ -31,7 +31,6 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	framing := fs.String("framing", string(rpc.FramingContentLength), "message framing: content-length or ndjson")
-	highWater := fs.Int64("output-high-water", rpc.DefaultOutputHighWater, "bytes of output waiting for the parent before the sidecar stops reading requests and starting runs")
 	maxInstances := fs.Int("max-instances", sandbox.DefaultMaxInstances, "long-lived instances (instantiate) live at once; more are refused with -32002")
 	instanceIdle := fs.Duration("instance-idle", sandbox.DefaultInstanceIdle, "an instance without a call for this long is evicted (a Go duration, e.g. 30s, 10m)")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the whole session to this file")
@@ -84,14 +83,14 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
 	engCfg.MaxInstances, engCfg.InstanceIdle = *maxInstances, *instanceIdle
-	engCfg.MaxRuns += snippetConfig(*runtimes, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
+	engCfg.MaxRuns += snippetConfig(*runtimes, def, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
 	defer eng.Close()
-	snippets, err := newSnippetRunner(eng, *runtimes, maxLimits, logger)
+	snippets, err := newSnippetRunner(eng, *runtimes, def, maxLimits, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
@@ -99,7 +98,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer snippets.Close() // before the engine's
 	srv, err := rpc.NewServer(sidecarEngine{eng: eng, idle: *instanceIdle, snippets: snippets}, rpc.Options{
 		Framing: rpc.Framing(*framing), MaxConcurrency: *shared.maxConc, MaxQueue: *shared.maxQueue,
-		MaxMessageBytes: *shared.maxMsg, MaxQueueBytes: *shared.maxQueueBytes, OutputHighWater: *highWater,
+		MaxMessageBytes: *shared.maxMsg, MaxQueueBytes: *shared.maxQueueBytes, OutputHighWater: *shared.outputHighWater,
 		Defaults: def, Maximums: maxLimits, Logger: logger,
 		DefaultVarBytes: *shared.defaultVarBytes, MaxVarBytes: *shared.maxVarBytes,
 		Version: version, EngineVersion: wasmtimeVersion(),

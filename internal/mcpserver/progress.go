@@ -31,7 +31,10 @@ import (
 // bounded and coalesced what it hands over: at most its output and log
 // budgets), which a goroutine of the call sends from, merging what
 // queued up behind a slow client. The call's response waits for the
-// queue to empty, so every notification precedes it.
+// queue to empty, so every notification precedes it. What is queued
+// counts as output waiting for the client (Server.out) until its
+// notification is written: a client that does not read holds back new
+// runs for it as for answers (backpressure.go).
 
 // StreamMetaKey is the _meta key of a progress notification that names
 // its stream.
@@ -54,6 +57,7 @@ type progress struct {
 	ctx     context.Context
 	session *mcp.ServerSession
 	token   any
+	out     *outputGate // counts what is queued, until it is written
 
 	mu       sync.Mutex
 	pending  []piece           // in order; adjacent pieces of a stream merged
@@ -82,7 +86,7 @@ func (s *Server) newProgress(ctx context.Context, req *mcp.CallToolRequest) *pro
 		s.opts.Logger.Warn("progress token too long: no progress notifications for this call", "bytes", len(b))
 		return nil
 	}
-	p := &progress{ctx: ctx, session: req.Session, token: token, envelope: envelopeBytes + len(b), left: envelopeBudget,
+	p := &progress{ctx: ctx, session: req.Session, token: token, out: s.out, envelope: envelopeBytes + len(b), left: envelopeBudget,
 		held: map[string][]byte{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go p.send()
 	return p
@@ -118,9 +122,11 @@ func (p *progress) add(stream string, data []byte) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch n := len(p.pending); {
-	case p.closed:
+	if p.closed {
 		return
+	}
+	p.out.add(int64(len(data)))
+	switch n := len(p.pending); {
 	case n > 0 && p.pending[n-1].stream == stream:
 		p.pending[n-1].data = append(p.pending[n-1].data, data...)
 	case p.left >= p.envelope:
@@ -156,29 +162,28 @@ func (p *progress) signal() {
 
 // send is the call's sender goroutine: it sends what is queued, in order,
 // until finish has been called and the queue is empty. Once the call is
-// cancelled it sends nothing more.
+// cancelled, or a notification failed, it sends nothing more.
 func (p *progress) send() {
 	defer close(p.done)
 	var sent float64
+	failed := false
 	for {
 		p.mu.Lock()
 		batch, closed := p.pending, p.closed
 		p.pending = nil
 		p.mu.Unlock()
 		for _, pc := range batch {
-			if p.ctx.Err() != nil {
-				break
+			if !failed && p.ctx.Err() == nil {
+				sent += float64(len(pc.data))
+				err := p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{
+					Meta:          mcp.Meta{StreamMetaKey: pc.stream},
+					ProgressToken: p.token,
+					Message:       strings.ToValidUTF8(string(pc.data), "\uFFFD"),
+					Progress:      sent,
+				})
+				failed = err != nil // the connection is gone or the call cancelled: the rest would fail too
 			}
-			sent += float64(len(pc.data))
-			err := p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{
-				Meta:          mcp.Meta{StreamMetaKey: pc.stream},
-				ProgressToken: p.token,
-				Message:       strings.ToValidUTF8(string(pc.data), "\uFFFD"),
-				Progress:      sent,
-			})
-			if err != nil {
-				break // the connection is gone or the call cancelled: the rest would fail too
-			}
+			p.out.done(int64(len(pc.data)))
 		}
 		if closed {
 			return

@@ -1,6 +1,8 @@
 // Package mcpserver serves sandboxd's engine to AI agents and editors as
 // Model Context Protocol tools (docs/mcp.md): run a WASI program, run an
-// export of a wasm module, call an Extism plugin function. It speaks MCP
+// export of a wasm module, call an Extism plugin function, and where the
+// engine has snippet runtimes evaluate a snippet, one-shot or in a
+// session. It speaks MCP
 // on stdio (newline-delimited JSON) through the official Go SDK
 // (github.com/modelcontextprotocol/go-sdk), and the engine through the
 // interfaces the sidecar uses (rpc.Engine, rpc.InstanceEngine), so it
@@ -53,6 +55,11 @@ type Options struct {
 	// is answered with an error and skipped. Default
 	// rpc.DefaultMaxMessageBytes.
 	MaxMessageBytes int64
+	// OutputHighWater is how many bytes may wait to be written to a
+	// client that does not read before the server reads no further call
+	// and starts no run (backpressure.go). Default
+	// rpc.DefaultOutputHighWater, as the sidecar's.
+	OutputHighWater int64
 	// ModuleDirs are the directories a module given by path may be read
 	// from (the engine checks the opened file against them). None: no
 	// module is read by path.
@@ -101,6 +108,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxQueueBytes == 0 {
 		o.MaxQueueBytes = max(rpc.DefaultMaxQueueBytes, o.MaxMessageBytes)
 	}
+	if o.OutputHighWater == 0 {
+		o.OutputHighWater = rpc.DefaultOutputHighWater
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -111,6 +121,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("max-queue: must be >= 1")
 	case o.MaxMessageBytes < 1024:
 		return o, errors.New("max-message-bytes: must be >= 1024")
+	case o.OutputHighWater < 0:
+		return o, errors.New("output-high-water: must be >= 0")
 	case o.MaxQueueBytes < o.MaxMessageBytes:
 		return o, errors.New("max-queue-bytes: must be >= max-message-bytes")
 	case o.MaxVarBytes > protocol.MaxVarBytes:
@@ -142,6 +154,9 @@ type Server struct {
 	languages []protocol.Language
 	opts      Options
 	slots     *semaphore.Weighted // run slots, MaxConcurrency
+	// out counts the bytes waiting to be written to the client: no run
+	// starts while they pass the high water.
+	out *outputGate
 	// moduleDirs are opts.ModuleDirs cleaned, and again with their
 	// symlinks resolved where that differs (namesModuleDir).
 	moduleDirs []string
@@ -156,7 +171,8 @@ func New(eng rpc.Engine, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{eng: eng, opts: opts, slots: semaphore.NewWeighted(int64(opts.MaxConcurrency))}
+	s := &Server{eng: eng, opts: opts, slots: semaphore.NewWeighted(int64(opts.MaxConcurrency)),
+		out: newOutputGate(opts.OutputHighWater)}
 	s.inst, _ = eng.(rpc.InstanceEngine)
 	if s.snip, _ = eng.(rpc.SnippetEngine); s.snip != nil {
 		s.languages = s.snip.Languages()
@@ -172,7 +188,7 @@ func New(eng rpc.Engine, opts Options) (*Server, error) {
 
 // Serve speaks MCP on in and out until in ends (or ctx is done, or out
 // breaks), then waits for the calls in flight to be answered. Only
-// protocol messages are written to out.
+// protocol messages are written to out. A Server serves once.
 func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sandboxd", Title: "sandboxd", Version: s.opts.Version},
 		&mcp.ServerOptions{
@@ -185,7 +201,7 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		srv.AddTool(t.def, s.handler(ctx, t))
 	}
 	conn := newTransport(in, out, transportLimits{maxMessage: s.opts.MaxMessageBytes, maxQueue: s.opts.MaxQueue,
-		maxQueueBytes: s.opts.MaxQueueBytes}, s.opts.Logger)
+		maxQueueBytes: s.opts.MaxQueueBytes}, s.out, s.opts.Logger)
 	err := srv.Run(ctx, conn)
 	if errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil // the client closed its end: the usual way to stop

@@ -42,7 +42,7 @@ func (s *Server) snippetTool() *tool {
 				"what the chunk returns, or its one expression; Starlark: the last expression's value) with what it " +
 				"printed (console.log, print) on stdout and stderr. input is any JSON value, the snippet's global input. " +
 				"The interpreters have no file system, network, environment or clock beyond the language's own; nothing " +
-				"of an earlier call is visible (sessions keep state). A snippet that fails in its language (a syntax " +
+				"of an earlier call is visible" + s.sessionsKeepState() + ". A snippet that fails in its language (a syntax " +
 				"error, an uncaught exception) comes back as error.kind script_error with data.line, data.column and " +
 				"data.text (its stack trace).",
 			InputSchema:  s.snippetInputSchema(),
@@ -63,7 +63,7 @@ func (s *Server) runSnippet(ctx context.Context, c *call) outcome {
 	if err != nil {
 		return s.fail(err)
 	}
-	l, err := s.readLimits(c.args, limits.Limits{}, limitFields(), nil) // zero: the language's default
+	l, err := s.readLimits(c.args, limits.Limits{}, limitFields(), nil) // zero: the runner's default (the operator's; memoryBytes the larger of it and the language's)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -146,6 +146,15 @@ func (s *Server) languageNames() string {
 	return strings.Join(names, ", ")
 }
 
+// sessionsKeepState points run_snippet's description to the session
+// tools, where the server offers them.
+func (s *Server) sessionsKeepState() string {
+	if s.inst == nil {
+		return ""
+	}
+	return " (session_create and session_eval keep state)"
+}
+
 // languagesText names the installed languages for a description.
 func (s *Server) languagesText() string {
 	names := map[protocol.Language]string{protocol.LanguageJS: "JavaScript (js)", protocol.LanguageLua: "Lua 5.1 (lua)",
@@ -187,7 +196,7 @@ func (s *Server) snippetOutputSchema() *jsonschema.Schema {
 }
 
 // snippetLimitsSchema lists the limits names an evaluation may set, with
-// each language's default and the operator's maximum; inSession: the
+// each language's default (the runner's, from the operator's) and the operator's maximum; inSession: the
 // defaults are the session's.
 func (s *Server) snippetLimitsSchema(names []string, inSession bool) *jsonschema.Schema {
 	var props []any
@@ -214,7 +223,7 @@ func (s *Server) snippetLimitsSchema(names []string, inSession bool) *jsonschema
 			Description: fmt.Sprintf("%s; default %s, at most %d", limitNotes[f.Name], def, most)})
 	}
 	l := objectSchema(nil, props...)
-	l.Description = "fences of this evaluation; each defaults to the language's default (the memory cap counts the interpreter) and may not pass the operator's maximum"
+	l.Description = "fences of this evaluation; each defaults to the operator's default, memoryBytes to the larger of the operator's and the language's (the memory cap counts the interpreter), and may not pass the operator's maximum"
 	if inSession {
 		l.Description = "fences of this evaluation; each defaults to the session's (its session_create limits) and may not pass the operator's maximum"
 	}

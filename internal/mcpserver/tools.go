@@ -233,12 +233,17 @@ func (s *Server) run(ctx context.Context, src protocol.Source, fn func(mod rpc.M
 	return s.withSlot(ctx, func() error { return fn(mod) })
 }
 
-// withSlot runs fn in a run slot; waiting for one ends with ctx.
+// withSlot runs fn in a run slot, once the output waiting for the client
+// is below its high water (backpressure.go); waiting for either ends with
+// ctx.
 func (s *Server) withSlot(ctx context.Context, fn func() error) error {
 	if err := s.slots.Acquire(ctx, 1); err != nil {
 		return &protocol.Error{Kind: protocol.KindCancelled, Message: "cancelled while waiting for a run slot"}
 	}
 	defer s.slots.Release(1)
+	if err := s.out.wait(ctx); err != nil {
+		return &protocol.Error{Kind: protocol.KindCancelled, Message: "cancelled while waiting for the client to read its output"}
+	}
 	return fn()
 }
 

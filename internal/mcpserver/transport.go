@@ -35,6 +35,9 @@ import (
 //     of at most MaxQueueBytes in all are unanswered; past that it is
 //     answered busy (-32000) at once, by the reader itself, so a client
 //     that does not read its answers stops being read.
+//   - A client that does not read its output is pushed back: while more
+//     than the high water waits to be written, no further call is read
+//     and no run starts (backpressure.go).
 //   - When the input ends, what is owed is written for at most
 //     drainTimeout; then the output is abandoned (its write deadline, or
 //     Close), so the server exits even if the client never reads.
@@ -57,25 +60,28 @@ type transport struct {
 	out io.Writer
 	lim transportLimits
 	log *slog.Logger
+	// gate counts what waits to be written (backpressure.go).
+	gate *outputGate
 }
 
-func newTransport(in io.Reader, out io.Writer, lim transportLimits, log *slog.Logger) *transport {
-	return &transport{in: in, out: out, lim: lim, log: log}
+func newTransport(in io.Reader, out io.Writer, lim transportLimits, gate *outputGate, log *slog.Logger) *transport {
+	return &transport{in: in, out: out, lim: lim, gate: gate, log: log}
 }
 
 // Connect implements mcp.Transport: it is called once.
 func (t *transport) Connect(context.Context) (mcp.Connection, error) {
 	return &conn{r: framing.NewReader(t.in, framing.NDJSON, t.lim.maxMessage), in: t.in, out: t.out, lim: t.lim, log: t.log,
-		inFlight: map[jsonrpc.ID]int64{}, closed: make(chan struct{})}, nil
+		gate: t.gate, inFlight: map[jsonrpc.ID]int64{}, closed: make(chan struct{})}, nil
 }
 
 // conn is the connection: one goroutine reads (the SDK's), any writes.
 type conn struct {
-	r   *framing.Reader
-	in  io.Reader
-	out io.Writer
-	lim transportLimits
-	log *slog.Logger
+	r    *framing.Reader
+	in   io.Reader
+	out  io.Writer
+	lim  transportLimits
+	log  *slog.Logger
+	gate *outputGate
 
 	wmu sync.Mutex // one message at a time on out
 
@@ -90,8 +96,8 @@ type conn struct {
 
 // Read returns the next message to handle, answering at once what cannot
 // be handled: an oversized or unreadable line, a batch, a call past the
-// bounds.
-func (c *conn) Read(context.Context) (jsonrpc.Message, error) {
+// bounds. A call is held while the output is above its high water.
+func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		body, err := c.r.Read()
 		var tl *framing.TooLargeError
@@ -123,6 +129,9 @@ func (c *conn) Read(context.Context) (jsonrpc.Message, error) {
 			continue
 		}
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			if err := c.gate.wait(ctx); err != nil {
+				return nil, err
+			}
 			if problem := c.admit(req.ID, size); problem != "" {
 				id := req.ID
 				if problem == duplicateID {
@@ -220,6 +229,8 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return fmt.Errorf("encoding a message: %w", err)
 	}
+	c.gate.add(int64(len(data)))
+	defer c.gate.done(int64(len(data)))
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
@@ -258,6 +269,7 @@ func (c *conn) abandonOutput() {
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
+		c.gate.shutDown()
 		if cl, ok := c.in.(io.Closer); ok {
 			_ = cl.Close()
 		}
