@@ -173,3 +173,21 @@ func TestRT22MCPClientNeverReadingGrowsTheServer(t *testing.T) {
 	}
 	fmt.Fprintf(os.Stderr, "peak RSS %s\n", mib(peak))
 }
+
+// TestRT22SessionEvalElapsedNegative: an evaluation that waited for its
+// turn in a session behind a long one reports elapsedMicros negative
+// (measured: -2500902 for an eval queued 2.5 s): snippet.evaluate takes
+// the turn's wait (res.Queued) off a time measured after that wait.
+func TestRT22SessionEvalElapsedNegative(t *testing.T) {
+	t.Parallel()
+	s := startEvalSidecar(t)
+	inst := rawSession(t, s, `"new"`, map[string]any{"language": "lua"}).Instance
+	s.request(`"long"`, "eval", map[string]any{"instance": inst, "code": "local t = os.clock() while os.clock() - t < 0.5 do end return 1",
+		"limits": map[string]any{"timeoutMs": 60000}})
+	s.request(`"behind"`, "eval", map[string]any{"instance": inst, "code": "return 2"})
+	evalResult(t, mustResponse(s, `"long"`))
+	r := evalResult(t, mustResponse(s, `"behind"`))
+	if r.ElapsedMicros < 0 || r.QueuedMicros <= 0 {
+		t.Errorf("an evaluation that waited for its turn: elapsedMicros %d, queuedMicros %d", r.ElapsedMicros, r.QueuedMicros)
+	}
+}
