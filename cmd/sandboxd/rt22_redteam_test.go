@@ -191,3 +191,25 @@ func TestRT22SessionEvalElapsedNegative(t *testing.T) {
 		t.Errorf("an evaluation that waited for its turn: elapsedMicros %d, queuedMicros %d", r.ElapsedMicros, r.QueuedMicros)
 	}
 }
+
+// TestRT22SnippetBricksAJSSession: one line of a snippet —
+// Object.freeze(globalThis), or a non-configurable `input` — makes every
+// later evaluation in the session a script error ("TypeError: Cannot
+// redefine property: input", line 0), since the runtime defines the
+// global input before each evaluation: a snippet author disables the
+// parent's session for good, and it is neither usable nor closed (not
+// even a fence can close it: no code runs). Lua and Starlark held
+// (setmetatable(_G, …) with __newindex, rebinding input).
+func TestRT22SnippetBricksAJSSession(t *testing.T) {
+	t.Parallel()
+	s := startEvalSidecar(t)
+	for _, brick := range []string{"Object.freeze(globalThis); 1",
+		"Object.defineProperty(globalThis, 'input', {value: 0, writable: false, configurable: false}); 1"} {
+		inst := rawSession(t, s, `"new"`, map[string]any{"language": "js"}).Instance
+		evalResult(t, sessionEvalRaw(s, `"brick"`, inst, brick, nil))
+		m := sessionEvalRaw(s, `"next"`, inst, "1 + 1", map[string]any{"input": 3})
+		if m.Error != nil && (m.Error.Code != protocol.CodeInstanceClosed) {
+			t.Errorf("after %q: the next evaluation 1 + 1 failed, and the session is not closed: %s", brick, m.raw)
+		}
+	}
+}
