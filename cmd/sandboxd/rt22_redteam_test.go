@@ -213,3 +213,17 @@ func TestRT22SnippetBricksAJSSession(t *testing.T) {
 		}
 	}
 }
+
+// TestRT22MCPRunSnippetIgnoresDefaults: `sandboxd mcp -h` says "A call's
+// limits default to the --default-* flags"; run_snippet's do not: under
+// --default-timeout-ms 100 a spinning snippet without limits runs its
+// language's 1000 ms (and the input schema advertises "default 1000").
+func TestRT22MCPRunSnippetIgnoresDefaults(t *testing.T) {
+	c := startSnippetMCP(t, "--default-timeout-ms", "100")
+	res, out := c.call(t, "run_snippet", map[string]any{"language": "lua", "code": "while true do end"})
+	e, _ := out["error"].(map[string]any)
+	d, _ := e["data"].(map[string]any)
+	if kindOf(t, res, out) != "timeout" || d["timeoutMs"] != float64(100) {
+		t.Errorf("run_snippet spin under --default-timeout-ms 100: %v", out)
+	}
+}
