@@ -29,10 +29,16 @@ type Config struct {
 	// one-shot evaluation starts its own (what the CLI wants: it
 	// evaluates once).
 	Spares int
+	// Defaults are the run defaults an evaluation or session takes a
+	// limit from when it sets none (Runner.Defaults: memoryBytes is the
+	// larger of this and its language's, since the cap counts the
+	// interpreter). Default limits.Defaults(); the sidecar gives its
+	// --default-* flags. Every field must be set.
+	Defaults limits.Limits
 	// Maximums bound every evaluation's and session's limits: a limit the
-	// caller sets above one is refused; a language's default above one is
-	// lowered to it. Default limits.DefaultMaximums(); the sidecar gives
-	// its --max-* flags.
+	// caller sets above one is refused; a default above one is lowered
+	// to it. Default limits.DefaultMaximums(); the sidecar gives its
+	// --max-* flags.
 	Maximums limits.Limits
 	// PruneStale, after a runtime is compiled into CompiledDirs[0],
 	// removes what other builds of the program left there and the
@@ -134,6 +140,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Spares < 0 {
 		c.Spares = 0
+	}
+	if c.Defaults == (limits.Limits{}) {
+		c.Defaults = limits.Defaults()
+	}
+	if err := c.Defaults.Validate(limits.HardMaximums()); err != nil {
+		return c, fmt.Errorf("snippet: defaults: %w", err)
 	}
 	if c.Maximums == (limits.Limits{}) {
 		c.Maximums = limits.DefaultMaximums()
