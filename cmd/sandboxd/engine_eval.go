@@ -19,19 +19,21 @@ import (
 var _ rpc.SnippetEngine = sidecarEngine{}
 
 // newSnippetRunner is the sidecar's Runner on eng: the runtimes in dir
-// (snippet.FindDir when empty), the sidecar's maximums, one spare per
-// language used, the Runner's notices (a runtime compiled at first use)
-// logged. Nothing is read until a snippet needs it: a missing runtime is
-// an error of the evaluation, never of the start.
-func newSnippetRunner(eng *sandbox.Engine, dir string, maximums limits.Limits, logger *slog.Logger) (*snippet.Runner, error) {
+// (snippet.FindDir when empty), the operator's run defaults and maximums
+// (an evaluation's limits are the run defaults, but a memory cap of at
+// least its language's: snippet.Runner.Defaults), one spare per language
+// used, the Runner's notices (a runtime compiled at first use) logged.
+// Nothing is read until a snippet needs it: a missing runtime is an error
+// of the evaluation, never of the start.
+func newSnippetRunner(eng *sandbox.Engine, dir string, def, maximums limits.Limits, logger *slog.Logger) (*snippet.Runner, error) {
 	// The runtimes next to the binary are its own: compiling one there
 	// removes what other builds left (a directory given is not pruned).
 	prune := dir == "" && os.Getenv(snippet.RuntimesEnv) == ""
-	return snippet.New(eng, snippetConfig(dir, maximums, prune, logger))
+	return snippet.New(eng, snippetConfig(dir, def, maximums, prune, logger))
 }
 
-func snippetConfig(dir string, maximums limits.Limits, prune bool, logger *slog.Logger) snippet.Config {
-	return snippet.Config{Dir: dir, Maximums: maximums, PruneStale: prune,
+func snippetConfig(dir string, def, maximums limits.Limits, prune bool, logger *slog.Logger) snippet.Config {
+	return snippet.Config{Dir: dir, Defaults: def, Maximums: maximums, PruneStale: prune,
 		Notice: func(m string) { logger.Info(m) }}
 }
 

@@ -62,7 +62,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
 	engCfg.MaxInstances, engCfg.InstanceIdle = *maxSessions, *sessionIdle
-	engCfg.MaxRuns += snippetConfig(*runtimes, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
+	engCfg.MaxRuns += snippetConfig(*runtimes, def, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
@@ -71,7 +71,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer eng.Close()
 	// Snippets in the languages whose runtime is installed (none: no
 	// snippet tools); sessions are the engine's instances.
-	snippets, err := newSnippetRunner(eng, *runtimes, maxLimits, logger)
+	snippets, err := newSnippetRunner(eng, *runtimes, def, maxLimits, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags

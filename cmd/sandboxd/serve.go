@@ -84,14 +84,14 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
 	engCfg.MaxInstances, engCfg.InstanceIdle = *maxInstances, *instanceIdle
-	engCfg.MaxRuns += snippetConfig(*runtimes, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
+	engCfg.MaxRuns += snippetConfig(*runtimes, def, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
 	defer eng.Close()
-	snippets, err := newSnippetRunner(eng, *runtimes, maxLimits, logger)
+	snippets, err := newSnippetRunner(eng, *runtimes, def, maxLimits, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
