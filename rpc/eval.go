@@ -25,7 +25,8 @@ type SnippetEngine interface {
 	// Languages lists the languages whose runtime is installed.
 	Languages() []protocol.Language
 	// EvalDefaults are the limits an evaluation in lang gets for those it
-	// leaves out: the language's defaults, within the maximums.
+	// leaves out: the operator's run defaults with a memory cap of at
+	// least the language's (snippet.Runner.Defaults), within the maximums.
 	EvalDefaults(lang protocol.Language) limits.Limits
 	Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutcome, error)
 	// NewSession starts a session (session.go), in a run slot like

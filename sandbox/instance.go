@@ -154,6 +154,12 @@ func (in *Instance) close(reason string, evicted bool) {
 // Idempotent.
 func (in *Instance) Release() { in.close("released", false) }
 
+// Close is Release with the reason later calls are given: for a caller
+// that found the guest's state broken where the engine cannot see it (a
+// snippet runtime whose interpreter cannot go on). The first reason
+// stays.
+func (in *Instance) Close(reason string) { in.close(reason, false) }
+
 // evict is the idle timer's. Calls neither stop nor re-arm the timer (a
 // timer armed anew at every call made the Go runtime wake an idle thread
 // per call to watch it); it fires at most once per idle period, and

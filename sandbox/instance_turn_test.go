@@ -78,3 +78,23 @@ func TestInstanceIDs(t *testing.T) {
 		t.Fatalf("lookup of a released instance: %v", err)
 	}
 }
+
+// Close closes an instance as Release does, with the caller's reason:
+// later calls, waiting turns and LookupInstance all give it, and the
+// first reason stays.
+func TestInstanceCloseGivesItsReason(t *testing.T) {
+	e := engine(t)
+	in := instantiate(t, e, statefulWAT, nil)
+	running := in.Enqueue()
+	queued := in.Enqueue()
+	const reason = "closed after the guest said it cannot go on"
+	in.Close(reason)
+	in.Close("a second reason")
+	in.Release()
+	_, err := queued.Call(context.Background(), sandbox.CallRequest{Function: "peek"})
+	wantClosed(t, err, reason)
+	_, err = running.Call(context.Background(), sandbox.CallRequest{Function: "peek"})
+	wantClosed(t, err, reason)
+	_, err = e.LookupInstance(in.ID())
+	wantClosed(t, err, reason)
+}

@@ -20,8 +20,9 @@ var languageMemory = map[protocol.Language]uint64{
 }
 
 // Defaults returns the limits an evaluation in lang gets when it sets
-// none: the run defaults (limits.Defaults) but the memory cap, which is
-// the language's. The rest fit every language as they are: a table of
+// none and its Runner has no defaults of its own (Config.Defaults): the
+// run defaults (limits.Defaults) but the memory cap, which is the
+// language's. The rest fit every language as they are: a table of
 // 100,000 elements holds JavaScript's 16,602 (Lua 7,673, Starlark 7,621);
 // fuel is 2^50, so the deadline (1 s) is the fence a snippet meets (Go
 // compiled to wasm burns fuel fast: a JavaScript loop of 100,000 additions
@@ -31,18 +32,21 @@ var languageMemory = map[protocol.Language]uint64{
 // effect: a runtime is compiled once, under its own limits
 // (CompileTimeout, CompileMemoryBytes).
 func Defaults(lang protocol.Language) limits.Limits {
-	l := limits.Defaults()
-	if m, ok := languageMemory[lang]; ok {
-		l.MemoryBytes = m
-	}
-	return l
+	return languageDefaults(lang, limits.Defaults())
+}
+
+// languageDefaults are run, an operator's run defaults, for lang: the
+// memory cap at least the language's, since it counts the interpreter.
+func languageDefaults(lang protocol.Language, run limits.Limits) limits.Limits {
+	run.MemoryBytes = max(run.MemoryBytes, languageMemory[lang])
+	return run
 }
 
 // resolveLimits are an evaluation's limits: each field the caller set
-// (non-zero), which must lie within max, else lang's default, lowered to
+// (non-zero), which must lie within max, else the default's, lowered to
 // max. A refusal is a *limits.FieldError naming the field.
-func resolveLimits(lang protocol.Language, given, max limits.Limits) (limits.Limits, error) {
-	l := Defaults(lang)
+func resolveLimits(given, defaults, max limits.Limits) (limits.Limits, error) {
+	l := defaults
 	for _, f := range limits.Fields() {
 		if v := f.Get(given); v != 0 {
 			f.Set(&l, v)

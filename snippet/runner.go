@@ -14,7 +14,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/limits"
@@ -99,7 +98,7 @@ func (r *Runner) Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutco
 	if err != nil {
 		return nil, err
 	}
-	l, err := resolveLimits(e.Language, e.Limits, r.cfg.Maximums)
+	l, err := resolveLimits(e.Limits, r.Defaults(e.Language), r.cfg.Maximums)
 	if err != nil {
 		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "limits." + err.Error()}
 	}
@@ -114,11 +113,23 @@ func (r *Runner) Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutco
 	in := r.takeSpare(rt, l)
 	if in == nil {
 		if in, err = r.start(ctx, m, e.Language, l, false); err != nil {
-			return nil, err
+			return nil, uncharged(err)
 		}
 	}
 	defer in.Release()
-	return evaluate(ctx, in.Call, e.Language, input, e.Snippet.Output, callLimits(l))
+	// An interpreter that cannot go on is released here anyway.
+	return evaluate(ctx, in.Call, e.Language, input, e.Snippet.Output, callLimits(l), nil)
+}
+
+// uncharged is the error of an interpreter's start that failed (a fence,
+// a cancellation) as an evaluation's: the start is sandboxd's work, never
+// charged to the evaluation, so the usage it reports is zero.
+func uncharged(err error) error {
+	var se *sandbox.Error
+	if errors.As(err, &se) && se.Usage != nil {
+		se.Usage = &sandbox.Usage{}
+	}
+	return err
 }
 
 func (r *Runner) checkOpen() error {
@@ -131,9 +142,11 @@ func (r *Runner) checkOpen() error {
 }
 
 // Defaults are the limits an evaluation in lang gets for those it leaves
-// out: the language's (Defaults), each lowered to the Runner's maximums.
+// out: the Runner's defaults (Config.Defaults) with a memory cap of at
+// least the language's (64 MiB for js, 32 MiB for lua and starlark),
+// each lowered to the Runner's maximums.
 func (r *Runner) Defaults(lang protocol.Language) limits.Limits {
-	l, _ := resolveLimits(lang, limits.Limits{}, r.cfg.Maximums)
+	l, _ := resolveLimits(limits.Limits{}, languageDefaults(lang, r.cfg.Defaults), r.cfg.Maximums)
 	return l
 }
 
@@ -215,15 +228,20 @@ type guestAnswer struct {
 		Message      string `json:"message"`
 		Line, Column int
 		Text         string `json:"text"`
+		// Fatal: the interpreter cannot go on (a Go panic in it, or the
+		// runtime unable to set up an evaluation); every later
+		// evaluation in it would fail the same way.
+		Fatal bool `json:"fatal"`
 	} `json:"error"`
 }
 
 // evaluate runs one evaluation with call (an instance's Call, or a
 // turn's): the runtime's eval called with input under cl (every field
-// set), its answer turned into an outcome or a script error.
+// set), its answer turned into an outcome or a script error. When the
+// runtime says its interpreter cannot go on, broken, if set, is told why
+// before evaluate returns (a session closes itself).
 func evaluate(ctx context.Context, call func(context.Context, sandbox.CallRequest) (*sandbox.CallResult, error),
-	lang protocol.Language, input []byte, output func(string, []byte), cl sandbox.CallLimits) (*protocol.EvalOutcome, error) {
-	started := time.Now()
+	lang protocol.Language, input []byte, output func(string, []byte), cl sandbox.CallLimits, broken func(reason string)) (*protocol.EvalOutcome, error) {
 	// outputBytes holds the value's JSON; the answer around it, or a
 	// script error's (whose message and text the runtime bounds), is
 	// sandboxd's and may take answerEnvelopeBytes more.
@@ -253,6 +271,9 @@ func evaluate(ctx context.Context, call func(context.Context, sandbox.CallReques
 			Message: fmt.Sprintf("the %s runtime answered %d bytes that are not {\"value\"} or {\"error\"}", lang, len(res.PluginOutput))}
 	}
 	if a.Error != nil {
+		if a.Error.Fatal && broken != nil {
+			broken(fmt.Sprintf("closed after the %s interpreter failed: %s", lang, cut(a.Error.Message, protocol.MaxScriptMessageBytes)))
+		}
 		return nil, &sandbox.Error{Kind: sandbox.KindScriptError, Usage: &usage, Output: res.Output,
 			Message: cut(a.Error.Message, protocol.MaxScriptMessageBytes),
 			Script: &sandbox.ScriptError{Language: lang, Line: max(a.Error.Line, 0), Column: max(a.Error.Column, 0),
@@ -262,7 +283,7 @@ func evaluate(ctx context.Context, call func(context.Context, sandbox.CallReques
 		return nil, tooLarge()
 	}
 	o := &protocol.EvalOutcome{Value: a.Value, Usage: protocol.Usage{FuelConsumed: usage.FuelConsumed, PeakMemoryBytes: usage.PeakMemoryBytes},
-		Elapsed: time.Since(started) - res.Queued, Queued: res.Queued}
+		Elapsed: res.Elapsed, Queued: res.Queued}
 	if res.Output != nil {
 		o.Output = &protocol.Output{Stdout: res.Output.Stdout, Stderr: res.Output.Stderr, Truncated: res.Output.Truncated}
 	}

@@ -17,15 +17,17 @@ import (
 // defaults. Evaluations run one at a time, in the order they took their
 // turn. A script error leaves the session as it was; a fence (fuel, the
 // deadline, the memory cap, cancellation) closes it, as a trap closes an
-// instance, and later evaluations fail with *sandbox.InstanceClosedError
-// saying why.
+// instance, and so does an interpreter that cannot go on (a Go panic in
+// it, or its runtime unable to set up an evaluation: that evaluation is
+// a script error, "closed after the js interpreter failed: …"); later
+// evaluations fail with *sandbox.InstanceClosedError saying why.
 type Session struct {
 	in   *sandbox.Instance
 	lang protocol.Language
 }
 
 // NewSession starts a session of req.Language under req.Limits (a zero
-// field takes the language's default, Defaults; a field set must lie
+// field takes the Runner's default, Runner.Defaults; a field set must lie
 // within the Runner's maximums). Starting the interpreter is fenced by
 // StartFuel and StartTimeout, and its cost is reported in the
 // SessionInfo, never charged to an evaluation. Too many instances live is
@@ -38,7 +40,7 @@ func (r *Runner) NewSession(ctx context.Context, req protocol.SessionRequest) (*
 	if err != nil {
 		return nil, protocol.SessionInfo{}, err
 	}
-	l, err := resolveLimits(req.Language, req.Limits, r.cfg.Maximums)
+	l, err := resolveLimits(req.Limits, r.Defaults(req.Language), r.cfg.Maximums)
 	if err != nil {
 		return nil, protocol.SessionInfo{}, &sandbox.Error{Kind: sandbox.KindHost, Message: "limits." + err.Error()}
 	}
@@ -120,7 +122,7 @@ func (s *Session) EvalTurn(ctx context.Context, t *sandbox.Turn, e protocol.Sess
 	if e.Limits.Timeout > 0 {
 		cl.Timeout = e.Limits.Timeout
 	}
-	return evaluate(ctx, t.Call, s.lang, input, e.Output, cl)
+	return evaluate(ctx, t.Call, s.lang, input, e.Output, cl, s.in.Close)
 }
 
 // Close releases the session (sandbox.Instance.Release): an evaluation

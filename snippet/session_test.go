@@ -103,3 +103,76 @@ func TestSessionRefusals(t *testing.T) {
 		t.Errorf("an unknown id: %v", err)
 	}
 }
+
+// TestSessionThatCannotGoOnCloses: when the runtime says its interpreter
+// cannot go on — a Go panic inside it (caught by its guard), or a snippet
+// that left it unable to set the next evaluation's input — that
+// evaluation is a script error and the session closes, naming why; a
+// one-shot evaluation only fails.
+func TestSessionThatCannotGoOnCloses(t *testing.T) {
+	r := sharedRunner(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		lang         protocol.Language
+		before, fail string
+		reason       string
+	}{
+		{js, "1", "new Array(2**31).sort()", "closed after the js interpreter failed: internal error in the JavaScript interpreter: "},
+		{starlark, "1", "list(range(1 << 40))", "closed after the starlark interpreter failed: internal error in the Starlark interpreter: "},
+		{js, "Object.freeze(globalThis); 1", "1 + 1", "closed after the js interpreter failed: the JavaScript runtime cannot set the global input: TypeError: Cannot redefine property: input"},
+	} {
+		s, _, err := r.NewSession(ctx, protocol.SessionRequest{Language: c.lang, Limits: limits.Limits{Timeout: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Eval(ctx, sessionEval(c.before)); err != nil {
+			t.Fatalf("%s %q: %v", c.lang, c.before, err)
+		}
+		_, err = s.Eval(ctx, sessionEval(c.fail))
+		wantKind(t, err, sandbox.KindScriptError)
+		_, err = s.Eval(ctx, sessionEval("1"))
+		var ce *sandbox.InstanceClosedError
+		if !errors.As(err, &ce) || !strings.HasPrefix(ce.Reason, c.reason) {
+			t.Errorf("%s: after %q, the next evaluation: %v, want the session closed: %q…", c.lang, c.fail, err, c.reason)
+		}
+		if _, err := r.Session(s.ID()); !errors.As(err, &ce) {
+			t.Errorf("%s: the session is still found: %v", c.lang, err)
+		}
+	}
+	// One-shot: the evaluation's own script error, nothing more.
+	_, err := r.Eval(ctx, protocol.Eval{Language: js, Snippet: protocol.Snippet{Code: "new Array(2**31).sort()"}, Limits: roomy(limits.Limits{})})
+	if se := wantKind(t, err, sandbox.KindScriptError); se != nil && !strings.Contains(se.Message, "internal error in the JavaScript interpreter") {
+		t.Errorf("one-shot: %q", se.Message)
+	}
+	if o, err := r.Eval(ctx, protocol.Eval{Language: js, Snippet: protocol.Snippet{Code: "1 + 1"}, Limits: roomy(limits.Limits{})}); err != nil || string(o.Value) != "2" {
+		t.Errorf("one-shot after it: %v, %v", o, err)
+	}
+}
+
+// TestSessionElapsedIsTheEvaluations: evaluations that wait for their
+// turn behind another report their own time, never the wait (which is
+// queued), so never a negative one.
+func TestSessionElapsedIsTheEvaluations(t *testing.T) {
+	r := sharedRunner(t)
+	ctx := context.Background()
+	s, _, err := r.NewSession(ctx, protocol.SessionRequest{Language: lua, Limits: limits.Limits{Timeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	outcomes := make(chan *protocol.EvalOutcome, n)
+	for range n {
+		go func() {
+			o, err := s.Eval(ctx, sessionEval("local t = os.clock() while os.clock() - t < 0.1 do end return 1"))
+			if err != nil {
+				t.Error(err)
+			}
+			outcomes <- o
+		}()
+	}
+	for range n {
+		if o := <-outcomes; o != nil && (o.Elapsed <= 0 || o.Queued < 0) {
+			t.Errorf("elapsed %v, queued %v", o.Elapsed, o.Queued)
+		}
+	}
+}

@@ -162,8 +162,11 @@ func TestEvalHostile(t *testing.T) {
 		_, err = eval(t, protocol.Eval{Language: lang, Snippet: protocol.Snippet{Code: forever[lang]}, Limits: limits.Limits{Timeout: 200 * time.Millisecond}})
 		wantKind(t, err, sandbox.KindTimeout)
 		_, err = eval(t, protocol.Eval{Language: lang, Snippet: protocol.Snippet{Code: bomb[lang]}, Limits: roomy(limits.Limits{})})
-		if se := wantKind(t, err, sandbox.KindMemoryLimitExceeded); se != nil && se.Limit != snippet.Defaults(lang).MemoryBytes {
-			t.Errorf("%s: the cap was %d", lang, se.Limit)
+		if se := wantKind(t, err, sandbox.KindMemoryLimitExceeded); se != nil {
+			if se.Limit != snippet.Defaults(lang).MemoryBytes {
+				t.Errorf("%s: the cap was %d", lang, se.Limit)
+			}
+			wantNoCrashReport(t, lang, se.Output)
 		}
 		_, err = eval(t, protocol.Eval{Language: lang, Snippet: protocol.Snippet{Code: recursion[lang]}, Limits: roomy(limits.Limits{})})
 		if se := wantKind(t, err, sandbox.KindScriptError); se != nil {
@@ -171,6 +174,22 @@ func TestEvalHostile(t *testing.T) {
 			if !strings.Contains(se.Message, want) {
 				t.Errorf("%s recursion: %q, want %q", lang, se.Message, want)
 			}
+		}
+	}
+}
+
+// wantNoCrashReport: the guest's Go runtime, out of memory, reports its
+// crash (goroutine traces, module paths and versions) on fd 2; none of
+// it may reach the snippet's stderr.
+func wantNoCrashReport(t *testing.T, lang protocol.Language, out *sandbox.Output) {
+	t.Helper()
+	if out == nil {
+		return
+	}
+	for _, trace := range []string{"goroutine ", "fatal error", "runtime.", "github.com/", ".go:"} {
+		if strings.Contains(string(out.Stderr), trace) {
+			t.Errorf("%s: the snippet's stderr carries the runtime's crash report (%q): %.300q", lang, trace, out.Stderr)
+			return
 		}
 	}
 }

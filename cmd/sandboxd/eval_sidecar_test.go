@@ -137,12 +137,18 @@ func TestEvalSidecarErrors(t *testing.T) {
 		{"loop", map[string]any{"language": "js", "code": "while (true) {}", "limits": map[string]any{"timeoutMs": 200}}, "timeout"},
 		{"fuel", map[string]any{"language": "starlark", "code": "x = 0\nfor i in range(100000000):\n    x += i\nx", "limits": map[string]any{"fuel": 1000000}}, "fuel_exhausted"},
 		{"bomb", map[string]any{"language": "lua", "code": "local s = 'x' while true do s = s .. s end"}, "memory_limit_exceeded"},
+		{"jsbomb", map[string]any{"language": "js", "code": "let s = 'x'; for (;;) s = s + s", "limits": map[string]any{"timeoutMs": 60000}}, "memory_limit_exceeded"},
 	} {
 		id := `"` + c.name + `"`
 		s.request(id, "eval", c.params)
 		m, _ := s.response(id, time.Minute)
 		if m.kind() != c.kind {
 			t.Errorf("%s: want %s, got %s", c.name, c.kind, m.raw)
+		}
+		// The guest's Go runtime, out of memory, reports its crash on fd
+		// 2, the snippet's stderr: none of it reaches the caller.
+		if stderr := fmt.Sprint(errData(t, m)["stderr"]); strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "github.com/") {
+			t.Errorf("%s: the snippet's stderr carries the runtime's crash report: %.300s", c.name, stderr)
 		}
 	}
 
@@ -243,5 +249,51 @@ func TestEvalSidecarRuntimeMissing(t *testing.T) {
 	s.request(`"run"`, "run", runParams(fixture("well_behaved.wat"), "add", []any{1, 2}, nil, nil))
 	if m := mustResponse(s, `"run"`); m.Error != nil {
 		t.Errorf("a run after the failed eval: %s", m.raw)
+	}
+}
+
+// TestEvalSidecarScriptErrorUnderSmallOutputBytes: outputBytes holds the
+// value, not the runtime's answer: with a small outputBytes a script
+// error still comes back as itself, with its message, line and column.
+func TestEvalSidecarScriptErrorUnderSmallOutputBytes(t *testing.T) {
+	t.Parallel()
+	s := startEvalSidecar(t)
+	for _, c := range []struct {
+		lang       protocol.Language
+		code, want string
+	}{
+		{protocol.LanguageJS, "let a = ;", "SyntaxError"},
+		{protocol.LanguageLua, "error('boom')", "boom"},
+		{protocol.LanguageStarlark, "fail('boom')", "boom"},
+	} {
+		s.request(`"e"`, "eval", map[string]any{"language": c.lang, "code": c.code, "limits": map[string]any{"outputBytes": 64}})
+		m := mustResponse(s, `"e"`)
+		if m.Error == nil || m.Error.Code != 13 || !strings.Contains(m.Error.Message, c.want) {
+			t.Errorf("%s %q with outputBytes 64: want the script error naming %q, got %s", c.lang, c.code, c.want, m.raw)
+		}
+	}
+	// A value whose JSON is exactly outputBytes fits.
+	value := `"12345678901"`
+	s.request(`"v"`, "eval", map[string]any{"language": "js", "code": value, "limits": map[string]any{"outputBytes": len(value)}})
+	if r := evalResult(t, mustResponse(s, `"v"`)); string(r.Value) != value {
+		t.Errorf("value %s", r.Value)
+	}
+}
+
+// TestEvalSidecarFollowsServeDefaults: an operator's --default-* flags
+// (what initialize reports as limits.defaults) are an evaluation's
+// defaults, one-shot and in a session.
+func TestEvalSidecarFollowsServeDefaults(t *testing.T) {
+	t.Parallel()
+	s := startEvalSidecar(t, "--default-timeout-ms", "100")
+	s.request(`"spin"`, "eval", map[string]any{"language": "lua", "code": "while true do end"})
+	m := mustResponse(s, `"spin"`)
+	if d := errData(t, m); d["kind"] != "timeout" || d["timeoutMs"] != float64(100) {
+		t.Errorf("one-shot spin under --default-timeout-ms 100: %s", m.raw)
+	}
+	inst := rawSession(t, s, `"sess"`, map[string]any{"language": "lua"}).Instance
+	m = sessionEvalRaw(s, `"sspin"`, inst, "while true do end", nil)
+	if d := errData(t, m); d["kind"] != "timeout" || d["timeoutMs"] != float64(100) {
+		t.Errorf("session spin under --default-timeout-ms 100: %s", m.raw)
 	}
 }

@@ -227,3 +227,52 @@ func TestSessionSidecarBadParams(t *testing.T) {
 		t.Errorf("the session after the refusals: %s", r.Value)
 	}
 }
+
+// TestSessionSidecarInterpreterThatCannotGoOnCloses: a Go panic inside
+// the interpreter (`new Array(2**31).sort()`, `list(range(1 << 40))`:
+// "makeslice: cap out of range"), or a snippet that leaves the runtime
+// unable to set the next evaluation's input (Object.freeze(globalThis), a
+// non-configurable input), ends the session: that evaluation is a
+// script_error with data.instanceClosed, later ones -32001 naming why.
+func TestSessionSidecarInterpreterThatCannotGoOnCloses(t *testing.T) {
+	t.Parallel()
+	s := startEvalSidecar(t)
+	for _, c := range []struct {
+		lang         protocol.Language
+		before, fail string
+	}{
+		{protocol.LanguageJS, "1", "new Array(2**31).sort()"},
+		{protocol.LanguageStarlark, "1", "list(range(1 << 40))"},
+		{protocol.LanguageJS, "Object.freeze(globalThis); 1", "1 + 1"},
+		{protocol.LanguageJS, "Object.defineProperty(globalThis, 'input', {value: 0, writable: false, configurable: false}); 1", "1 + 1"},
+	} {
+		inst := rawSession(t, s, `"new"`, map[string]any{"language": c.lang}).Instance
+		evalResult(t, sessionEvalRaw(s, `"before"`, inst, c.before, nil))
+		m := sessionEvalRaw(s, `"fail"`, inst, c.fail, map[string]any{"input": 3})
+		if m.Error == nil || m.Error.Code != 13 || errData(t, m)["instanceClosed"] != true {
+			t.Errorf("%s %q after %q: want a script error that closed the session, got %s", c.lang, c.fail, c.before, m.raw)
+		}
+		next := sessionEvalRaw(s, `"next"`, inst, "1", nil)
+		if next.Error == nil || next.Error.Code != protocol.CodeInstanceClosed ||
+			!strings.Contains(next.Error.Message, "closed after the "+string(c.lang)+" interpreter failed: ") {
+			t.Errorf("%s: after %q, the next evaluation: %s", c.lang, c.fail, next.raw)
+		}
+	}
+}
+
+// TestSessionSidecarElapsedExcludesTheTurnsWait: an evaluation that
+// waited for its turn behind a long one reports its own time in
+// elapsedMicros (never negative) and the wait in queuedMicros.
+func TestSessionSidecarElapsedExcludesTheTurnsWait(t *testing.T) {
+	t.Parallel()
+	s := startEvalSidecar(t)
+	inst := rawSession(t, s, `"new"`, map[string]any{"language": "lua"}).Instance
+	s.request(`"long"`, "eval", map[string]any{"instance": inst, "code": "local t = os.clock() while os.clock() - t < 0.5 do end return 1",
+		"limits": map[string]any{"timeoutMs": 60000}})
+	s.request(`"behind"`, "eval", map[string]any{"instance": inst, "code": "return 2"})
+	evalResult(t, mustResponse(s, `"long"`))
+	r := evalResult(t, mustResponse(s, `"behind"`))
+	if r.ElapsedMicros <= 0 || r.QueuedMicros <= 0 {
+		t.Errorf("an evaluation that waited for its turn: elapsedMicros %d, queuedMicros %d", r.ElapsedMicros, r.QueuedMicros)
+	}
+}

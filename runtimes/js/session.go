@@ -67,7 +67,9 @@ func (s *Session) EvalInput(code string, input *script.Value) (json.RawMessage, 
 
 func (s *Session) eval(code string, input *script.Value) (json.RawMessage, *script.Error) {
 	if err := s.vm.GlobalObject().DefineDataProperty("input", s.fromInput(input), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
-		return nil, s.scriptError(err)
+		// An earlier snippet froze the global object or made input
+		// non-configurable: no evaluation can get its input again.
+		return nil, script.Fatalf("the JavaScript runtime cannot set the global input: " + s.scriptError(err).Message)
 	}
 	ast, err := parser.ParseFile(nil, scriptName, code, 0)
 	if err != nil { // parser.ErrorList: goja.Compile would drop its positions

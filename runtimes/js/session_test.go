@@ -97,3 +97,36 @@ func TestConversionThatThrows(t *testing.T) {
 		}
 	}
 }
+
+// A snippet that freezes the global object, or makes input
+// non-configurable, leaves the runtime unable to set the next
+// evaluation's input: that evaluation's error is fatal (the session
+// cannot go on) and so is every later one's.
+func TestSnippetThatFixesInputEndsTheSession(t *testing.T) {
+	for _, brick := range []string{
+		"Object.freeze(globalThis); 1",
+		"Object.defineProperty(globalThis, 'input', {value: 0, writable: false, configurable: false}); 1",
+	} {
+		s := js.New(nil, nil)
+		if v, err := s.Eval(brick, nil); err != nil || string(v) != "1" {
+			t.Fatalf("%s: %s, %v", brick, v, err)
+		}
+		_, err := s.Eval("1 + 1", []byte("3"))
+		if err == nil || !err.Fatal || !strings.Contains(err.Message, "cannot set the global input: TypeError: Cannot redefine property: input") {
+			t.Fatalf("after %s: %+v, want a fatal error naming input", brick, err)
+		}
+		if _, again := s.Eval("2", nil); again != err {
+			t.Fatalf("after %s, a later evaluation: %+v", brick, again)
+		}
+	}
+}
+
+// A snippet's own error, however it is thrown, is never fatal.
+func TestThrownErrorsAreNotFatal(t *testing.T) {
+	s := js.New(nil, nil)
+	for _, code := range []string{"throw new TypeError('x')", "let a = ;", "undefinedName", "function f() { return f() }; f()"} {
+		if _, err := s.Eval(code, nil); err == nil || err.Fatal {
+			t.Errorf("%s: %+v", code, err)
+		}
+	}
+}

@@ -84,7 +84,9 @@ func (s *Session) EvalInput(code string, input *script.Value) (json.RawMessage, 
 
 func (s *Session) eval(code string, input *script.Value) (json.RawMessage, *script.Error) {
 	L := s.L
-	L.SetGlobal("input", s.fromInput(input))
+	// Raw: a metamethod an earlier snippet put on _G (a strict mode's
+	// __newindex that refuses new globals) must not run, or fail, here.
+	L.G.Global.RawSetString("input", s.fromInput(input))
 	fn, err := L.Load(strings.NewReader("return "+code), chunkName)
 	if err != nil {
 		fn, err = L.Load(strings.NewReader(code), chunkName)

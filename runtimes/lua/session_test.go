@@ -68,3 +68,24 @@ func TestErrorTextsAreBounded(t *testing.T) {
 		t.Fatalf("%d-byte message, %d-byte text", len(err.Message), len(err.Text))
 	}
 }
+
+// A strict mode that refuses new globals (a __newindex on _G) does not
+// stop the runtime from setting input, even once a null input has left
+// no input in _G.
+func TestStrictGlobalsKeepInput(t *testing.T) {
+	s := lua.New(nil)
+	steps := []struct{ code, input, want string }{
+		{"setmetatable(_G, {__newindex = function(t, k) error('undeclared global ' .. k, 2) end}) return 1", "null", "1"},
+		{"return input", "5", "5"},
+		{"return input", "null", "null"},
+		{"return input", `{"a": 1}`, `{"a":1}`},
+	}
+	for _, st := range steps {
+		if v, err := s.Eval(st.code, []byte(st.input)); err != nil || string(v) != st.want {
+			t.Fatalf("%s with input %s: %s, %+v", st.code, st.input, v, err)
+		}
+	}
+	if _, err := s.Eval("x = 1", nil); err == nil || err.Fatal || !strings.Contains(err.Message, "undeclared global x") {
+		t.Fatalf("the snippet's strict mode: %+v", err)
+	}
+}

@@ -27,6 +27,12 @@ type Error struct {
 	// Text is the language's own rendering of the error, with its stack
 	// trace or traceback where it has one.
 	Text string `json:"text"`
+	// Fatal says the session cannot go on: not the snippet's error but
+	// the runtime's (a Go panic inside the interpreter, or the runtime
+	// unable to set up an evaluation), after which every evaluation in
+	// the session fails the same way (Guard). The host closes the
+	// session with the message as the reason.
+	Fatal bool `json:"fatal,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -55,6 +61,14 @@ func NewError(message string, line, column int, text string) *Error {
 
 // Errorf is an error with no position whose text is its message.
 func Errorf(message string) *Error { return NewError(message, 0, 0, message) }
+
+// Fatalf is Errorf for an error after which the session cannot go on
+// (Error.Fatal).
+func Fatalf(message string) *Error {
+	e := Errorf(message)
+	e.Fatal = true
+	return e
+}
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -181,18 +181,44 @@ func TestNestingErrorTellsCyclesFromDepth(t *testing.T) {
 	}
 }
 
-func TestGuardClosesTheSessionAfterAPanic(t *testing.T) {
+func TestGuardEndsTheSessionAfterAPanic(t *testing.T) {
 	g := script.Guard{Interpreter: "Test"}
 	if v, err := g.Run(func() (json.RawMessage, *script.Error) { return json.RawMessage("1"), nil }); err != nil || string(v) != "1" {
 		t.Fatalf("%s, %v", v, err)
 	}
 	_, err := g.Run(func() (json.RawMessage, *script.Error) { panic("boom") })
-	const want = "internal error in the Test interpreter (the session is closed): boom"
-	if err == nil || err.Message != want {
-		t.Fatalf("after a panic: %v", err)
+	const want = "internal error in the Test interpreter: boom"
+	if err == nil || err.Message != want || !err.Fatal {
+		t.Fatalf("after a panic: %+v", err)
 	}
 	ran := false
-	if _, err := g.Run(func() (json.RawMessage, *script.Error) { ran = true; return nil, nil }); ran || err == nil || err.Message != want {
-		t.Fatalf("after the panic, ran=%v err=%v", ran, err)
+	if _, err := g.Run(func() (json.RawMessage, *script.Error) { ran = true; return nil, nil }); ran || err == nil || err.Message != want || !err.Fatal {
+		t.Fatalf("after the panic, ran=%v err=%+v", ran, err)
+	}
+	if got := string(script.Response(nil, err)); !strings.Contains(got, `"fatal":true`) {
+		t.Fatalf("the answer does not say the session cannot go on: %s", got)
+	}
+}
+
+// A script error leaves the session; a fatal one (the runtime could not
+// set up the evaluation) ends it, as a panic does.
+func TestGuardEndsTheSessionAfterAFatalError(t *testing.T) {
+	g := script.Guard{Interpreter: "Test"}
+	if _, err := g.Run(func() (json.RawMessage, *script.Error) { return nil, script.Errorf("thrown") }); err == nil || err.Fatal {
+		t.Fatalf("a script error: %+v", err)
+	}
+	if v, err := g.Run(func() (json.RawMessage, *script.Error) { return json.RawMessage("2"), nil }); err != nil || string(v) != "2" {
+		t.Fatalf("after a script error: %s, %v", v, err)
+	}
+	if got := string(script.Response(nil, script.Errorf("thrown"))); strings.Contains(got, "fatal") {
+		t.Fatalf("a script error's answer: %s", got)
+	}
+	broken := script.Fatalf("cannot set input")
+	if _, err := g.Run(func() (json.RawMessage, *script.Error) { return nil, broken }); err != broken {
+		t.Fatalf("a fatal error: %+v", err)
+	}
+	ran := false
+	if _, err := g.Run(func() (json.RawMessage, *script.Error) { ran = true; return nil, nil }); ran || err != broken {
+		t.Fatalf("after a fatal error, ran=%v err=%+v", ran, err)
 	}
 }

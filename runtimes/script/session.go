@@ -18,22 +18,26 @@ func Eval(s Session, code string, input json.RawMessage) (json.RawMessage, *Erro
 
 // Guard runs a session's evaluations, so that a Go panic inside an
 // interpreter (a bug in it) ends the session instead of the guest: that
-// evaluation and every later one return the internal error. The zero
-// Guard is ready; Interpreter names the language in the message.
+// evaluation returns a fatal error (Error.Fatal), and so does every later
+// one. An evaluation that returns a fatal error itself (the runtime could
+// not set it up) ends the session the same way. The zero Guard is ready;
+// Interpreter names the language in the message.
 type Guard struct {
 	Interpreter string
 	err         *Error
 }
 
-// Run calls eval unless an earlier evaluation panicked.
+// Run calls eval unless an earlier evaluation ended the session.
 func (g *Guard) Run(eval func() (json.RawMessage, *Error)) (value json.RawMessage, serr *Error) {
 	if g.err != nil {
 		return nil, g.err
 	}
 	defer func() {
 		if x := recover(); x != nil {
-			g.err = Errorf(fmt.Sprintf("internal error in the %s interpreter (the session is closed): %v", g.Interpreter, x))
-			value, serr = nil, g.err
+			value, serr = nil, Fatalf(fmt.Sprintf("internal error in the %s interpreter: %v", g.Interpreter, x))
+		}
+		if serr != nil && serr.Fatal {
+			g.err = serr
 		}
 	}()
 	return eval()
