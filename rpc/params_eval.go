@@ -63,16 +63,23 @@ func decodeEval(raw json.RawMessage) (*evalSpec, error) {
 		}
 		spec.input = v
 	}
-	// hostCall is checked and not needed: a snippet declares no host
-	// functions, so no interpreter waits for a handler and an eval sent
-	// from one cannot wait for itself. Accepting it lets a client tag
-	// every request that runs a guest, as docs/protocol.md says they do.
-	if v := p.values[evalHostCall]; v != nil {
-		if _, err := decodeHostCall(v); err != nil {
-			return nil, err
-		}
+	if err := checkUnneededHostCall(p.values[evalHostCall]); err != nil {
+		return nil, err
 	}
 	return spec, nil
+}
+
+// checkUnneededHostCall checks a hostCall member (raw, nil when absent)
+// that the request does not need: a snippet declares no host functions,
+// so no interpreter waits for a handler and an eval or session sent from
+// one cannot wait for itself. Accepting it lets a client tag every
+// request that runs a guest, as docs/protocol.md says they do.
+func checkUnneededHostCall(raw json.RawMessage) error {
+	if raw == nil {
+		return nil
+	}
+	_, err := decodeHostCall(raw)
+	return err
 }
 
 // evalLimits reads a one-shot evaluation's limits over defaults, its
@@ -121,10 +128,8 @@ func decodeSessionInstantiate(raw json.RawMessage) (*sessionSpec, error) {
 			return nil, paramErr(instantiateShape.names[i], "not offered for a session (instantiate with language)")
 		}
 	}
-	if v := p.values[instantiateHostCall]; v != nil { // checked, not needed: as eval's
-		if _, err := decodeHostCall(v); err != nil {
-			return nil, err
-		}
+	if err := checkUnneededHostCall(p.values[instantiateHostCall]); err != nil {
+		return nil, err
 	}
 	name, err := stringField(p.values[instantiateLanguage], "language")
 	if err != nil {

@@ -313,6 +313,18 @@ func (f *sidecarFlags) logger(stderr io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
+// checkInstanceFlags checks --max-instances and --instance-idle, which
+// serve (instances and sessions) and mcp (sessions) both take.
+func checkInstanceFlags(maxInstances int, idle time.Duration) error {
+	if maxInstances < 1 {
+		return errors.New("--max-instances: must be >= 1")
+	}
+	if idle < time.Millisecond {
+		return fmt.Errorf("--instance-idle: must be at least 1ms, got %v", idle)
+	}
+	return nil
+}
+
 // engineConfig is the engine's configuration from the flags. Its compile
 // limits are the defaults' (a run's limits carry their own).
 func (f *sidecarFlags) engineConfig(def, maximums limits.Limits) sandbox.Config {

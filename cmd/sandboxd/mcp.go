@@ -52,12 +52,8 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
-	switch {
-	case *maxSessions < 1:
-		fmt.Fprintln(stderr, "sandboxd mcp: --max-instances: must be >= 1")
-		return exitMCPFlags
-	case *sessionIdle < time.Millisecond:
-		fmt.Fprintf(stderr, "sandboxd mcp: --instance-idle: must be at least 1ms, got %v\n", *sessionIdle)
+	if err := checkInstanceFlags(*maxSessions, *sessionIdle); err != nil {
+		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
 		return exitMCPFlags
 	}
 	engCfg := shared.engineConfig(def, maxLimits)

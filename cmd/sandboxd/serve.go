@@ -73,12 +73,8 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
-	if *maxInstances < 1 {
-		fmt.Fprintln(stderr, "sandboxd serve: --max-instances: must be >= 1")
-		return exitServeNoShutdown
-	}
-	if *instanceIdle < time.Millisecond {
-		fmt.Fprintf(stderr, "sandboxd serve: --instance-idle: must be at least 1ms, got %v\n", *instanceIdle)
+	if err := checkInstanceFlags(*maxInstances, *instanceIdle); err != nil {
+		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
