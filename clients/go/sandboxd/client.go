@@ -362,7 +362,7 @@ func (c *Client) close() error {
 				c.fail(err)
 				break
 			}
-			c.dispatch(body)
+			c.dispatch(body, nil) // no caller reads here: every host call gets a goroutine
 		}
 		_ = c.rc.Close()
 		c.readTok <- struct{}{}
