@@ -174,6 +174,11 @@ class HostCallProblem(Exception):
         self.code = code
 
 
+#: Guards HostCall's cancelled flag and its Event, made on demand (held
+#: for a few assignments only).
+_wakeup_lock = threading.Lock()
+
+
 class HostCall:
     """One call of a host function by a guest, while its handler runs:
     :func:`current_host_call` returns it inside the handler.
@@ -193,7 +198,7 @@ class HostCall:
     """
 
     __slots__ = ("id", "request_id", "instance", "module", "name", "args", "function", "call", "session",
-                 "_cancelled", "on_cancel")
+                 "_cancelled", "_wakeup", "on_cancel")
 
     def __init__(self, id: Any, request_id: int, instance: Optional[str], function: HostFunction, args: List[Any],
                  call: Any, session: Any) -> None:
@@ -206,7 +211,11 @@ class HostCall:
         self.args = args
         self.call = call  # the pending Call whose guest made it
         self.session = session  # whose requests may name it as their hostCall
-        self._cancelled = threading.Event()
+        # A flag, and an Event made only for wait_cancelled (under
+        # _wakeup_lock): a threading.Event per call cost the round trip
+        # a Condition and two locks, for a wait few handlers make.
+        self._cancelled = False
+        self._wakeup: Optional[threading.Event] = None
         #: Called once when the sidecar cancels it (set by the client that
         #: runs the handler: the asyncio one cancels the handler's task).
         self.on_cancel: Optional[Callable[[], None]] = None
@@ -215,18 +224,28 @@ class HostCall:
     def cancelled(self) -> bool:
         """The sidecar cancelled the call (the run's deadline passed, or it
         was cancelled); whatever the handler returns now is dropped."""
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def wait_cancelled(self, timeout: Optional[float] = None) -> bool:
         """Block the handler's thread until the call is cancelled or
         ``timeout`` seconds pass; returns :attr:`cancelled`. (Threads only:
         in a coroutine, cancellation is the task's.)"""
-        return self._cancelled.wait(timeout)
+        with _wakeup_lock:
+            if self._cancelled:
+                return True
+            if self._wakeup is None:
+                self._wakeup = threading.Event()
+            wakeup = self._wakeup
+        return wakeup.wait(timeout)
 
     def cancel(self) -> None:
         """Mark it cancelled and tell whoever runs the handler (called by the
         Session, once)."""
-        self._cancelled.set()
+        with _wakeup_lock:
+            self._cancelled = True
+            wakeup = self._wakeup
+        if wakeup is not None:
+            wakeup.set()
         hook = self.on_cancel
         if hook is not None:
             hook()
