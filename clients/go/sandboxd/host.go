@@ -59,8 +59,13 @@ type HostCall struct {
 // error {code, message}: a *HostError's own code, else -32603 with the
 // error's message; the run then fails with kind host_function_error.
 //
-// Handlers run on a goroutine of their own, so they may block and may
-// call the Client.
+// Handlers may block and may call the Client. A host call of a run (or
+// call) whose caller is reading the sidecar's output when it comes is
+// served on that caller's goroutine, as a sequential caller's are (no
+// goroutine hand-off on the round trip); others on a goroutine of their
+// own. That caller returns once the handler has, so a handler that may
+// block for long should watch its context, as one that holds its answer
+// past the run's deadline is cancelled through it.
 type HostHandler func(ctx context.Context, call HostCall) ([]HostValue, error)
 
 // HostError is an error answer with a code of the handler's choosing
