@@ -323,6 +323,15 @@ class StartEagerlyTest(unittest.TestCase):
 
         asyncio.run(main())
 
+    def test_a_cancelled_error_raised_at_once_stays_inside(self):
+        async def answer():
+            raise asyncio.CancelledError()
+
+        async def main():
+            self.assertIsNone(start_eagerly(asyncio.get_running_loop(), answer()))
+
+        asyncio.run(main())
+
     def test_what_waits_goes_on_as_a_task_in_its_context(self):
         var = contextvars.ContextVar("var", default="outside")
 

@@ -12,6 +12,7 @@ answer.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextvars
 import dataclasses
@@ -290,7 +291,9 @@ def start_eagerly(loop: Any, coro: Any) -> Optional[Any]:
     context = contextvars.copy_context()
     try:
         first = context.run(coro.send, None)
-    except StopIteration:
+    except (StopIteration, asyncio.CancelledError):
+        # Ended, or raised CancelledError of its own accord, which a task
+        # would have kept: it must not reach the reader's callback.
         return None
     return loop.create_task(_rest(coro, first), context=context)
 
