@@ -9,6 +9,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/sandboxd/sandboxd/internal/wakeup"
 	"github.com/sandboxd/sandboxd/protocol"
 )
 
@@ -53,8 +54,13 @@ type hostCall struct {
 	instance string // the instance whose call made it, if any
 	// from is the host call whose handler sent the request that made this
 	// one ("" if none): the chain the cycle check follows.
-	from   string
-	answer chan hostAnswer // the reader's one delivery; buffered
+	from string
+	// ans is the reader's one delivery, written under hostCalls.mu
+	// before ready is set; ready wakes the waiting job's thread directly
+	// (wakeup: the thread is pinned by the guest's call of the import,
+	// and a channel would wake it through the scheduler).
+	ans   hostAnswer
+	ready wakeup.Event
 }
 
 // hostAnswer is what the reader delivers to a host call.
@@ -80,8 +86,7 @@ func (h *hostCalls) open(instance, from string) (*hostCall, bool) {
 		return nil, false
 	}
 	h.next++
-	hc := &hostCall{id: protocol.HostCallIDPrefix + strconv.FormatUint(h.next, 10), instance: instance, from: from,
-		answer: make(chan hostAnswer, 1)}
+	hc := &hostCall{id: protocol.HostCallIDPrefix + strconv.FormatUint(h.next, 10), instance: instance, from: from}
 	h.pending[hc.id] = hc
 	h.sent++
 	h.waiting++
@@ -92,15 +97,17 @@ func (h *hostCalls) open(instance, from string) (*hostCall, bool) {
 // reports whether it was. It never blocks.
 func (h *hostCalls) deliver(id string, a hostAnswer) bool {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	hc := h.pending[id]
 	if hc == nil {
 		h.unexpected++
+		h.mu.Unlock()
 		return false
 	}
 	delete(h.pending, id)
 	h.held += a.size
-	hc.answer <- a
+	hc.ans = a
+	h.mu.Unlock()
+	hc.ready.Set()
 	return true
 }
 
@@ -115,6 +122,14 @@ func (h *hostCalls) withdraw(hc *hostCall) (pending, ended bool) {
 	}
 	delete(h.pending, hc.id)
 	return true, h.ended
+}
+
+// delivered is the answer the reader delivered to hc, which withdraw
+// found taken out of the table.
+func (h *hostCalls) delivered(hc *hostCall) hostAnswer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return hc.ans
 }
 
 // done counts how a host call ended (answered, failed or cancelled: one
@@ -138,7 +153,8 @@ func (h *hostCalls) end() {
 	h.ended = true
 	for id, hc := range h.pending {
 		delete(h.pending, id)
-		hc.answer <- hostAnswer{gone: true}
+		hc.ans = hostAnswer{gone: true}
+		hc.ready.Set()
 	}
 }
 
@@ -231,18 +247,30 @@ func (s *Server) callHost(ctx context.Context, j *job, site hostSite, call proto
 	var ans hostAnswer
 	answered := false
 	err = s.yieldSlot(ctx, j, func() {
-		s.out.send(body)
-		select {
-		case ans = <-hc.answer:
+		// Written from this thread when nothing else is being written (as
+		// a response is), not handed to the outbox's writer goroutine: a
+		// hand-off to a goroutine from a pinned thread that then sleeps
+		// costs wake-ups of other threads. Like a response's write, it
+		// waits for the parent to read if the pipe is full; the parent
+		// then reads the request before it could see the run's answer.
+		s.out.sendDirect(body)
+		deadline, _ := ctx.Deadline()
+		switch hc.ready.Wait(ctx, deadline) {
+		case wakeup.Signalled:
 			answered = true
-		case <-ctx.Done():
+		case wakeup.Expired:
+			// By the clock, maybe just before ctx's own timer fired: the
+			// engine tells a timeout from a cancel by ctx's error.
+			<-ctx.Done()
 		}
 	})
-	if !answered {
+	if answered {
+		ans = hc.ans // written before ready was set
+	} else {
 		if pending, ended := h.withdraw(hc); pending && !ended {
 			s.cancelHostCall(hc.id)
 		} else if !pending {
-			ans = <-hc.answer // delivered as the wait ended: give back what it holds
+			ans = h.delivered(hc) // delivered as the wait ended: give back what it holds
 		}
 	}
 	switch {

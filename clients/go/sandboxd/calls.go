@@ -119,18 +119,28 @@ func (c *Client) wait(ctx context.Context, cl *call, grace time.Duration) error 
 			mu.Unlock()
 		}()
 	}
-	select {
-	case <-cl.done:
-		return nil
-	case <-c.readTok:
-		c.readFor(cl)
-		c.readTok <- struct{}{} // never blocks: we held the only token
+wait:
+	for {
 		select {
 		case <-cl.done:
 			return nil
-		default: // readFor stopped because the grace ran out
+		case <-c.readTok:
+			req := c.readFor(cl)
+			c.readTok <- struct{}{} // never blocks: we held the only token
+			if req != nil {
+				// A host call of cl's own guest: served here, with the
+				// token free for any other caller meanwhile (host.go).
+				c.serveInline(req)
+				continue
+			}
+			select {
+			case <-cl.done:
+				return nil
+			default: // readFor stopped because the grace ran out
+			}
+		case <-cl.expired:
 		}
-	case <-cl.expired:
+		break wait
 	}
 	if c.abandon(cl) {
 		return ctx.Err()
@@ -190,14 +200,15 @@ func (c *Client) releaseLate(instance string) {
 }
 
 // readFor reads and dispatches frames, holding the reader token, until cl
-// is answered, the stream ends, or cl's grace after a cancel runs out.
-func (c *Client) readFor(cl *call) {
+// is answered, the stream ends, cl's grace after a cancel runs out, or a
+// host call of cl's guest comes, which it returns for the caller to serve.
+func (c *Client) readFor(cl *call) *hostRequest {
 	for {
 		select {
 		case <-cl.done:
-			return
+			return nil
 		case <-cl.expired:
-			return
+			return nil
 		default:
 		}
 		body, err := c.fr.next()
@@ -206,9 +217,11 @@ func (c *Client) readFor(cl *call) {
 		}
 		if err != nil {
 			c.fail(err)
-			return
+			return nil
 		}
-		c.dispatch(body)
+		if req := c.dispatch(body, cl); req != nil {
+			return req
+		}
 	}
 }
 
@@ -226,9 +239,12 @@ func (c *Client) poke() {
 // (jsonscan.Valid) and stepped over (jsonscan) to find what it is; a response's
 // result is then decoded straight into its caller's value, so a response
 // costs one syntax pass over the frame and one decoding of its result.
-func (c *Client) dispatch(body []byte) {
+// A host call made for self (the call the reader waits for; nil for none)
+// is returned, for the reader to serve; any other is served on a
+// goroutine of its own.
+func (c *Client) dispatch(body []byte, self *call) *hostRequest {
 	if !jsonscan.Valid(body) {
-		return // not JSON: nothing can be attributed to a call
+		return nil // not JSON: nothing can be attributed to a call
 	}
 	var idRaw, method, params, result, errRaw []byte
 	jsonscan.Members(bytes.TrimSpace(body), func(key, value []byte) {
@@ -252,17 +268,20 @@ func (c *Client) dispatch(body []byte) {
 		case `"` + protocol.NotifyOutput + `"`:
 			c.dispatchOutput(params)
 		case `"` + protocol.MethodHostCall + `"`:
-			if req := c.receiveHostCall(idRaw, params); req != nil {
-				go c.serveHost(req) // never on the reader: it may block, and call the Client
+			if req := c.receiveHostCall(idRaw, params, self); req != nil {
+				if req.inline {
+					return req
+				}
+				go c.serveHost(req) // not on the reader: it may block, and call the Client
 			}
 		case `"` + protocol.MethodCancel + `"`:
 			c.cancelHostCall(params)
 		}
-		return // other notifications and server requests: none are defined
+		return nil // other notifications and server requests: none are defined
 	}
 	id, err := strconv.ParseUint(string(idRaw), 10, 64)
 	if err != nil {
-		return // id null (a refused message) or not ours
+		return nil // id null (a refused message) or not ours
 	}
 	c.mu.Lock()
 	cl := c.pending[id]
@@ -270,14 +289,14 @@ func (c *Client) dispatch(body []byte) {
 	abandoned := cl != nil && cl.abandoned
 	c.mu.Unlock()
 	if cl == nil {
-		return // a call that gave up after its grace
+		return nil // a call that gave up after its grace
 	}
 	if abandoned { // its caller is gone: only the late handler cares
 		if (errRaw == nil || string(errRaw) == "null") && result != nil {
 			cl.late(result)
 		}
 		close(cl.done)
-		return
+		return nil
 	}
 	switch {
 	case errRaw != nil && string(errRaw) != "null":
@@ -297,6 +316,7 @@ func (c *Client) dispatch(body []byte) {
 		}
 	}
 	close(cl.done)
+	return nil
 }
 
 // decodeError is a result the client could not decode.

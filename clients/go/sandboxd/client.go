@@ -260,7 +260,7 @@ type RunHandlers struct {
 	LevelLog func(seq int, level, line string)
 	// Host serves the host functions the run declares (RunParams.HostFunctions);
 	// given to InstantiateWith, the instance's, for its life. Unlike the
-	// others it runs on a goroutine of its own and may call the Client.
+	// others it may block and may call the Client (see HostHandler).
 	Host HostHandler
 }
 
@@ -362,7 +362,7 @@ func (c *Client) close() error {
 				c.fail(err)
 				break
 			}
-			c.dispatch(body)
+			c.dispatch(body, nil) // no caller reads here: every host call gets a goroutine
 		}
 		_ = c.rc.Close()
 		c.readTok <- struct{}{}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -58,8 +59,13 @@ type HostCall struct {
 // error {code, message}: a *HostError's own code, else -32603 with the
 // error's message; the run then fails with kind host_function_error.
 //
-// Handlers run on a goroutine of their own, so they may block and may
-// call the Client.
+// Handlers may block and may call the Client. A host call of a run (or
+// call) whose caller is reading the sidecar's output when it comes is
+// served on that caller's goroutine, as a sequential caller's are (no
+// goroutine hand-off on the round trip); others on a goroutine of their
+// own. That caller returns once the handler has, so a handler that may
+// block for long should watch its context, as one that holds its answer
+// past the run's deadline is cancelled through it.
 type HostHandler func(ctx context.Context, call HostCall) ([]HostValue, error)
 
 // HostError is an error answer with a code of the handler's choosing
@@ -89,11 +95,15 @@ type hostRequest struct {
 	handler HostHandler
 	ctx     context.Context
 	cancel  context.CancelFunc
+	// inline: made for the call the reader waits for, whose caller
+	// serves it (serveInline); ctx is then a *handlerCtx.
+	inline bool
 }
 
 // receiveHostCall registers a host/call the reader read (so that a
-// $/cancelRequest read next finds it) and returns it to be served.
-func (c *Client) receiveHostCall(idRaw, params json.RawMessage) *hostRequest {
+// $/cancelRequest read next finds it) and returns it to be served; inline
+// if it was made for self, the call the reader waits for.
+func (c *Client) receiveHostCall(idRaw, params json.RawMessage, self *call) *hostRequest {
 	var id string
 	if json.Unmarshal(idRaw, &id) != nil {
 		return nil // not an id of the sidecar's: nothing to answer to
@@ -107,12 +117,16 @@ func (c *Client) receiveHostCall(idRaw, params json.RawMessage) *hostRequest {
 	defer c.mu.Unlock()
 	if n, err := strconv.ParseUint(string(p.ID), 10, 64); err == nil && c.pending[n] != nil && !c.pending[n].abandoned {
 		req.handler = c.pending[n].host
+		req.inline = c.pending[n] == self
 	}
 	if req.handler == nil {
 		req.handler = c.host
 	}
 	ctx, cancel := context.WithCancel(c.hostCtx)
 	req.ctx, req.cancel = context.WithValue(ctx, hostCallKey{}, id), cancel
+	if req.inline {
+		req.ctx = &handlerCtx{Context: req.ctx, c: c}
+	}
 	if c.serving == nil {
 		c.serving = map[string]*hostRequest{}
 	}
@@ -134,6 +148,75 @@ func (c *Client) cancelHostCall(params json.RawMessage) {
 	c.mu.Unlock()
 	if req != nil {
 		req.cancel()
+	}
+}
+
+// serveInline serves a host call on the goroutine of the caller whose run
+// made it, the one that read it: a sequential caller's host call then
+// costs no goroutine hand-off, as Python's sync client serves it on the
+// caller's thread. The reader token is free meanwhile, so any other
+// waiting caller reads. When none does, nobody reads while the handler
+// runs, which matters only to a handler waiting for what the sidecar
+// sends: the $/cancelRequest of its call (or the end of the stream) that
+// its context reports. So a handler that asks its context whether it is
+// done (Done, Err, or a request made with it) gets a goroutine reading
+// for it until it returns (handlerCtx).
+func (c *Client) serveInline(req *hostRequest) {
+	hc := req.ctx.(*handlerCtx)
+	c.serveHost(req)
+	hc.mu.Lock()
+	hc.returned = true
+	stop := hc.stop
+	hc.mu.Unlock()
+	if stop != nil {
+		// The helper stops at the next frame, or at once if asleep in a
+		// pipe that can be poked. Until then it reads as any caller does:
+		// our answer too.
+		close(stop)
+		c.poke()
+	}
+}
+
+// handlerCtx is the context of a handler run inline: the first call of
+// Done or Err starts a goroutine that reads the stream while the handler
+// runs (readWhile), so that the $/cancelRequest it may wait for is read.
+type handlerCtx struct {
+	context.Context
+	c *Client
+
+	mu       sync.Mutex
+	returned bool          // the handler returned: no helper any more
+	stop     chan struct{} // closed when the handler returned, if a helper was started
+}
+
+func (h *handlerCtx) Done() <-chan struct{} {
+	h.readMeanwhile()
+	return h.Context.Done()
+}
+
+func (h *handlerCtx) Err() error {
+	h.readMeanwhile()
+	return h.Context.Err()
+}
+
+func (h *handlerCtx) readMeanwhile() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stop != nil || h.returned {
+		return
+	}
+	h.stop = make(chan struct{})
+	go h.c.readWhile(h.stop)
+}
+
+// readWhile reads and dispatches frames, holding the reader token when it
+// is free, until stop is closed (or the stream ends).
+func (c *Client) readWhile(stop chan struct{}) {
+	select {
+	case <-stop:
+	case <-c.readTok:
+		c.readFor(&call{done: stop}) // no id: no response or host call is its
+		c.readTok <- struct{}{}
 	}
 }
 

@@ -98,6 +98,41 @@ func TestHostHandlerBytes(t *testing.T) {
 	}
 }
 
+// TestHostHandlerLeavesReadingToOthers: a host call is served on the
+// goroutine of the caller whose run made it, which had been reading; while
+// its handler holds the answer (never looking at its context), another
+// caller's run is read and answered.
+func TestHostHandlerLeavesReadingToOthers(t *testing.T) {
+	f := serve(t, false, 2)
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := func(context.Context, HostCall) ([]HostValue, error) {
+		close(entered)
+		<-release
+		return []HostValue{HostI32(7)}, nil
+	}
+	type outcome struct {
+		res *protocol.RunResult
+		err error
+	}
+	first := make(chan outcome, 1)
+	go func() {
+		res, err := f.c.RunWith(context.Background(), hostRun("host:1", lookup), RunHandlers{Host: h})
+		first <- outcome{res, err}
+	}()
+	<-entered
+	bounded(t, time.Minute, "a run while another run's handler holds its answer", func() {
+		res, err := f.c.Run(context.Background(), runP("pause", 5), nil)
+		if err != nil || value(t, res) != "5" {
+			t.Errorf("run: %+v %v", res, err)
+		}
+	})
+	close(release)
+	o := <-first
+	if o.err != nil || value(t, o.res) != "7" {
+		t.Fatalf("the run with the host call: %+v %v", o.res, o.err)
+	}
+}
+
 // TestHostHandlerCallsTheClient: a handler that runs, compiles and asks
 // for stats with its context is answered with one run slot; the requests
 // carry hostCall.

@@ -6,13 +6,14 @@ and cancellation. The same against the real sidecar is in
 test_host_calls.py."""
 
 import asyncio
+import contextvars
 import math
 import queue
 import threading
 import unittest
 
 import sandboxd
-from sandboxd._hostcalls import MAX_MESSAGE_BYTES
+from sandboxd._hostcalls import MAX_MESSAGE_BYTES, start_eagerly
 
 from _support import fake_sidecar_bin
 
@@ -303,3 +304,69 @@ class AsyncHostCallsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StartEagerlyTest(unittest.TestCase):
+    """start_eagerly, which runs an AsyncSidecar handler's answer up to its
+    first wait at once: what does not wait ends there, what waits goes on
+    as a task that gets what it awaits, its context and its cancel."""
+
+    def test_what_does_not_wait_ends_at_once(self):
+        ran = []
+
+        async def answer():
+            ran.append(1)
+
+        async def main():
+            self.assertIsNone(start_eagerly(asyncio.get_running_loop(), answer()))
+            self.assertEqual(ran, [1])
+
+        asyncio.run(main())
+
+    def test_a_cancelled_error_raised_at_once_stays_inside(self):
+        async def answer():
+            raise asyncio.CancelledError()
+
+        async def main():
+            self.assertIsNone(start_eagerly(asyncio.get_running_loop(), answer()))
+
+        asyncio.run(main())
+
+    def test_what_waits_goes_on_as_a_task_in_its_context(self):
+        var = contextvars.ContextVar("var", default="outside")
+
+        async def answer(fut):
+            var.set("inside")
+            got = await fut
+            await asyncio.sleep(0)
+            return got, var.get()
+
+        async def main():
+            fut = asyncio.get_running_loop().create_future()
+            task = start_eagerly(asyncio.get_running_loop(), answer(fut))
+            self.assertIsNotNone(task)
+            self.assertEqual(var.get(), "outside")  # its first step ran in a copy
+            fut.set_result(7)
+            self.assertEqual(await task, (7, "inside"))
+
+        asyncio.run(main())
+
+    def test_a_cancel_reaches_the_handler(self):
+        seen = []
+
+        async def answer():
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+
+        async def main():
+            task = start_eagerly(asyncio.get_running_loop(), answer())
+            await asyncio.sleep(0)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+        self.assertEqual(seen, ["cancelled"])

@@ -4,7 +4,8 @@ Same protocol core (:class:`~sandboxd._protocol.Session`) as the threaded
 client, driven by the event loop's callbacks on the sidecar's pipes. Cancelling the
 task that awaits a run sends ``$/cancelRequest`` so the guest really stops,
 instead of burning a worker until its deadline. A host call's handler runs
-as a task of its own, which the sidecar's ``$/cancelRequest`` cancels.
+at once up to its first wait, then as a task of its own, which the
+sidecar's ``$/cancelRequest`` cancels.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
-from ._hostcalls import NO_HOST_FUNCTIONS, HostCall, HostFunction, HostFunctions, mark_current
+from ._hostcalls import NO_HOST_FUNCTIONS, HostCall, HostFunction, HostFunctions, mark_current, start_eagerly
 from ._params import compile_params, run_request
 from ._plugin import AsyncPlugin, Opening, instantiate_request
 from ._process import BUILD_HINT, StderrTail, find_binary, not_running, sidecar_argv, sidecar_env
@@ -216,8 +217,11 @@ class _AsyncConnection:
     # -- host calls
 
     def _serve_host_call(self, call: HostCall) -> None:
-        """Run a host call's handler as a task (called by the reader)."""
-        task = self._loop.create_task(self._answer(call))
+        """Run a host call's handler (called by the reader): at once, up to
+        its first wait, the rest as a task (start_eagerly)."""
+        task = start_eagerly(self._loop, self._answer(call))
+        if task is None:
+            return  # answered already
         self._handlers.add(task)
         task.add_done_callback(self._handlers.discard)
         call.on_cancel = task.cancel
