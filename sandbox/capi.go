@@ -33,6 +33,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"runtime/cgo"
 	"strings"
@@ -427,3 +428,171 @@ func exportedFunc(store *wasmtime.Store, inst *wasmtime.Instance, name string) *
 	}
 	return f
 }
+
+// ---- instantiating in one call (extism_link.go) ----
+//
+// wasmtime-go instantiates a module from a list of externs it converts
+// one by one, and a plugin's were made one by one too (a NewFunc per host
+// import, with its type's results fetched and finalized each time; an
+// export lookup per kernel import): about 60 µs of CPU of every one-shot
+// plugin run. sbx_instantiate resolves every import in C, from the
+// engine's linkers (host functions defined once per engine: they find
+// their store through the caller), the kernel's exports and the few
+// functions a store still makes itself, and instantiates the kernel (from
+// an InstancePre made once per engine) and the module in one cgo call.
+
+// importFrom says where sbx_instantiate takes an import from.
+type importFrom uint8
+
+const (
+	fromGiven  importFrom = C.SBX_FROM_GIVEN  // a function the store made (linkSpec.given)
+	fromKernel importFrom = C.SBX_FROM_KERNEL // the plugin kernel's export of the import's name
+	fromHost   importFrom = C.SBX_FROM_HOST   // the engine's host linker
+	fromWASI   importFrom = C.SBX_FROM_WASI   // the engine's WASI linker for the run
+)
+
+// instancePre is a module whose imports a linker has resolved once, ready
+// to be instantiated in any store of the engine without resolving them
+// again. Freed by the garbage collector, as wasmtime-go's own objects are.
+type instancePre struct{ c *C.wasmtime_instance_pre_t }
+
+func newInstancePre(l *wasmtime.Linker, m *wasmtime.Module) (*instancePre, error) {
+	var c *C.wasmtime_instance_pre_t
+	cerr := C.wasmtime_linker_instantiate_pre(linkerPtr(l), modulePtr(m), &c)
+	runtime.KeepAlive(l)
+	runtime.KeepAlive(m)
+	if cerr != nil {
+		return nil, wrapError(cerr)
+	}
+	p := &instancePre{c}
+	runtime.SetFinalizer(p, func(p *instancePre) { C.wasmtime_instance_pre_delete(p.c) })
+	return p, nil
+}
+
+// linkSpec is how instantiateLinked resolves a module's imports.
+type linkSpec struct {
+	kernel *instancePre     // instantiated first, if set: fromKernel imports are its exports
+	host   *wasmtime.Linker // fromHost imports' definitions
+	wasi   *wasmtime.Linker // fromWASI imports' definitions
+	from   []importFrom     // each import's source, in the module's order
+	given  []*wasmtime.Func // the fromGiven imports' functions, at their index
+}
+
+// linked is what instantiateLinked made: the module's instance and, with
+// a kernel, the kernel's instance and memory.
+type linked struct {
+	instance  *wasmtime.Instance
+	kernel    *wasmtime.Instance
+	kernelMem *wasmtime.Memory
+}
+
+// instantiateLinked instantiates m in store with its imports (m's, in
+// order) resolved as spec says, in one cgo call. An import with no
+// definition is an error naming it; a failed instantiation returns the
+// *wasmtime.Trap or *wasmtime.Error wasmtime-go's NewInstance would.
+func instantiateLinked(store *wasmtime.Store, m *wasmtime.Module, imports []Import, spec linkSpec) (linked, error) {
+	n := len(imports)
+	size := 0
+	for _, imp := range imports {
+		size += len(imp.Module) + len(imp.Name)
+	}
+	names := make([]byte, 0, size+1)
+	ends := make([]uint32, 0, 2*n+1)
+	from := make([]uint8, n+1)
+	given := make([]C.wasmtime_func_t, n+1)
+	for i, imp := range imports {
+		names = append(names, imp.Module...)
+		ends = append(ends, uint32(len(names)))
+		names = append(names, imp.Name...)
+		ends = append(ends, uint32(len(names)))
+		from[i] = uint8(spec.from[i])
+		if spec.from[i] == fromGiven {
+			given[i] = *(*C.wasmtime_func_t)(unsafe.Pointer(spec.given[i]))
+		}
+	}
+	names = append(names, 0) // never empty: &names[0] below
+	ends = append(ends, 0)
+	var kernel *C.wasmtime_instance_pre_t
+	if spec.kernel != nil {
+		kernel = spec.kernel.c
+	}
+	var host, wasi *C.wasmtime_linker_t
+	if spec.host != nil {
+		host = linkerPtr(spec.host)
+	}
+	if spec.wasi != nil {
+		wasi = linkerPtr(spec.wasi)
+	}
+	var out C.sbx_link
+	ok := C.sbx_instantiate(C.wasmtime_store_context(storePtr(store)), kernel, host, wasi, modulePtr(m), C.size_t(n),
+		(*C.uint8_t)(unsafe.Pointer(&from[0])), (*C.char)(unsafe.Pointer(&names[0])), (*C.uint32_t)(unsafe.Pointer(&ends[0])),
+		&given[0], &out)
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(m)
+	runtime.KeepAlive(spec)
+	if ok != 0 {
+		l := linked{instance: wrapInstance(out.instance)}
+		if spec.kernel != nil {
+			l.kernel = wrapInstance(out.kernel)
+			l.kernelMem = new(wasmtime.Memory)
+			*(*C.wasmtime_memory_t)(unsafe.Pointer(l.kernelMem)) = out.kernel_memory
+		}
+		return l, nil
+	}
+	switch {
+	case out.trap != nil:
+		if out.err != nil {
+			C.wasmtime_error_delete(out.err)
+		}
+		t := wrapTrap(out.trap)
+		if isHostPanic(t.Message()) {
+			repanic(store)
+		}
+		return linked{}, t
+	case out.err != nil:
+		e := wrapError(out.err)
+		if isHostPanic(e.Error()) {
+			repanic(store)
+		}
+		return linked{}, e
+	}
+	imp := imports[out.missing]
+	return linked{}, fmt.Errorf("%s::%s is not defined", imp.Module, imp.Name)
+}
+
+// exportedMemory is the memory export name of inst, in one cgo call and
+// without the finalized Extern of wasmtime-go's GetExport; nil if inst
+// exports no memory of that name.
+func exportedMemory(store *wasmtime.Store, inst *wasmtime.Instance, name string) *wasmtime.Memory {
+	m := new(wasmtime.Memory)
+	ok := C.sbx_export_memory(C.wasmtime_store_context(storePtr(store)), instancePtr(inst),
+		(*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)), (*C.wasmtime_memory_t)(unsafe.Pointer(m)))
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(inst)
+	runtime.KeepAlive(name)
+	if ok == 0 {
+		return nil
+	}
+	return m
+}
+
+// wrapInstance is the wasmtime-go Instance of c (its only field,
+// capi_call_test.go checks).
+func wrapInstance(c C.wasmtime_instance_t) *wasmtime.Instance {
+	inst := new(wasmtime.Instance)
+	*(*C.wasmtime_instance_t)(unsafe.Pointer(inst)) = c
+	return inst
+}
+
+// linkerPtr and modulePtr read the C pointer wasmtime-go keeps unexported
+// as the first field of Linker and Module (capi_link_test.go checks).
+func linkerPtr(l *wasmtime.Linker) *C.wasmtime_linker_t {
+	return *(**C.wasmtime_linker_t)(unsafe.Pointer(l))
+}
+
+func modulePtr(m *wasmtime.Module) *C.wasmtime_module_t {
+	return *(**C.wasmtime_module_t)(unsafe.Pointer(m))
+}
+
+// The layouts instantiateLinked relies on, for capi_link_test.go.
+const sizeofWasmtimeMemory = C.sizeof_wasmtime_memory_t

@@ -317,18 +317,7 @@ func (s *store) call(ctx context.Context, c callSpec, body func() ([]Value, erro
 // then runs the start function and, for an instance, _initialize. Inside
 // call.
 func (s *store) instantiate(initialize bool) error {
-	if s.plugin != nil {
-		if err := s.plugin.instantiateKernel(); err != nil {
-			return err
-		}
-	}
-	var inst *wasmtime.Instance
-	var err error
-	if s.wasi != nil {
-		inst, err = s.instantiateWASI()
-	} else {
-		inst, err = wasmtime.NewInstance(s.wt, s.module.wt, s.hostImports(s.module.Imports))
-	}
+	inst, err := s.link() // with a plugin's kernel (extism_link.go)
 	if err != nil {
 		return err
 	}
