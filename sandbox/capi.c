@@ -244,10 +244,12 @@ int sbx_instantiate(wasmtime_context_t *ctx, const wasmtime_instance_pre_t *kern
 		out->err = wasmtime_instance_pre_instantiate(kernel, ctx, &out->kernel, &out->trap);
 		if (out->err || out->trap)
 			return 0;
-		if (sbx_export_memory(ctx, &out->kernel, "memory", 6, &out->kernel_memory) == 0) {
+		wasmtime_extern_t mem;
+		if (sbx_export_of(ctx, &out->kernel, "memory", 6, SBX_EXTERN_MEMORY, &mem) == 0) {
 			out->err = wasmtime_error_new("sandboxd: the plugin kernel exports no memory");
 			return 0;
 		}
+		out->kernel_memory = mem.of.memory;
 	}
 	wasmtime_extern_t local[32];
 	wasmtime_extern_t *ext = local;
@@ -296,12 +298,24 @@ int sbx_instantiate(wasmtime_context_t *ctx, const wasmtime_instance_pre_t *kern
 	return out->missing < 0 && !out->err && !out->trap;
 }
 
-// sbx_export_memory writes the memory export name of inst to *out: 1 if
-// there is one, 0 if not.
-int sbx_export_memory(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
-                      wasmtime_memory_t *out) {
+// sbx_export_of writes the export name of inst to *out if it is of kind
+// (a function, global, table or memory: nothing to free) and returns 1;
+// 0 if inst has no such export.
+int sbx_export_of(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
+                  uint8_t kind, wasmtime_extern_t *out) {
+	if (!wasmtime_instance_export_get(ctx, inst, name, name_len, out))
+		return 0;
+	if (out->kind == kind && kind <= SBX_EXTERN_MEMORY)
+		return 1;
+	wasmtime_extern_delete(out);
+	return 0;
+}
+
+// sbx_caller_memory writes the memory export name of a host function's
+// caller to *out: 1 if it has one, 0 if not.
+int sbx_caller_memory(wasmtime_caller_t *caller, const char *name, size_t name_len, wasmtime_memory_t *out) {
 	wasmtime_extern_t item;
-	if (!wasmtime_instance_export_get(ctx, inst, name, name_len, &item))
+	if (!wasmtime_caller_export_get(caller, name, name_len, &item))
 		return 0;
 	int ok = item.kind == SBX_EXTERN_MEMORY;
 	if (ok)

@@ -560,20 +560,67 @@ func instantiateLinked(store *wasmtime.Store, m *wasmtime.Module, imports []Impo
 	return linked{}, fmt.Errorf("%s::%s is not defined", imp.Module, imp.Name)
 }
 
-// exportedMemory is the memory export name of inst, in one cgo call and
-// without the finalized Extern of wasmtime-go's GetExport; nil if inst
-// exports no memory of that name.
-func exportedMemory(store *wasmtime.Store, inst *wasmtime.Instance, name string) *wasmtime.Memory {
+// exportedMemory, exportedGlobal and exportedTable are the export name of
+// inst if it is a memory, global or table, in one cgo call and without the
+// finalized Extern of wasmtime-go's GetExport (store.bind looks up every
+// memory and table of a module at its instantiation); nil otherwise.
+// wasmtime-go's Memory, Global and Table are their C struct alone
+// (capi_link_test.go checks).
+func exportedMemory(store wasmtime.Storelike, inst *wasmtime.Instance, name string) *wasmtime.Memory {
 	m := new(wasmtime.Memory)
-	ok := C.sbx_export_memory(C.wasmtime_store_context(storePtr(store)), instancePtr(inst),
+	if !exportOf(store, inst, name, C.SBX_EXTERN_MEMORY, unsafe.Pointer(m), unsafe.Sizeof(*m)) {
+		return nil
+	}
+	return m
+}
+
+func exportedGlobal(store wasmtime.Storelike, inst *wasmtime.Instance, name string) *wasmtime.Global {
+	g := new(wasmtime.Global)
+	if !exportOf(store, inst, name, C.SBX_EXTERN_GLOBAL, unsafe.Pointer(g), unsafe.Sizeof(*g)) {
+		return nil
+	}
+	return g
+}
+
+func exportedTable(store wasmtime.Storelike, inst *wasmtime.Instance, name string) *wasmtime.Table {
+	t := new(wasmtime.Table)
+	if !exportOf(store, inst, name, C.SBX_EXTERN_TABLE, unsafe.Pointer(t), unsafe.Sizeof(*t)) {
+		return nil
+	}
+	return t
+}
+
+// callerMemory is the memory export name of the instance calling a host
+// function (c), as Caller.GetExport finds it but in one cgo call and
+// without a finalized Extern per lookup (host::log looks up its memory
+// for every line); nil if it has none. wasmtime-go's Caller is the
+// wasmtime_caller_t pointer alone (capi_link_test.go checks).
+func callerMemory(c *wasmtime.Caller, name string) *wasmtime.Memory {
+	m := new(wasmtime.Memory)
+	ok := C.sbx_caller_memory(*(**C.wasmtime_caller_t)(unsafe.Pointer(c)),
 		(*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)), (*C.wasmtime_memory_t)(unsafe.Pointer(m)))
-	runtime.KeepAlive(store)
-	runtime.KeepAlive(inst)
+	runtime.KeepAlive(c)
 	runtime.KeepAlive(name)
 	if ok == 0 {
 		return nil
 	}
 	return m
+}
+
+// exportOf copies the first size bytes of the export name of inst, if it
+// is of kind, to dst.
+func exportOf(store wasmtime.Storelike, inst *wasmtime.Instance, name string, kind C.uint8_t, dst unsafe.Pointer, size uintptr) bool {
+	var item C.wasmtime_extern_t
+	ok := C.sbx_export_of((*C.wasmtime_context_t)(unsafe.Pointer(store.Context())), instancePtr(inst),
+		(*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)), kind, &item)
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(inst)
+	runtime.KeepAlive(name)
+	if ok == 0 {
+		return false
+	}
+	copy(unsafe.Slice((*byte)(dst), size), unsafe.Slice((*byte)(unsafe.Pointer(&item.of)), size))
+	return true
 }
 
 // wrapInstance is the wasmtime-go Instance of c (its only field,
@@ -594,5 +641,6 @@ func modulePtr(m *wasmtime.Module) *C.wasmtime_module_t {
 	return *(**C.wasmtime_module_t)(unsafe.Pointer(m))
 }
 
-// The layouts instantiateLinked relies on, for capi_link_test.go.
+// The layouts instantiateLinked and exportOf rely on, for
+// capi_link_test.go.
 const sizeofWasmtimeMemory = C.sizeof_wasmtime_memory_t

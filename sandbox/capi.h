@@ -176,7 +176,7 @@ extern wasmtime_error_t *wasmtime_instance_pre_instantiate(const wasmtime_instan
 extern wasmtime_error_t *wasmtime_instance_new(wasmtime_context_t *store, const wasmtime_module_t *module, const wasmtime_extern_t *imports, size_t nimports, wasmtime_instance_t *instance, wasm_trap_t **trap);
 
 // Where an import comes from.
-enum { SBX_EXTERN_MEMORY = 3 };
+enum { SBX_EXTERN_GLOBAL = 1, SBX_EXTERN_TABLE = 2, SBX_EXTERN_MEMORY = 3 };
 
 enum { SBX_FROM_GIVEN = 0, SBX_FROM_KERNEL = 1, SBX_FROM_HOST = 2, SBX_FROM_WASI = 3 };
 
@@ -195,8 +195,13 @@ typedef struct {
 int sbx_instantiate(wasmtime_context_t *ctx, const wasmtime_instance_pre_t *kernel, const wasmtime_linker_t *host,
                     const wasmtime_linker_t *wasi, const wasmtime_module_t *module, size_t n, const uint8_t *from,
                     const char *names, const uint32_t *ends, const wasmtime_func_t *given, sbx_link *out);
-int sbx_export_memory(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
-                      wasmtime_memory_t *out);
+typedef struct wasmtime_caller wasmtime_caller_t;
+
+extern bool wasmtime_caller_export_get(wasmtime_caller_t *caller, const char *name, size_t name_len, wasmtime_extern_t *item);
+
+int sbx_caller_memory(wasmtime_caller_t *caller, const char *name, size_t name_len, wasmtime_memory_t *out);
+int sbx_export_of(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
+                  uint8_t kind, wasmtime_extern_t *out);
 
 // ---- the pooling instance allocator (config.h) ----
 

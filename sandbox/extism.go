@@ -237,8 +237,8 @@ func (p *pluginState) grow(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.
 	p.kernelBytes = uint64(p.mem.DataSize(c))
 	info := p.st.module.info
 	if info.GrowsMemory || info.GrowsTable {
-		if ext := p.st.instance.GetExport(c, wasmbin.ExportMemCapBytes); ext != nil && ext.Global() != nil {
-			ext.Global().Set(c, wasmtime.ValI64(int64(capBytes-p.kernelBytes)))
+		if g := exportedGlobal(c, p.st.instance, wasmbin.ExportMemCapBytes); g != nil {
+			g.Set(c, wasmtime.ValI64(int64(capBytes-p.kernelBytes)))
 		}
 	}
 	return []wasmtime.Val{wasmtime.ValI32(int32(old))}, nil

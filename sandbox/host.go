@@ -271,14 +271,13 @@ func (s *store) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val
 // host function itself (`(export "run" (func $log))`): called by the host,
 // it has no calling instance to ask, so the run's instance is asked.
 func (s *store) guestMemory(c *wasmtime.Caller) *wasmtime.Memory {
-	ext := c.GetExport("memory")
-	if ext == nil && s.instance != nil {
-		ext = s.instance.GetExport(c, "memory")
+	if m := callerMemory(c, "memory"); m != nil {
+		return m
 	}
-	if ext == nil {
-		return nil
+	if s.instance != nil {
+		return exportedMemory(c, s.instance, "memory")
 	}
-	return ext.Memory()
+	return nil
 }
 
 // validUTF8 copies b into a string, replacing each byte that is not part of

@@ -230,11 +230,9 @@ func (w *wasiRun) output() *Output {
 // never change.
 func (w *wasiRun) memory(c *wasmtime.Caller) []byte {
 	if w.mem == nil {
-		ext := c.GetExport("memory")
-		if ext == nil || ext.Memory() == nil {
+		if w.mem = callerMemory(c, "memory"); w.mem == nil {
 			return nil
 		}
-		w.mem = ext.Memory()
 	}
 	return w.mem.UnsafeData(c)
 }
