@@ -180,23 +180,17 @@ int sbx_wasi_forward(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, c
 	return 1;
 }
 
-static ptrdiff_t sbx_stdout(void *sink, const unsigned char *buf, size_t len) {
-	return sbxWasiWrite((uintptr_t)sink, 1, (unsigned char *)buf, len);
-}
-
-static ptrdiff_t sbx_stderr(void *sink, const unsigned char *buf, size_t len) {
-	return sbxWasiWrite((uintptr_t)sink, 2, (unsigned char *)buf, len);
-}
-
-// sbx_wasi_stdio makes stdin the n bytes at p (copied) and sends every write
-// to stdout and stderr to the Go sink behind the handle.
-void sbx_wasi_stdio(wasi_config_t *c, const char *p, size_t n, uintptr_t sink) {
+// sbx_wasi_stdin makes stdin the n bytes at p (copied). stdout and stderr
+// stay wasmtime's default sinks: the guest's writes to them are answered
+// in Go (wasi_stdio.go) and never reach wasmtime. A custom stream there
+// cost every WASI store two tasks spawned on wasmtime's Tokio runtime (and
+// the wake-ups of its worker threads) at its creation and two at its end:
+// 15-20 µs of a C guest's one-shot run.
+void sbx_wasi_stdin(wasi_config_t *c, const char *p, size_t n) {
 	static const char none = 0;
 	wasm_byte_vec_t in;
 	wasm_byte_vec_new(&in, n, n ? p : &none);
 	wasi_config_set_stdin_bytes(c, &in); // takes ownership of in's bytes
-	wasi_config_set_stdout_custom(c, sbx_stdout, (void *)sink, NULL);
-	wasi_config_set_stderr_custom(c, sbx_stderr, (void *)sink, NULL);
 }
 
 // ---- interrupting a blocked open (wasi_open.go) ----

@@ -18,10 +18,9 @@ package sandbox
 // layout changes, or if capi.h disagrees with the pinned headers.
 //
 // The WASI block (of capi.h and capi.c) exists for the same reason: wasmtime-go's
-// WasiConfig offers stdio only as host files or inheritance, while the C API
-// can take stdin as bytes and call a function for every write to stdout and
-// stderr, synchronously on the guest's thread, which is what streaming and
-// the output budget need. fuelTrap makes wasmtime's out-of-fuel trap for
+// WasiConfig offers stdin only as a host file or inheritance, while the C API
+// can take it as bytes (stdout and stderr are answered in Go, wasi_stdio.go).
+// fuelTrap makes wasmtime's out-of-fuel trap for
 // host functions whose work the guest cannot pay for (wasi_fuel.go).
 
 /*
@@ -35,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"runtime/cgo"
 	"strings"
 	"sync"
 	"syscall"
@@ -274,22 +272,15 @@ func fuelTrap() *wasmtime.Trap {
 
 // ---- WASI ----
 
-// wasiSink receives a guest's writes to stdout (stream 1) and stderr
-// (stream 2). write runs on the guest's thread, inside the guest's fd_write;
-// p is only valid during the call.
-type wasiSink interface {
-	write(stream int, p []byte)
-}
-
-// setWasiStdio gives cfg stdin (copied) and routes stdout and stderr to the
-// sink behind h, a cgo.Handle of a wasiSink that must stay valid until the
-// store the config is attached to has been closed.
-func setWasiStdio(cfg *wasmtime.WasiConfig, stdin []byte, h cgo.Handle) {
+// setWasiStdin gives cfg stdin (copied). stdout and stderr are left to
+// wasi_stdio.go (sbx_wasi_stdin says why).
+func setWasiStdin(cfg *wasmtime.WasiConfig, stdin []byte) {
 	var p *C.char
 	if len(stdin) > 0 {
 		p = (*C.char)(unsafe.Pointer(&stdin[0]))
 	}
-	C.sbx_wasi_stdio(wasiConfigPtr(cfg), p, C.size_t(len(stdin)), C.uintptr_t(h))
+	C.sbx_wasi_stdin(wasiConfigPtr(cfg), p, C.size_t(len(stdin)))
+	runtime.KeepAlive(stdin)
 }
 
 // forwardWASI calls the shim's function name from inside a host function
@@ -332,13 +323,6 @@ func forwardWASI(c *wasmtime.Caller, shim *wasmtime.Instance, name string, a []w
 		return 0, wasmtime.NewTrap(wasiErrorMessage(name, e.Error()))
 	}
 	return int32(result), nil
-}
-
-//export sbxWasiWrite
-func sbxWasiWrite(sink C.uintptr_t, stream C.int, buf *C.uchar, n C.size_t) C.ptrdiff_t {
-	s := cgo.Handle(sink).Value().(wasiSink)
-	s.write(int(stream), unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n)))
-	return C.ptrdiff_t(n) // bytes past the output budget are dropped, not refused
 }
 
 // wasiConfigPtr reads the *wasi_config_t that wasmtime-go keeps unexported

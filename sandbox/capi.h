@@ -137,22 +137,10 @@ typedef struct wasm_byte_vec_t {
 
 extern void wasm_byte_vec_new(wasm_byte_vec_t *out, size_t, const char[]);
 extern void wasi_config_set_stdin_bytes(wasi_config_t *config, wasm_byte_vec_t *binary);
-extern void wasi_config_set_stdout_custom(
-    wasi_config_t *config,
-    ptrdiff_t (*callback)(void *, const unsigned char *, size_t), void *data,
-    void (*finalizer)(void *));
-extern void wasi_config_set_stderr_custom(
-    wasi_config_t *config,
-    ptrdiff_t (*callback)(void *, const unsigned char *, size_t), void *data,
-    void (*finalizer)(void *));
-
-// Implemented in Go (sbxWasiWrite in capi.go).
-extern ptrdiff_t sbxWasiWrite(uintptr_t sink, int stream, unsigned char *buf, size_t len);
-
 int sbx_wasi_forward(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
                      const uint8_t *is64, const int64_t *args, size_t n, int32_t *result,
                      wasmtime_error_t **err, wasm_trap_t **trap);
-void sbx_wasi_stdio(wasi_config_t *c, const char *p, size_t n, uintptr_t sink);
+void sbx_wasi_stdin(wasi_config_t *c, const char *p, size_t n);
 
 // ---- interrupting a blocked open (wasi_open.go) ----
 
