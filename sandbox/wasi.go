@@ -244,6 +244,9 @@ func (e *guestExit) Error() string { return fmt.Sprintf("the guest exited with s
 // wasiExitStatus reports whether err is the guest's proc_exit, and its
 // status. It frees wasmtime's error when it is one.
 func wasiExitStatus(err error) (int, bool) {
+	if err == nil { // every call asks: spare it errors.As's two allocations
+		return 0, false
+	}
 	var ge *guestExit
 	if errors.As(err, &ge) {
 		return ge.code, true
