@@ -180,23 +180,17 @@ int sbx_wasi_forward(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, c
 	return 1;
 }
 
-static ptrdiff_t sbx_stdout(void *sink, const unsigned char *buf, size_t len) {
-	return sbxWasiWrite((uintptr_t)sink, 1, (unsigned char *)buf, len);
-}
-
-static ptrdiff_t sbx_stderr(void *sink, const unsigned char *buf, size_t len) {
-	return sbxWasiWrite((uintptr_t)sink, 2, (unsigned char *)buf, len);
-}
-
-// sbx_wasi_stdio makes stdin the n bytes at p (copied) and sends every write
-// to stdout and stderr to the Go sink behind the handle.
-void sbx_wasi_stdio(wasi_config_t *c, const char *p, size_t n, uintptr_t sink) {
+// sbx_wasi_stdin makes stdin the n bytes at p (copied). stdout and stderr
+// stay wasmtime's default sinks: the guest's writes to them are answered
+// in Go (wasi_stdio.go) and never reach wasmtime. A custom stream there
+// cost every WASI store two tasks spawned on wasmtime's Tokio runtime (and
+// the wake-ups of its worker threads) at its creation and two at its end:
+// 15-20 µs of a C guest's one-shot run.
+void sbx_wasi_stdin(wasi_config_t *c, const char *p, size_t n) {
 	static const char none = 0;
 	wasm_byte_vec_t in;
 	wasm_byte_vec_new(&in, n, n ? p : &none);
 	wasi_config_set_stdin_bytes(c, &in); // takes ownership of in's bytes
-	wasi_config_set_stdout_custom(c, sbx_stdout, (void *)sink, NULL);
-	wasi_config_set_stderr_custom(c, sbx_stderr, (void *)sink, NULL);
 }
 
 // ---- interrupting a blocked open (wasi_open.go) ----
@@ -215,6 +209,113 @@ int sbx_interrupt_signal(void) {
 	sa.sa_flags = SA_ONSTACK;
 	sigemptyset(&sa.sa_mask);
 	return sigaction(sig, &sa, NULL) == 0 ? sig : -1;
+}
+
+// ---- instantiating in one call (extism_link.go) ----
+
+// sbx_string is string k of a list laid out as names, each ending at
+// ends[k].
+static void sbx_string(const char *names, const uint32_t *ends, size_t k, const char **s, size_t *len) {
+	uint32_t begin = k ? ends[k - 1] : 0;
+	*s = names + begin;
+	*len = ends[k] - begin;
+}
+
+// sbx_instantiate instantiates module in ctx with its n imports resolved
+// here: import i (whose module and name are strings 2i and 2i+1 of names)
+// is given[i] (SBX_FROM_GIVEN), the kernel's export of its name
+// (SBX_FROM_KERNEL), or the host or WASI linker's definition. With kernel
+// set, the kernel is instantiated first, and out receives it and its
+// memory. It returns 1 on success; 0 with out->missing, out->err or
+// out->trap set otherwise. wasmtime type-checks every import.
+int sbx_instantiate(wasmtime_context_t *ctx, const wasmtime_instance_pre_t *kernel, const wasmtime_linker_t *host,
+                    const wasmtime_linker_t *wasi, const wasmtime_module_t *module, size_t n, const uint8_t *from,
+                    const char *names, const uint32_t *ends, const wasmtime_func_t *given, sbx_link *out) {
+	out->missing = -1;
+	out->err = NULL;
+	out->trap = NULL;
+	if (kernel) {
+		out->err = wasmtime_instance_pre_instantiate(kernel, ctx, &out->kernel, &out->trap);
+		if (out->err || out->trap)
+			return 0;
+		wasmtime_extern_t mem;
+		if (sbx_export_of(ctx, &out->kernel, "memory", 6, SBX_EXTERN_MEMORY, &mem) == 0) {
+			out->err = wasmtime_error_new("sandboxd: the plugin kernel exports no memory");
+			return 0;
+		}
+		out->kernel_memory = mem.of.memory;
+	}
+	wasmtime_extern_t local[32];
+	wasmtime_extern_t *ext = local;
+	if (n > sizeof local / sizeof local[0]) {
+		ext = calloc(n, sizeof *ext);
+		if (!ext) {
+			out->err = wasmtime_error_new("sandboxd: out of memory linking the module");
+			return 0;
+		}
+	}
+	size_t got = 0;
+	for (; got < n; got++) {
+		const char *mod, *name;
+		size_t mod_len, name_len;
+		sbx_string(names, ends, 2 * got, &mod, &mod_len);
+		sbx_string(names, ends, 2 * got + 1, &name, &name_len);
+		bool found = false;
+		switch (from[got]) {
+		case SBX_FROM_GIVEN:
+			ext[got].kind = SBX_EXTERN_FUNC;
+			ext[got].of.func = given[got];
+			found = true;
+			break;
+		case SBX_FROM_KERNEL:
+			found = kernel && wasmtime_instance_export_get(ctx, &out->kernel, name, name_len, &ext[got]);
+			break;
+		case SBX_FROM_HOST:
+			found = host && wasmtime_linker_get(host, ctx, mod, mod_len, name, name_len, &ext[got]);
+			break;
+		case SBX_FROM_WASI:
+			found = wasi && wasmtime_linker_get(wasi, ctx, mod, mod_len, name, name_len, &ext[got]);
+			break;
+		}
+		if (!found) {
+			out->missing = (int32_t)got;
+			break;
+		}
+	}
+	if (out->missing < 0)
+		out->err = wasmtime_instance_new(ctx, module, ext, n, &out->instance, &out->trap);
+	for (size_t i = 0; i < got; i++)
+		if (from[i] != SBX_FROM_GIVEN)
+			wasmtime_extern_delete(&ext[i]);
+	if (ext != local)
+		free(ext);
+	return out->missing < 0 && !out->err && !out->trap;
+}
+
+// sbx_export_of writes the export name of inst to *out if it is of kind
+// (a function, global, table or memory: nothing to free) and returns 1;
+// 0 if inst has no such export.
+int sbx_export_of(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
+                  uint8_t kind, wasmtime_extern_t *out) {
+	if (!wasmtime_instance_export_get(ctx, inst, name, name_len, out))
+		return 0;
+	if (out->kind == kind && kind <= SBX_EXTERN_MEMORY)
+		return 1;
+	wasmtime_extern_delete(out);
+	return 0;
+}
+
+// sbx_caller_memory writes the memory export name of a host function's
+// caller to *out: 1 if it has one, 0 if not.
+int sbx_caller_memory(wasmtime_caller_t *caller, const char *name, size_t name_len, wasmtime_memory_t *out) {
+	wasmtime_extern_t item;
+	if (!wasmtime_caller_export_get(caller, name, name_len, &item))
+		return 0;
+	int ok = item.kind == SBX_EXTERN_MEMORY;
+	if (ok)
+		*out = item.of.memory;
+	wasmtime_extern_delete(&item);
+	return ok;
 }
 
 // ---- the pooling instance allocator (config.h) ----

@@ -18,10 +18,9 @@ package sandbox
 // layout changes, or if capi.h disagrees with the pinned headers.
 //
 // The WASI block (of capi.h and capi.c) exists for the same reason: wasmtime-go's
-// WasiConfig offers stdio only as host files or inheritance, while the C API
-// can take stdin as bytes and call a function for every write to stdout and
-// stderr, synchronously on the guest's thread, which is what streaming and
-// the output budget need. fuelTrap makes wasmtime's out-of-fuel trap for
+// WasiConfig offers stdin only as a host file or inheritance, while the C API
+// can take it as bytes (stdout and stderr are answered in Go, wasi_stdio.go).
+// fuelTrap makes wasmtime's out-of-fuel trap for
 // host functions whose work the guest cannot pay for (wasi_fuel.go).
 
 /*
@@ -33,8 +32,8 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
-	"runtime/cgo"
 	"strings"
 	"sync"
 	"syscall"
@@ -273,22 +272,15 @@ func fuelTrap() *wasmtime.Trap {
 
 // ---- WASI ----
 
-// wasiSink receives a guest's writes to stdout (stream 1) and stderr
-// (stream 2). write runs on the guest's thread, inside the guest's fd_write;
-// p is only valid during the call.
-type wasiSink interface {
-	write(stream int, p []byte)
-}
-
-// setWasiStdio gives cfg stdin (copied) and routes stdout and stderr to the
-// sink behind h, a cgo.Handle of a wasiSink that must stay valid until the
-// store the config is attached to has been closed.
-func setWasiStdio(cfg *wasmtime.WasiConfig, stdin []byte, h cgo.Handle) {
+// setWasiStdin gives cfg stdin (copied). stdout and stderr are left to
+// wasi_stdio.go (sbx_wasi_stdin says why).
+func setWasiStdin(cfg *wasmtime.WasiConfig, stdin []byte) {
 	var p *C.char
 	if len(stdin) > 0 {
 		p = (*C.char)(unsafe.Pointer(&stdin[0]))
 	}
-	C.sbx_wasi_stdio(wasiConfigPtr(cfg), p, C.size_t(len(stdin)), C.uintptr_t(h))
+	C.sbx_wasi_stdin(wasiConfigPtr(cfg), p, C.size_t(len(stdin)))
+	runtime.KeepAlive(stdin)
 }
 
 // forwardWASI calls the shim's function name from inside a host function
@@ -331,13 +323,6 @@ func forwardWASI(c *wasmtime.Caller, shim *wasmtime.Instance, name string, a []w
 		return 0, wasmtime.NewTrap(wasiErrorMessage(name, e.Error()))
 	}
 	return int32(result), nil
-}
-
-//export sbxWasiWrite
-func sbxWasiWrite(sink C.uintptr_t, stream C.int, buf *C.uchar, n C.size_t) C.ptrdiff_t {
-	s := cgo.Handle(sink).Value().(wasiSink)
-	s.write(int(stream), unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n)))
-	return C.ptrdiff_t(n) // bytes past the output budget are dropped, not refused
 }
 
 // wasiConfigPtr reads the *wasi_config_t that wasmtime-go keeps unexported
@@ -427,3 +412,219 @@ func exportedFunc(store *wasmtime.Store, inst *wasmtime.Instance, name string) *
 	}
 	return f
 }
+
+// ---- instantiating in one call (extism_link.go) ----
+//
+// wasmtime-go instantiates a module from a list of externs it converts
+// one by one, and a plugin's were made one by one too (a NewFunc per host
+// import, with its type's results fetched and finalized each time; an
+// export lookup per kernel import): about 60 µs of CPU of every one-shot
+// plugin run. sbx_instantiate resolves every import in C, from the
+// engine's linkers (host functions defined once per engine: they find
+// their store through the caller), the kernel's exports and the few
+// functions a store still makes itself, and instantiates the kernel (from
+// an InstancePre made once per engine) and the module in one cgo call.
+
+// importFrom says where sbx_instantiate takes an import from.
+type importFrom uint8
+
+const (
+	fromGiven  importFrom = C.SBX_FROM_GIVEN  // a function the store made (linkSpec.given)
+	fromKernel importFrom = C.SBX_FROM_KERNEL // the plugin kernel's export of the import's name
+	fromHost   importFrom = C.SBX_FROM_HOST   // the engine's host linker
+	fromWASI   importFrom = C.SBX_FROM_WASI   // the engine's WASI linker for the run
+)
+
+// instancePre is a module whose imports a linker has resolved once, ready
+// to be instantiated in any store of the engine without resolving them
+// again. Freed by the garbage collector, as wasmtime-go's own objects are.
+type instancePre struct{ c *C.wasmtime_instance_pre_t }
+
+func newInstancePre(l *wasmtime.Linker, m *wasmtime.Module) (*instancePre, error) {
+	var c *C.wasmtime_instance_pre_t
+	cerr := C.wasmtime_linker_instantiate_pre(linkerPtr(l), modulePtr(m), &c)
+	runtime.KeepAlive(l)
+	runtime.KeepAlive(m)
+	if cerr != nil {
+		return nil, wrapError(cerr)
+	}
+	p := &instancePre{c}
+	runtime.SetFinalizer(p, func(p *instancePre) { C.wasmtime_instance_pre_delete(p.c) })
+	return p, nil
+}
+
+// linkSpec is how instantiateLinked resolves a module's imports.
+type linkSpec struct {
+	kernel *instancePre     // instantiated first, if set: fromKernel imports are its exports
+	host   *wasmtime.Linker // fromHost imports' definitions
+	wasi   *wasmtime.Linker // fromWASI imports' definitions
+	from   []importFrom     // each import's source, in the module's order
+	given  []*wasmtime.Func // the fromGiven imports' functions, at their index
+}
+
+// linked is what instantiateLinked made: the module's instance and, with
+// a kernel, the kernel's instance and memory.
+type linked struct {
+	instance  *wasmtime.Instance
+	kernel    *wasmtime.Instance
+	kernelMem *wasmtime.Memory
+}
+
+// instantiateLinked instantiates m in store with its imports (m's, in
+// order) resolved as spec says, in one cgo call. An import with no
+// definition is an error naming it; a failed instantiation returns the
+// *wasmtime.Trap or *wasmtime.Error wasmtime-go's NewInstance would.
+func instantiateLinked(store *wasmtime.Store, m *wasmtime.Module, imports []Import, spec linkSpec) (linked, error) {
+	n := len(imports)
+	size := 0
+	for _, imp := range imports {
+		size += len(imp.Module) + len(imp.Name)
+	}
+	names := make([]byte, 0, size+1)
+	ends := make([]uint32, 0, 2*n+1)
+	from := make([]uint8, n+1)
+	given := make([]C.wasmtime_func_t, n+1)
+	for i, imp := range imports {
+		names = append(names, imp.Module...)
+		ends = append(ends, uint32(len(names)))
+		names = append(names, imp.Name...)
+		ends = append(ends, uint32(len(names)))
+		from[i] = uint8(spec.from[i])
+		if spec.from[i] == fromGiven {
+			given[i] = *(*C.wasmtime_func_t)(unsafe.Pointer(spec.given[i]))
+		}
+	}
+	names = append(names, 0) // never empty: &names[0] below
+	ends = append(ends, 0)
+	var kernel *C.wasmtime_instance_pre_t
+	if spec.kernel != nil {
+		kernel = spec.kernel.c
+	}
+	var host, wasi *C.wasmtime_linker_t
+	if spec.host != nil {
+		host = linkerPtr(spec.host)
+	}
+	if spec.wasi != nil {
+		wasi = linkerPtr(spec.wasi)
+	}
+	var out C.sbx_link
+	ok := C.sbx_instantiate(C.wasmtime_store_context(storePtr(store)), kernel, host, wasi, modulePtr(m), C.size_t(n),
+		(*C.uint8_t)(unsafe.Pointer(&from[0])), (*C.char)(unsafe.Pointer(&names[0])), (*C.uint32_t)(unsafe.Pointer(&ends[0])),
+		&given[0], &out)
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(m)
+	runtime.KeepAlive(spec)
+	if ok != 0 {
+		l := linked{instance: wrapInstance(out.instance)}
+		if spec.kernel != nil {
+			l.kernel = wrapInstance(out.kernel)
+			l.kernelMem = new(wasmtime.Memory)
+			*(*C.wasmtime_memory_t)(unsafe.Pointer(l.kernelMem)) = out.kernel_memory
+		}
+		return l, nil
+	}
+	switch {
+	case out.trap != nil:
+		if out.err != nil {
+			C.wasmtime_error_delete(out.err)
+		}
+		t := wrapTrap(out.trap)
+		if isHostPanic(t.Message()) {
+			repanic(store)
+		}
+		return linked{}, t
+	case out.err != nil:
+		e := wrapError(out.err)
+		if isHostPanic(e.Error()) {
+			repanic(store)
+		}
+		return linked{}, e
+	}
+	imp := imports[out.missing]
+	return linked{}, fmt.Errorf("%s::%s is not defined", imp.Module, imp.Name)
+}
+
+// exportedMemory, exportedGlobal and exportedTable are the export name of
+// inst if it is a memory, global or table, in one cgo call and without the
+// finalized Extern of wasmtime-go's GetExport (store.bind looks up every
+// memory and table of a module at its instantiation); nil otherwise.
+// wasmtime-go's Memory, Global and Table are their C struct alone
+// (capi_link_test.go checks).
+func exportedMemory(store wasmtime.Storelike, inst *wasmtime.Instance, name string) *wasmtime.Memory {
+	m := new(wasmtime.Memory)
+	if !exportOf(store, inst, name, C.SBX_EXTERN_MEMORY, unsafe.Pointer(m), unsafe.Sizeof(*m)) {
+		return nil
+	}
+	return m
+}
+
+func exportedGlobal(store wasmtime.Storelike, inst *wasmtime.Instance, name string) *wasmtime.Global {
+	g := new(wasmtime.Global)
+	if !exportOf(store, inst, name, C.SBX_EXTERN_GLOBAL, unsafe.Pointer(g), unsafe.Sizeof(*g)) {
+		return nil
+	}
+	return g
+}
+
+func exportedTable(store wasmtime.Storelike, inst *wasmtime.Instance, name string) *wasmtime.Table {
+	t := new(wasmtime.Table)
+	if !exportOf(store, inst, name, C.SBX_EXTERN_TABLE, unsafe.Pointer(t), unsafe.Sizeof(*t)) {
+		return nil
+	}
+	return t
+}
+
+// callerMemory is the memory export name of the instance calling a host
+// function (c), as Caller.GetExport finds it but in one cgo call and
+// without a finalized Extern per lookup (host::log looks up its memory
+// for every line); nil if it has none. wasmtime-go's Caller is the
+// wasmtime_caller_t pointer alone (capi_link_test.go checks).
+func callerMemory(c *wasmtime.Caller, name string) *wasmtime.Memory {
+	m := new(wasmtime.Memory)
+	ok := C.sbx_caller_memory(*(**C.wasmtime_caller_t)(unsafe.Pointer(c)),
+		(*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)), (*C.wasmtime_memory_t)(unsafe.Pointer(m)))
+	runtime.KeepAlive(c)
+	runtime.KeepAlive(name)
+	if ok == 0 {
+		return nil
+	}
+	return m
+}
+
+// exportOf copies the first size bytes of the export name of inst, if it
+// is of kind, to dst.
+func exportOf(store wasmtime.Storelike, inst *wasmtime.Instance, name string, kind C.uint8_t, dst unsafe.Pointer, size uintptr) bool {
+	var item C.wasmtime_extern_t
+	ok := C.sbx_export_of((*C.wasmtime_context_t)(unsafe.Pointer(store.Context())), instancePtr(inst),
+		(*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name)), kind, &item)
+	runtime.KeepAlive(store)
+	runtime.KeepAlive(inst)
+	runtime.KeepAlive(name)
+	if ok == 0 {
+		return false
+	}
+	copy(unsafe.Slice((*byte)(dst), size), unsafe.Slice((*byte)(unsafe.Pointer(&item.of)), size))
+	return true
+}
+
+// wrapInstance is the wasmtime-go Instance of c (its only field,
+// capi_call_test.go checks).
+func wrapInstance(c C.wasmtime_instance_t) *wasmtime.Instance {
+	inst := new(wasmtime.Instance)
+	*(*C.wasmtime_instance_t)(unsafe.Pointer(inst)) = c
+	return inst
+}
+
+// linkerPtr and modulePtr read the C pointer wasmtime-go keeps unexported
+// as the first field of Linker and Module (capi_link_test.go checks).
+func linkerPtr(l *wasmtime.Linker) *C.wasmtime_linker_t {
+	return *(**C.wasmtime_linker_t)(unsafe.Pointer(l))
+}
+
+func modulePtr(m *wasmtime.Module) *C.wasmtime_module_t {
+	return *(**C.wasmtime_module_t)(unsafe.Pointer(m))
+}
+
+// The layouts instantiateLinked and exportOf rely on, for
+// capi_link_test.go.
+const sizeofWasmtimeMemory = C.sizeof_wasmtime_memory_t

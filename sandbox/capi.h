@@ -76,11 +76,22 @@ typedef struct wasmtime_val {
 	} of;
 } wasmtime_val_t;
 
+typedef struct wasmtime_memory {
+	struct {
+		uint64_t store_id;
+		uint32_t __private1;
+	};
+	uint32_t __private2;
+} wasmtime_memory_t;
+
+// wasmtime_extern_t is the headers' size exactly (the union's largest
+// member is 24 bytes): sbx_instantiate passes an array of them.
 typedef struct wasmtime_extern {
 	uint8_t kind;
 	union {
 		wasmtime_func_t func;
-		uint8_t any[56];
+		wasmtime_memory_t memory;
+		uint8_t any[24];
 	} of;
 } wasmtime_extern_t;
 
@@ -126,26 +137,59 @@ typedef struct wasm_byte_vec_t {
 
 extern void wasm_byte_vec_new(wasm_byte_vec_t *out, size_t, const char[]);
 extern void wasi_config_set_stdin_bytes(wasi_config_t *config, wasm_byte_vec_t *binary);
-extern void wasi_config_set_stdout_custom(
-    wasi_config_t *config,
-    ptrdiff_t (*callback)(void *, const unsigned char *, size_t), void *data,
-    void (*finalizer)(void *));
-extern void wasi_config_set_stderr_custom(
-    wasi_config_t *config,
-    ptrdiff_t (*callback)(void *, const unsigned char *, size_t), void *data,
-    void (*finalizer)(void *));
-
-// Implemented in Go (sbxWasiWrite in capi.go).
-extern ptrdiff_t sbxWasiWrite(uintptr_t sink, int stream, unsigned char *buf, size_t len);
-
 int sbx_wasi_forward(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
                      const uint8_t *is64, const int64_t *args, size_t n, int32_t *result,
                      wasmtime_error_t **err, wasm_trap_t **trap);
-void sbx_wasi_stdio(wasi_config_t *c, const char *p, size_t n, uintptr_t sink);
+void sbx_wasi_stdin(wasi_config_t *c, const char *p, size_t n);
 
 // ---- interrupting a blocked open (wasi_open.go) ----
 
 int sbx_interrupt_signal(void);
+
+// ---- instantiating in one call (extism_link.go) ----
+//
+// A store's module is instantiated with every import resolved in C: the
+// engine's linkers (host functions defined once per engine, WASI), the
+// plugin kernel's exports (the kernel instantiated first, from an
+// InstancePre made once per engine), and functions Go made for the store.
+
+typedef struct wasmtime_linker wasmtime_linker_t;
+typedef struct wasmtime_module wasmtime_module_t;
+typedef struct wasmtime_instance_pre wasmtime_instance_pre_t;
+
+extern bool wasmtime_linker_get(const wasmtime_linker_t *linker, wasmtime_context_t *store, const char *module, size_t module_len, const char *name, size_t name_len, wasmtime_extern_t *item);
+extern wasmtime_error_t *wasmtime_linker_instantiate_pre(const wasmtime_linker_t *linker, const wasmtime_module_t *module, wasmtime_instance_pre_t **instance_pre);
+extern void wasmtime_instance_pre_delete(wasmtime_instance_pre_t *instance_pre);
+extern wasmtime_error_t *wasmtime_instance_pre_instantiate(const wasmtime_instance_pre_t *instance_pre, wasmtime_context_t *store, wasmtime_instance_t *instance, wasm_trap_t **trap_ptr);
+extern wasmtime_error_t *wasmtime_instance_new(wasmtime_context_t *store, const wasmtime_module_t *module, const wasmtime_extern_t *imports, size_t nimports, wasmtime_instance_t *instance, wasm_trap_t **trap);
+
+// Where an import comes from.
+enum { SBX_EXTERN_GLOBAL = 1, SBX_EXTERN_TABLE = 2, SBX_EXTERN_MEMORY = 3 };
+
+enum { SBX_FROM_GIVEN = 0, SBX_FROM_KERNEL = 1, SBX_FROM_HOST = 2, SBX_FROM_WASI = 3 };
+
+// sbx_link is what sbx_instantiate made, or why it failed: missing is the
+// import no definition was found for (-1: none), err and trap a failed
+// instantiation's.
+typedef struct {
+	wasmtime_instance_t kernel;
+	wasmtime_memory_t kernel_memory;
+	wasmtime_instance_t instance;
+	int32_t missing;
+	wasmtime_error_t *err;
+	wasm_trap_t *trap;
+} sbx_link;
+
+int sbx_instantiate(wasmtime_context_t *ctx, const wasmtime_instance_pre_t *kernel, const wasmtime_linker_t *host,
+                    const wasmtime_linker_t *wasi, const wasmtime_module_t *module, size_t n, const uint8_t *from,
+                    const char *names, const uint32_t *ends, const wasmtime_func_t *given, sbx_link *out);
+typedef struct wasmtime_caller wasmtime_caller_t;
+
+extern bool wasmtime_caller_export_get(wasmtime_caller_t *caller, const char *name, size_t name_len, wasmtime_extern_t *item);
+
+int sbx_caller_memory(wasmtime_caller_t *caller, const char *name, size_t name_len, wasmtime_memory_t *out);
+int sbx_export_of(wasmtime_context_t *ctx, const wasmtime_instance_t *inst, const char *name, size_t name_len,
+                  uint8_t kind, wasmtime_extern_t *out);
 
 // ---- the pooling instance allocator (config.h) ----
 

@@ -129,36 +129,55 @@ func isPluginFunction(m *Module, name string) bool {
 	return ok && exp.PluginFunction()
 }
 
-// kernelModule compiles the kernel once per engine, and builds the types
-// of the Extism host functions by signature, shared by every plugin (see
-// hostFuncTypes).
+// kernelModule compiles the kernel once per engine and makes it ready to
+// instantiate with the engine's host linker (extism_link.go), which it
+// builds first, on its own: a store that imports host functions needs the
+// linker, only a plugin's the kernel.
 type kernelModule struct {
-	once  sync.Once
-	mod   *wasmtime.Module
-	err   error
-	types map[string]*wasmtime.FuncType
+	once sync.Once
+	mod  *wasmtime.Module
+	pre  *instancePre // mod, its import (sandboxd::grow) resolved by the host linker
+	err  error
+
+	hostOnce sync.Once
+	host     *wasmtime.Linker
+	hostErr  error
 }
 
-func (e *Engine) kernel() (*wasmtime.Module, error) {
+// kernel is the engine's kernel, ready to instantiate.
+func (e *Engine) kernel() (*instancePre, error) {
 	k := &e.kernelMod
 	k.once.Do(func() {
-		k.types = map[string]*wasmtime.FuncType{}
-		for _, f := range extismABI {
-			if !f.kernel && k.types[f.signature] == nil {
-				k.types[f.signature] = signatureType(f.signature)
-			}
+		host, err := e.hostLinker()
+		if err != nil {
+			k.err = err
+			return
 		}
 		wasm, err := wasmtime.Wat2Wasm(kernelWAT)
 		if err != nil {
 			k.err = fmt.Errorf("plugin kernel: %s", cleanMessage(err.Error()))
 			return
 		}
-		k.mod, err = wasmtime.NewModule(e.wt, wasm)
-		if err != nil {
+		if k.mod, err = wasmtime.NewModule(e.wt, wasm); err != nil {
+			k.err = fmt.Errorf("plugin kernel: %s", cleanMessage(err.Error()))
+			return
+		}
+		if k.pre, err = newInstancePre(host, k.mod); err != nil {
 			k.err = fmt.Errorf("plugin kernel: %s", cleanMessage(err.Error()))
 		}
 	})
-	return k.mod, k.err
+	return k.pre, k.err
+}
+
+// hostLinker is the engine's linker of host functions (newHostLinker).
+func (e *Engine) hostLinker() (*wasmtime.Linker, error) {
+	k := &e.kernelMod
+	k.hostOnce.Do(func() {
+		if k.host, k.hostErr = e.newHostLinker(); k.hostErr != nil {
+			k.hostErr = fmt.Errorf("host functions: %s", cleanMessage(k.hostErr.Error()))
+		}
+	})
+	return k.host, k.hostErr
 }
 
 // pluginConfig is what a plugin store is opened with.
@@ -199,25 +218,6 @@ func (p *pluginState) beginCall(log func(LogLevel, string)) {
 	p.log, p.denied, p.trap = log, 0, nil
 }
 
-// instantiateKernel instantiates the kernel in the plugin's store.
-func (p *pluginState) instantiateKernel() error {
-	store := p.st.wt
-	mod, err := p.st.e.kernel()
-	if err != nil {
-		return &Error{Kind: KindHost, Message: err.Error(), err: err}
-	}
-	i32 := wasmtime.NewValType(wasmtime.KindI32)
-	grow := wasmtime.NewFunc(store, wasmtime.NewFuncType([]*wasmtime.ValType{i32}, []*wasmtime.ValType{i32}), p.st.guarded("sandboxd::grow", p.grow))
-	k, err := wasmtime.NewInstance(store, mod, []wasmtime.AsExtern{grow})
-	if err != nil {
-		return err
-	}
-	p.kernel = k
-	p.mem = k.GetExport(store, "memory").Memory()
-	p.kernelBytes = uint64(p.mem.DataSize(store))
-	return nil
-}
-
 // grow is the kernel's only way to grow its memory: delta pages, if the
 // kernel and the plugin together stay within the cap. It returns the old
 // size in pages, or -1.
@@ -237,8 +237,8 @@ func (p *pluginState) grow(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.
 	p.kernelBytes = uint64(p.mem.DataSize(c))
 	info := p.st.module.info
 	if info.GrowsMemory || info.GrowsTable {
-		if ext := p.st.instance.GetExport(c, wasmbin.ExportMemCapBytes); ext != nil && ext.Global() != nil {
-			ext.Global().Set(c, wasmtime.ValI64(int64(capBytes-p.kernelBytes)))
+		if g := exportedGlobal(c, p.st.instance, wasmbin.ExportMemCapBytes); g != nil {
+			g.Set(c, wasmtime.ValI64(int64(capBytes-p.kernelBytes)))
 		}
 	}
 	return []wasmtime.Val{wasmtime.ValI32(int32(old))}, nil

@@ -1,50 +1,20 @@
 package sandbox
 
-// The host side of a plugin's imports of extism:host/env: what each
-// import links to (a kernel export, or a Go function below), and the Go
-// functions themselves (config_get, var_get, var_set, log_*). Each copies
+// The host side of a plugin's imports of extism:host/env: the Go
+// functions (config_get, var_get, var_set, log_*), defined once per engine
+// (extism_link.go) and each finding its plugin through the store that
+// calls it; the rest are the kernel's exports. Each copies
 // at most what the guest pays for, checks every handle against the
 // kernel's live blocks, and stops the guest through stop, which
 // classification reads (store.classify).
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/sandboxd/sandboxd/protocol"
 )
-
-// extern returns what the plugin's import extism:host/env::name links to:
-// a kernel export or one of the host functions below, of the engine's
-// shared type for its signature.
-func (p *pluginState) extern(name string) wasmtime.AsExtern {
-	store := p.st.wt
-	f := extismABI[name]
-	if f.kernel {
-		return exportedFunc(store, p.kernel, name)
-	}
-	var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
-	switch name {
-	case "config_get":
-		fn = p.configGet
-	case "var_get":
-		fn = p.varGet
-	case "var_set":
-		fn = p.varSet
-	case "get_log_level":
-		fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-			return []wasmtime.Val{wasmtime.ValI32(0)}, nil // trace: every line is forwarded
-		}
-	default: // log_<level>
-		level := LogLevel(strings.TrimPrefix(name, "log_"))
-		fn = func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-			return p.logLine(c, level, args)
-		}
-	}
-	return wasmtime.NewFunc(store, p.st.e.kernelMod.types[f.signature], p.st.guarded(ExtismEnvModule+"::"+name, fn))
-}
 
 // stop records why a host function stopped the guest and returns the trap.
 func (p *pluginState) stop(e *Error) *wasmtime.Trap {

@@ -25,10 +25,10 @@ func newKernelHarness(t *testing.T, maxPages uint64) *kernelHarness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	mod, err := e.kernel()
-	if err != nil {
+	if _, err := e.kernel(); err != nil {
 		t.Fatal(err)
 	}
+	mod := e.kernelMod.mod
 	h := &kernelHarness{t: t, store: wasmtime.NewStore(e.wt)}
 	t.Cleanup(h.store.Close)
 	h.store.SetEpochDeadline(1 << 40) // no ticker runs here

@@ -219,39 +219,14 @@ func capabilityOf(fn string) string {
 	return fn
 }
 
-// hostImports builds the store's externs for imports (the module's, or
-// those of them WASI's linker does not define), in their order.
-// checkImports has already proved each is granted with the right
-// signature, so the set defined here is exactly the granted ones in use.
-func (s *store) hostImports(imports []Import) []wasmtime.AsExtern {
-	var out []wasmtime.AsExtern
-	for _, imp := range imports {
-		if imp.Module == ExtismEnvModule && s.plugin != nil { // checkImports checked it
-			out = append(out, s.plugin.extern(imp.Name))
-			continue
-		}
-		if f, ok := s.declared[[2]string{imp.Module, imp.Name}]; ok {
-			out = append(out, wasmtime.NewFunc(s.wt, s.e.declTypes.of(f), s.guarded(f.String(), s.parentFunction(f))))
-			continue
-		}
-		h, _ := lookupHost(imp.Module, imp.Name)
-		ty := s.module.engine.hostTypes.of(h.name)
-		var fn func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap)
-		switch h.name {
-		case "log":
-			fn = s.hostLog
-		case "random":
-			fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-				return []wasmtime.Val{wasmtime.ValI64(int64(s.random.next()))}, nil
-			}
-		case "now_ns":
-			fn = func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-				return []wasmtime.Val{wasmtime.ValI64(int64(time.Since(s.cur.started)))}, nil
-			}
-		}
-		out = append(out, wasmtime.NewFunc(s.wt, ty, s.guarded(HostModule+"::"+h.name, fn)))
-	}
-	return out
+// hostRandom is host::random: the next value of the run's stream.
+func (s *store) hostRandom(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	return []wasmtime.Val{wasmtime.ValI64(int64(s.random.next()))}, nil
+}
+
+// hostNow is host::now_ns: the nanoseconds since the call began.
+func (s *store) hostNow(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	return []wasmtime.Val{wasmtime.ValI64(int64(time.Since(s.cur.started)))}, nil
 }
 
 func valTypes(ks []wasmtime.ValKind) []*wasmtime.ValType {
@@ -296,14 +271,13 @@ func (s *store) hostLog(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val
 // host function itself (`(export "run" (func $log))`): called by the host,
 // it has no calling instance to ask, so the run's instance is asked.
 func (s *store) guestMemory(c *wasmtime.Caller) *wasmtime.Memory {
-	ext := c.GetExport("memory")
-	if ext == nil && s.instance != nil {
-		ext = s.instance.GetExport(c, "memory")
+	if m := callerMemory(c, "memory"); m != nil {
+		return m
 	}
-	if ext == nil {
-		return nil
+	if s.instance != nil {
+		return exportedMemory(c, s.instance, "memory")
 	}
-	return ext.Memory()
+	return nil
 }
 
 // validUTF8 copies b into a string, replacing each byte that is not part of

@@ -317,18 +317,7 @@ func (s *store) call(ctx context.Context, c callSpec, body func() ([]Value, erro
 // then runs the start function and, for an instance, _initialize. Inside
 // call.
 func (s *store) instantiate(initialize bool) error {
-	if s.plugin != nil {
-		if err := s.plugin.instantiateKernel(); err != nil {
-			return err
-		}
-	}
-	var inst *wasmtime.Instance
-	var err error
-	if s.wasi != nil {
-		inst, err = s.instantiateWASI()
-	} else {
-		inst, err = wasmtime.NewInstance(s.wt, s.module.wt, s.hostImports(s.module.Imports))
-	}
+	inst, err := s.link() // with a plugin's kernel (extism_link.go)
 	if err != nil {
 		return err
 	}
@@ -376,8 +365,8 @@ func (s *store) exitedInstantiating(err error, instance bool, where string) erro
 func (s *store) bind() {
 	info := s.module.info
 	global := func(name string) {
-		if ext := s.instance.GetExport(s.wt, name); ext != nil && ext.Global() != nil {
-			s.bound.denied = append(s.bound.denied, ext.Global())
+		if g := exportedGlobal(s.wt, s.instance, name); g != nil {
+			s.bound.denied = append(s.bound.denied, g)
 		}
 	}
 	if info.GrowsMemory || info.GrowsTable {
@@ -387,13 +376,13 @@ func (s *store) bind() {
 		global(wasmbin.ExportTableDenied)
 	}
 	for i := 0; i < info.ImportedMemories+len(info.Memories); i++ {
-		if ext := s.instance.GetExport(s.wt, wasmbin.MemoryExportName(i)); ext != nil && ext.Memory() != nil {
-			s.bound.mems = append(s.bound.mems, ext.Memory())
+		if m := exportedMemory(s.wt, s.instance, wasmbin.MemoryExportName(i)); m != nil {
+			s.bound.mems = append(s.bound.mems, m)
 		}
 	}
 	for i := 0; i < info.ImportedTables+len(info.Tables); i++ {
-		if ext := s.instance.GetExport(s.wt, wasmbin.TableExportName(i)); ext != nil && ext.Table() != nil {
-			s.bound.tables = append(s.bound.tables, ext.Table())
+		if t := exportedTable(s.wt, s.instance, wasmbin.TableExportName(i)); t != nil {
+			s.bound.tables = append(s.bound.tables, t)
 			s.bound.elem = append(s.bound.elem, s.module.tableElemBytes(i))
 		}
 	}
@@ -435,8 +424,8 @@ func (s *store) usage() Usage {
 }
 
 func (s *store) setGlobal(name string, v int64) {
-	if ext := s.instance.GetExport(s.wt, name); ext != nil && ext.Global() != nil {
-		ext.Global().Set(s.wt, wasmtime.ValI64(v))
+	if g := exportedGlobal(s.wt, s.instance, name); g != nil {
+		g.Set(s.wt, wasmtime.ValI64(v))
 	}
 }
 
@@ -445,8 +434,8 @@ func (s *store) getGlobalIf(used bool, name string) uint64 {
 	if !used || s.instance == nil {
 		return 0
 	}
-	if ext := s.instance.GetExport(s.wt, name); ext != nil && ext.Global() != nil {
-		return uint64(ext.Global().Get(s.wt).I64())
+	if g := exportedGlobal(s.wt, s.instance, name); g != nil {
+		return uint64(g.Get(s.wt).I64())
 	}
 	return 0
 }

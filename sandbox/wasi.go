@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/cgo"
 	"sort"
 	"time"
 
@@ -77,7 +76,6 @@ type wasiRun struct {
 
 	fds      descriptors // host descriptors held (wasi_fds.go)
 	out      *outputSink
-	handle   cgo.Handle
 	monoBase time.Time // wasmtime's monotonic zero, give or take microseconds
 
 	// What the fuel fence needs (wasi_fuel.go).
@@ -87,7 +85,7 @@ type wasiRun struct {
 	envBytes       uint64             // environ_get's: every "K=V" and its NUL
 	argvEntries    uint64             // how many arguments, argv[0] included
 	envEntries     uint64             // how many "K=V"
-	stdioMoved     [3]bool            // fd 1 or 2 no longer the guest's stdout or stderr (stdioWrite)
+	stdio          stdioFds           // the descriptors of the guest's stdout and stderr (wasi_stdio.go)
 	longestPreopen uint64             // the longest preopened guest path
 	shim           *wasmtime.Instance // forwards to wasmtime's functions; made on first use
 }
@@ -151,8 +149,7 @@ func (w *wasiRun) attach(store *wasmtime.Store) error {
 	defer cfg.Close() // a no-op once SetWasi consumed it
 	cfg.SetArgv(w.argv)
 	cfg.SetEnv(w.envK, w.envV)
-	w.handle = cgo.NewHandle(wasiSink(w.out))
-	setWasiStdio(cfg, w.grant.Stdin, w.handle)
+	setWasiStdin(cfg, w.grant.Stdin)
 	// wasmtime opens each preopen at once, through the descriptor opened
 	// and checked before (wasi_preopens.go); ours is closed after.
 	if w.tree != nil {
@@ -199,10 +196,6 @@ func (w *wasiRun) close() {
 		return
 	}
 	w.out.finish()
-	if w.handle != 0 {
-		w.handle.Delete()
-		w.handle = 0
-	}
 	w.fds.release()
 	if w.tree != nil {
 		w.tree.close()
@@ -230,11 +223,9 @@ func (w *wasiRun) output() *Output {
 // never change.
 func (w *wasiRun) memory(c *wasmtime.Caller) []byte {
 	if w.mem == nil {
-		ext := c.GetExport("memory")
-		if ext == nil || ext.Memory() == nil {
+		if w.mem = callerMemory(c, "memory"); w.mem == nil {
 			return nil
 		}
-		w.mem = ext.Memory()
 	}
 	return w.mem.UnsafeData(c)
 }
@@ -253,6 +244,9 @@ func (e *guestExit) Error() string { return fmt.Sprintf("the guest exited with s
 // wasiExitStatus reports whether err is the guest's proc_exit, and its
 // status. It frees wasmtime's error when it is one.
 func wasiExitStatus(err error) (int, bool) {
+	if err == nil { // every call asks: spare it errors.As's two allocations
+		return 0, false
+	}
 	var ge *guestExit
 	if errors.As(err, &ge) {
 		return ge.code, true

@@ -164,7 +164,7 @@ func (s *store) fdClose(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime
 	if trap == nil && res[0].I32() == errnoSuccess {
 		fd := uint32(u32(a, 0))
 		s.wasi.fds.closed(fd)
-		s.wasi.movedStdio(fd)
+		s.wasi.stdio.closed(fd)
 	}
 	return res, trap
 }
@@ -175,10 +175,7 @@ func (s *store) fdRenumber(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmt
 	if trap == nil && res[0].I32() == errnoSuccess {
 		from, to := uint32(u32(a, 0)), uint32(u32(a, 1))
 		s.wasi.fds.renumbered(from, to)
-		if from != to {
-			s.wasi.movedStdio(from)
-			s.wasi.movedStdio(to)
-		}
+		s.wasi.stdio.renumbered(from, to)
 	}
 	return res, trap
 }

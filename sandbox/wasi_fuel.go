@@ -153,7 +153,7 @@ func shadowTable() []wasiShadow {
 // array is argument 1, its length argument 2): every iovec named, and the
 // bytes moved. wasmtime walks the array to the first non-empty buffer and
 // transfers that one only, a forwarded call per slice of it; a write to
-// stdout or stderr is ours (stdioWrite) and moves every buffer, on the
+// stdout or stderr is ours (writeStdio) and moves every buffer, on the
 // guest's thread.
 func iovFuel(r *store, c *wasmtime.Caller, name string, a []wasmtime.Val) (uint64, int32, *wasmtime.Trap) {
 	iovs, n := u32(a, 1), u32(a, 2)
@@ -165,7 +165,7 @@ func iovFuel(r *store, c *wasmtime.Caller, name string, a []wasmtime.Val) (uint6
 	if iovs%4 != 0 || !inBounds(mem, iovs, n*8) {
 		return fuel, 0, nil // wasmtime traps before any transfer
 	}
-	stdio := name == "fd_write" && r.wasi.stdioWrite(uint32(u32(a, 0)))
+	stdio := name == "fd_write" && r.wasi.stdio.stream(uint32(u32(a, 0))) != 0
 	var moved uint64
 	for i := uint64(0); i < n; i++ {
 		e := mem[iovs+i*8:]

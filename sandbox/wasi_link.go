@@ -8,6 +8,7 @@ package sandbox
 // store's: each finds its store through its caller (storeFunc). A linker
 // is only read once defined, from any number of stores at once
 // (wasmtime_linker_instantiate and wasmtime_linker_get take it const).
+// store.link (extism_link.go) takes a module's WASI imports from them.
 
 import (
 	"fmt"
@@ -63,40 +64,6 @@ func leftToWasmtime(name string, cheap int) bool {
 		return cheap&cheapPrestat != 0
 	}
 	return false
-}
-
-// instantiateWASI instantiates the module with the engine's WASI linker
-// for this run and, if it imports more than WASI, the granted host
-// functions (a store's own: they cannot be in a shared linker, so the
-// module's imports are then gathered here, in order).
-func (s *store) instantiateWASI() (*wasmtime.Instance, error) {
-	linker, err := s.e.wasiLinker(s.wasi.cheapShadows())
-	if err != nil {
-		return nil, err
-	}
-	var host []Import
-	for _, imp := range s.module.Imports {
-		if imp.Module != WASIModule {
-			host = append(host, imp)
-		}
-	}
-	if len(host) == 0 {
-		return linker.Instantiate(s.wt, s.module.wt)
-	}
-	hostExterns := s.hostImports(host)
-	externs := make([]wasmtime.AsExtern, 0, len(s.module.Imports))
-	for _, imp := range s.module.Imports {
-		if imp.Module != WASIModule {
-			externs, hostExterns = append(externs, hostExterns[0]), hostExterns[1:]
-			continue
-		}
-		ext := linker.Get(s.wt, WASIModule, imp.Name)
-		if ext == nil { // checkImports refused any other name
-			return nil, fmt.Errorf("%s::%s is not defined", WASIModule, imp.Name)
-		}
-		externs = append(externs, ext)
-	}
-	return wasmtime.NewInstance(s.wt, s.module.wt, externs)
 }
 
 // wasiLinker is the engine's linker for runs whose cheapShadows are

@@ -99,9 +99,8 @@ func newOutputSink(budget uint64, forward func(stream string, data []byte)) *out
 }
 
 // reset readies the sink for a run (or an instance's next call, which
-// keeps the sink because the store's stdio callbacks hold a handle to it):
-// empty streams, the budget and the receiver. The caller holds mu or is
-// its only user.
+// keeps its store's sink): empty streams, the budget and the receiver.
+// The caller holds mu or is its only user.
 func (s *outputSink) reset(budget uint64, forward func(stream string, data []byte)) {
 	if s.timer != nil {
 		s.timer.Stop()

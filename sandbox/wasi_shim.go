@@ -20,11 +20,11 @@ import (
 func (s *store) forward(c *wasmtime.Caller, i int, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 	w := s.wasi
 	if w.shim == nil {
-		ext := c.GetExport("memory")
-		if ext == nil || ext.Memory() == nil {
+		mem := callerMemory(c, "memory")
+		if mem == nil {
 			return nil, wasmtime.NewTrap(wasiShadows[i].name + " needs the guest to export its memory as \"memory\"")
 		}
-		inst, err := s.instantiateShim(c, ext.Memory())
+		inst, err := s.instantiateShim(c, mem)
 		if err != nil {
 			return nil, wasmtime.NewTrap("sandboxd: WASI shim: " + cleanMessage(err.Error()))
 		}

@@ -57,8 +57,10 @@ func (s *store) transfer(i int, c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtim
 		e := mem[iovs+k*8:]
 		buf, size = uint64(binary.LittleEndian.Uint32(e)), uint64(binary.LittleEndian.Uint32(e[4:]))
 	}
-	if wasiShadows[i].name == "fd_write" && s.wasi.stdioWrite(uint32(u32(a, 0))) {
-		return s.writeStdio(c, a)
+	if wasiShadows[i].name == "fd_write" {
+		if stream := s.wasi.stdio.stream(uint32(u32(a, 0))); stream != 0 {
+			return s.writeStdio(c, stream, a)
+		}
 	}
 	if size <= transferSlice {
 		return s.forward(c, i, a)
