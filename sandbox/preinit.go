@@ -192,6 +192,20 @@ func (s *store) preinitialize(called *string) error {
 	return s.boot(inst, true)
 }
 
+// preinitLimits fence the initialiser of a module pre-initialised as it
+// is compiled (Source.Preinitialize): the run defaults, but the compile's
+// deadline (it is part of the compile) and the largest memory and tables
+// a run may have (what the initialiser leaves is the module's minimum, so
+// a cap lower than that would only refuse it here instead of at
+// instantiation).
+func (e *Engine) preinitLimits(lim compileLimits) limits.Limits {
+	l := limits.Defaults()
+	l.Timeout = lim.timeout
+	l.MemoryBytes = e.cfg.Maximums.MemoryBytes
+	l.TableElements = e.cfg.Maximums.TableElements
+	return l
+}
+
 // globalBits is a number global's value as wasmbin.SnapshotImage holds it.
 func globalBits(v wasmtime.Val) uint64 {
 	switch v.Kind() {
