@@ -19,6 +19,7 @@ package sandbox
 // parent's answer) would not be in the image.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,10 +45,13 @@ type PreinitOptions struct {
 	// initialiser leaves becomes the module's minimum, so it should be the
 	// cap its instances will have.
 	Limits limits.Limits
-	// Argv0 is the WASI program name the initialiser sees (the module's id
+	// Argv0 is the WASI program name the initialiser sees (PreinitArgv0
 	// when empty); it has no other arguments and no environment.
 	Argv0 string
 }
+
+// PreinitArgv0 is the program name an initialiser sees by default.
+const PreinitArgv0 = "sandboxd-preinit"
 
 // PreinitInfo says what a pre-initialisation did.
 type PreinitInfo struct {
@@ -98,7 +102,7 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 			return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("it imports %s::%s, a %s, whose state lives outside the module", imp.Module, imp.Name, imp.Kind)})
 		}
 		if imp.Module == WASIModule {
-			caps.WASI = &WASI{Argv0: opts.Argv0}
+			caps.WASI = &WASI{Argv0: cmp.Or(opts.Argv0, PreinitArgv0)}
 		}
 	}
 	spec := storeSpec{module: m, caps: caps, limits: l}
@@ -204,6 +208,69 @@ func (e *Engine) preinitLimits(lim compileLimits) limits.Limits {
 	l.MemoryBytes = e.cfg.Maximums.MemoryBytes
 	l.TableElements = e.cfg.Maximums.TableElements
 	return l
+}
+
+// compilePreinit is Compile of a source with Preinitialize: the module
+// pre-initialised, then compiled, kept in the cache and the persistent
+// cache under PreinitID of its bytes (never under the bytes themselves,
+// which name the module as it is).
+func (e *Engine) compilePreinit(ctx context.Context, src Source) (*Module, CompileInfo, error) {
+	start := time.Now()
+	if ctx.Err() != nil {
+		return nil, CompileInfo{}, cancelledError()
+	}
+	if countSources(src) != 1 || src.ID != "" {
+		return nil, CompileInfo{}, newError(KindHost, "module: preinitialize takes the module's bytes (wasm or path), exactly one of them")
+	}
+	mod, err := e.loadBytes(src)
+	if err != nil {
+		return nil, CompileInfo{}, err
+	}
+	if !mod.isWasmBinary() {
+		return nil, CompileInfo{}, newError(KindInvalidModule, "module: preinitialize takes a binary module (wasm, or a path to a .wasm file), not WebAssembly text")
+	}
+	id := PreinitID(mod.bin)
+	if m, ok := e.cache.get(id); ok {
+		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
+	}
+	lim := e.compileLimits(src)
+	r, shared, err := e.flight.do(ctx, id, func(ctx context.Context) (flightResult, error) {
+		if m, ok := e.cache.peek(id); ok {
+			return flightResult{m: m, cached: true}, nil
+		}
+		e.cache.miss()
+		if m := e.loadFromDisk(id); m != nil {
+			e.cache.put(m, 0, moduleBytes{})
+			return flightResult{m: m, fromDisk: true}, nil
+		}
+		m, compiled, err := e.compileMaybePreinit(ctx, Source{Wasm: mod.bin, Preinitialize: true}, id, lim)
+		if err != nil {
+			return flightResult{}, err
+		}
+		e.saveToDisk(m, compiled)
+		e.cache.put(m, 0, moduleBytes{})
+		return flightResult{m: m}, nil
+	})
+	if err != nil {
+		return nil, CompileInfo{}, err
+	}
+	cached := shared || r.cached
+	if cached {
+		e.cache.hit()
+	}
+	return r.m, CompileInfo{Cached: cached, FromDisk: r.fromDisk && !shared, Elapsed: time.Since(start)}, nil
+}
+
+// cachedPreinit is Cached for a source with Preinitialize.
+func (e *Engine) cachedPreinit(src Source) (*Module, bool) {
+	if countSources(src) != 1 || src.ID != "" {
+		return nil, false
+	}
+	mod, err := e.loadBytes(src)
+	if err != nil || !mod.isWasmBinary() {
+		return nil, false
+	}
+	return e.cache.peek(PreinitID(mod.bin))
 }
 
 // globalBits is a number global's value as wasmbin.SnapshotImage holds it.
