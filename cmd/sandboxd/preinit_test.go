@@ -27,7 +27,7 @@ func TestPreinitializeCompileThroughTheSidecar(t *testing.T) {
 		s.request(id, "compile", params)
 		m, _ := s.response(id, 5*time.Minute)
 		if m == nil || m.Error != nil {
-			t.Fatalf("compile %v: %v", params, m)
+			t.Fatalf("compile %v: %v", params, m.Error)
 		}
 		var c compiled
 		if err := json.Unmarshal(m.Result, &c); err != nil {
@@ -50,11 +50,11 @@ func TestPreinitializeCompileThroughTheSidecar(t *testing.T) {
 	}
 	long := map[string]uint64{"timeoutMs": 60_000}
 	for i, id := range []string{plain.ModuleID, pre.ModuleID} {
-		rid := string(rune('a' + i))
+		rid := string(rune('7' + i))
 		s.request(rid, "run", map[string]any{"module": map[string]any{"id": id}, "function": "greet", "input": "Ada",
 			"limits": long, "capabilities": map[string]any{"wasi": true}})
 		m, _ := s.response(rid, time.Minute)
-		if m == nil || m.Error != nil || !strings.Contains(string(m.Result), `"output":"Hello, Ada!"`) {
+		if m == nil || m.Error != nil || !strings.Contains(string(m.Result), `"output":{"text":"Hello, Ada!"}`) {
 			t.Fatalf("greet on %s: %v", id, m)
 		}
 	}
