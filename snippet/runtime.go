@@ -2,6 +2,7 @@ package snippet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,6 +72,11 @@ func (rt *runtime) load(ctx context.Context, r *Runner) (*sandbox.Module, error)
 	// plugin/reseed.go).
 	src := sandbox.Source{Wasm: wasm, CompileTimeout: CompileTimeout, CompileMemoryBytes: CompileMemoryBytes, Preinitialize: true}
 	m, _, err := r.eng.CompileStored(ctx, src, r.cfg.CompiledDirs, compiling)
+	var snap *sandbox.SnapshotError
+	if errors.As(err, &snap) { // no Go reactor: not what make runtimes builds
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: fmt.Sprintf(
+			"%s is not a sandboxd runtime: it is not an Extism plugin exporting %q that can be pre-initialised (%v)", rt.file, evalFunction, snap)}
+	}
 	if err != nil {
 		return nil, err
 	}
