@@ -96,6 +96,9 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 	if err != nil {
 		return nil, PreinitInfo{}, err
 	}
+	if exp, ok := m.Export(InitializeExport); plan.Initialize && (!ok || len(exp.Params) != 0 || len(exp.Results) != 0) {
+		return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("its %q takes or returns values, so it is not a WASI reactor's initialiser", InitializeExport)})
+	}
 	var caps Capabilities
 	for _, imp := range m.Imports {
 		if imp.Kind != "func" {

@@ -100,6 +100,12 @@ func TestPreinitializeRefusesTableMutation(t *testing.T) {
 	wantSnapshotRefusal(t, err, "table.set")
 }
 
+func TestPreinitializeRefusesAnInitializeWithValues(t *testing.T) {
+	wasm := wat2wasm(t, `(module (func (export "_initialize") (param i32)))`)
+	_, _, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: hangLimits()})
+	wantSnapshotRefusal(t, err, "takes or returns values")
+}
+
 func TestPreinitializeRefusesImportCalledDuringInit(t *testing.T) {
 	wasm := wat2wasm(t, `(module
   (import "extism:host/env" "output_set" (func $out (param i64 i64)))

@@ -235,3 +235,50 @@ func TestSnapshotRefusals(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSnapshot: PrepareSnapshot reads a parent's bytes before wasmtime
+// has validated them, so no input may panic it; whenever it accepts a
+// module wasmtime validates, the copy and the snapshot of an image of the
+// right shape validate too.
+func FuzzSnapshot(f *testing.F) {
+	f.Add(wat2wasm(f, preinitReactor))
+	for _, wat := range fuzzSeedWATs {
+		f.Add(wat2wasm(f, wat))
+	}
+	engine := newTestEngine()
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		cp, plan, err := PrepareSnapshot(wasm)
+		if err != nil || wasmtime.ModuleValidate(engine, wasm) != nil {
+			return
+		}
+		if err := wasmtime.ModuleValidate(engine, cp); err != nil {
+			t.Fatalf("the copy of a valid module does not validate: %v", err)
+		}
+		img := SnapshotImage{Globals: make([]uint64, len(plan.Globals))}
+		if plan.HasMemory {
+			pages := max(plan.Memory.MinPages, 1)
+			if plan.Memory.HasMax && pages > plan.Memory.MaxPages {
+				pages = plan.Memory.MaxPages
+			}
+			if pages > 16 {
+				return
+			}
+			img.Memory = make([]byte, pages<<16)
+			for i := range img.Memory {
+				if i%5 == 0 {
+					img.Memory[i] = byte(i)
+				}
+			}
+		}
+		out, err := ApplySnapshot(wasm, plan, img)
+		if err != nil {
+			if plan.HasMemory && plan.Memory.MinPages == 0 && plan.Memory.HasMax && plan.Memory.MaxPages == 0 {
+				return // an image of one page does not fit a memory of at most 0
+			}
+			t.Fatalf("ApplySnapshot: %v", err)
+		}
+		if err := wasmtime.ModuleValidate(engine, out); err != nil {
+			t.Fatalf("the snapshot of a valid module does not validate: %v", err)
+		}
+	})
+}
