@@ -112,6 +112,16 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 	if err := spec.checkCaps(); err != nil {
 		return nil, PreinitInfo{}, err
 	}
+	// The initialiser runs, and its image is copied and rewritten, under
+	// one of the compile slots, as the rest of a compile: a compile
+	// request holds no run slot, so without it parallel requests would
+	// each hold a memory and two copies of it.
+	select {
+	case e.compileSlots <- struct{}{}:
+		defer func() { <-e.compileSlots }()
+	case <-ctx.Done():
+		return nil, PreinitInfo{}, cancelledError()
+	}
 	s, err := e.openStore(ctx, spec)
 	if err != nil {
 		return nil, PreinitInfo{}, err
@@ -201,17 +211,24 @@ func (s *store) preinitialize(called *string) error {
 
 // preinitLimits fence the initialiser of a module pre-initialised as it
 // is compiled (Source.Preinitialize): the run defaults, but the compile's
-// deadline (it is part of the compile) and the largest memory and tables
-// a run may have (what the initialiser leaves is the module's minimum, so
-// a cap lower than that would only refuse it here instead of at
-// instantiation).
+// deadline (it is part of the compile) and the largest memory (up to
+// MaxPreinitMemoryBytes) and tables a run may have (what the initialiser
+// leaves is the module's minimum, so a cap lower than that would only
+// refuse it here instead of at instantiation).
 func (e *Engine) preinitLimits(lim compileLimits) limits.Limits {
 	l := limits.Defaults()
 	l.Timeout = lim.timeout
-	l.MemoryBytes = e.cfg.Maximums.MemoryBytes
+	l.MemoryBytes = min(e.cfg.Maximums.MemoryBytes, MaxPreinitMemoryBytes)
 	l.TableElements = e.cfg.Maximums.TableElements
 	return l
 }
+
+// MaxPreinitMemoryBytes bounds the memory an initialiser may leave when a
+// module is pre-initialised as it is compiled: the sidecar holds the
+// image twice more while it rewrites it (its copy, and the module made of
+// it), so a hostile initialiser's memory costs three times its size.
+// goja, the largest initialiser measured, leaves 12.3 MB.
+const MaxPreinitMemoryBytes = 256 << 20
 
 // compilePreinit is Compile of a source with Preinitialize: the module
 // pre-initialised, then compiled, kept in the cache and the persistent
