@@ -132,9 +132,10 @@ plugins:
 # not depend on the interpreters), each an Extism plugin built as a WASI
 # reactor with Go alone, into bin/runtimes/ (git-ignored with bin/), where
 # bin/sandboxd finds them; then each compiled for this build of
-# bin/sandboxd into bin/runtimes/modules-<build>/ by a first evaluation
-# (about a minute of CPU for JavaScript, once per build; nothing when the
-# artefacts are there), so that no snippet waits (docs/snippets.md).
+# bin/sandboxd into bin/runtimes/modules-<build>/ by a first evaluation,
+# pre-initialised (docs/preinit.md: compiled twice, about two minutes of
+# CPU for JavaScript, once per build; nothing when the artefacts are
+# there), so that no snippet waits (docs/snippets.md).
 RUNTIMES := js lua starlark
 runtimes: binary
 	mkdir -p bin/runtimes

@@ -22,6 +22,12 @@ type Source struct {
 	CompileTimeout     time.Duration
 	CompileMemoryBytes uint64
 
+	// Preinitialize asks for the module pre-initialised: its initialiser
+	// (start function, _initialize) run once when it is compiled, and the
+	// state it left the module's initial state (sandbox.Engine.Preinitialize;
+	// docs/preinit.md).
+	Preinitialize bool
+
 	// Encoded, if set, is how the parent sent WAT or Wasm on the wire.
 	// The engine also knows a module by it, so a module sent again the
 	// same way is found (Lookup) before its text is unescaped or its

@@ -93,6 +93,8 @@ type RunResult struct {
 type CompileParams struct {
 	Module ModuleSpec        `json:"module"`
 	Limits map[string]uint64 `json:"limits,omitempty"` // compileTimeoutMs, compileMemoryBytes; others are refused
+	// Preinitialize asks for the module pre-initialised (docs/preinit.md).
+	Preinitialize bool `json:"preinitialize,omitempty"`
 }
 
 // ImportInfo describes one import of a compiled module.

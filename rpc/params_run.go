@@ -136,6 +136,11 @@ func decodeCompile(raw json.RawMessage, defaults, max limits.Limits) (protocol.S
 		}
 	}
 	src.CompileTimeout, src.CompileMemoryBytes = l.CompileTimeout, l.CompileMemoryBytes
+	if v := p.values[compilePreinitialize]; v != nil {
+		if src.Preinitialize, err = boolField(v, "preinitialize"); err != nil {
+			return src, err
+		}
+	}
 	return src, nil
 }
 

@@ -60,9 +60,10 @@ var runShape = newShape("params", []string{runModule: "module", runFunction: "fu
 const (
 	compileModule = iota
 	compileLimits
+	compilePreinitialize
 )
 
-var compileShape = newShape("params", []string{compileModule: "module", compileLimits: "limits"})
+var compileShape = newShape("params", []string{compileModule: "module", compileLimits: "limits", compilePreinitialize: "preinitialize"})
 
 // compileLimitNames are the limits that mean something to `compile`.
 var compileLimitNames = []string{"compileTimeoutMs", "compileMemoryBytes"}

@@ -269,6 +269,9 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 		return nil, CompileInfo{}, newError(KindHost, "CompileStored takes a binary module as Source.Wasm")
 	}
 	id := ModuleID(src.Wasm)
+	if src.Preinitialize {
+		id = PreinitID(src.Wasm)
+	}
 	stores := make([]*artefactStore, 0, len(dirs))
 	for _, d := range dirs {
 		if s, err := artefactStoreAt(d); err == nil {
@@ -294,7 +297,7 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 		if compiling != nil {
 			compiling()
 		}
-		m, compiled, err := e.compileNew(ctx, moduleBytes{bin: src.Wasm}, "", lim)
+		m, compiled, err := e.compileMaybePreinit(ctx, src, id, lim)
 		if err != nil {
 			return flightResult{}, err
 		}
@@ -309,6 +312,26 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 		return nil, CompileInfo{}, err
 	}
 	return r.m, CompileInfo{Cached: shared, FromDisk: r.fromDisk && !shared, Elapsed: time.Since(start)}, nil
+}
+
+// compileMaybePreinit compiles src.Wasm, pre-initialised first if src
+// asks for it; the module is then known by id (PreinitID), under which
+// it is stored.
+func (e *Engine) compileMaybePreinit(ctx context.Context, src Source, id string, lim compileLimits) (*Module, []byte, error) {
+	if !src.Preinitialize {
+		return e.compileNew(ctx, moduleBytes{bin: src.Wasm}, "", lim)
+	}
+	wasm, _, err := e.Preinitialize(ctx, src.Wasm, PreinitOptions{Limits: e.preinitLimits(lim)})
+	if err != nil {
+		return nil, nil, err
+	}
+	m, compiled, err := e.compileNew(ctx, moduleBytes{bin: wasm}, "", lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	named := *m
+	named.ID, named.Size = id, len(src.Wasm)
+	return &named, compiled, nil
 }
 
 // StoredArtefact reports whether dir holds this build's artefact of the

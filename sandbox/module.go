@@ -83,6 +83,9 @@ type CompileInfo struct {
 // the encoding of src's WAT or Wasm (the caller decoded one from the
 // other), or a later Lookup of the literal finds this module.
 func (e *Engine) Compile(ctx context.Context, src Source) (*Module, CompileInfo, error) {
+	if src.Preinitialize {
+		return e.compilePreinit(ctx, src) // preinit.go
+	}
 	m, info, err := e.compile(ctx, src)
 	if err == nil && (src.WAT != "" || src.Wasm != nil) {
 		if enc, ok := encodedBytes(src); ok {
@@ -180,6 +183,9 @@ func (e *Engine) compile(ctx context.Context, src Source) (*Module, CompileInfo,
 // sidecar's WASI grant check before Compile); Compile remains the way to
 // obtain a module.
 func (e *Engine) Cached(src Source) (*Module, bool) {
+	if src.Preinitialize {
+		return e.cachedPreinit(src)
+	}
 	if countSources(src) != 1 {
 		return nil, false
 	}
@@ -205,6 +211,12 @@ func (e *Engine) Cached(src Source) (*Module, bool) {
 // one given both ways is found by either, and a module found by its bytes
 // becomes known by the literal too.
 func (e *Engine) Lookup(src Source) (*Module, bool) {
+	if src.Preinitialize { // known by PreinitID, never by its bytes
+		if src.Wasm == nil || !isWasmBinary(src.Wasm) || len(src.Wasm) > e.cfg.MaxModuleBytes {
+			return nil, false
+		}
+		return e.cache.get(PreinitID(src.Wasm))
+	}
 	enc, hasEnc := encodedBytes(src)
 	n := countSources(src)
 	if hasEnc {

@@ -321,6 +321,12 @@ func (s *store) instantiate(initialize bool) error {
 	if err != nil {
 		return err
 	}
+	return s.boot(inst, initialize)
+}
+
+// boot makes inst the store's instance, sets the in-module caps, then
+// runs the start function and, for an instance, _initialize.
+func (s *store) boot(inst *wasmtime.Instance, initialize bool) error {
 	s.instance = inst
 	s.bind()
 	info := s.module.info

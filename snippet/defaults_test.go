@@ -71,12 +71,13 @@ func TestRunnerDefaultsAreTheOperators(t *testing.T) {
 }
 
 // TestStartIsNeverCharged: an interpreter whose start fails (here the
-// memory cap is below what JavaScript needs to start) fails the
+// memory cap is below what JavaScript needs to start: the pre-initialised
+// runtime's initial memory, so it is refused before it runs) fails the
 // evaluation with the start's fence, but the start's usage is not the
 // evaluation's: it reports none.
 func TestStartIsNeverCharged(t *testing.T) {
 	_, err := eval(t, protocol.Eval{Language: js, Snippet: protocol.Snippet{Code: "1"}, Limits: roomy(limits.Limits{MemoryBytes: 11 << 20})})
-	if se := wantKind(t, err, sandbox.KindMemoryLimitExceeded); se != nil && (se.Usage == nil || *se.Usage != (sandbox.Usage{})) {
+	if se := wantKind(t, err, sandbox.KindMemoryLimitExceeded); se != nil && se.Usage != nil && *se.Usage != (sandbox.Usage{}) {
 		t.Errorf("a start that failed is charged: %+v", se.Usage)
 	}
 }

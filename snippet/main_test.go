@@ -49,7 +49,7 @@ func compiledDir(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keep = append(keep, sandbox.ModuleID(wasm))
+		keep = append(keep, snippet.RuntimeID(wasm))
 	}
 	if _, err := sandbox.PruneArtefacts(dir, keep); err != nil {
 		t.Logf("pruning %s: %v", dir, err)

@@ -2,6 +2,7 @@ package snippet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -61,11 +62,21 @@ func (rt *runtime) load(ctx context.Context, r *Runner) (*sandbox.Module, error)
 	var compileStart time.Time
 	compiling := func() {
 		compileStart = time.Now()
-		r.notice(fmt.Sprintf("compiling the %s runtime (%s, %.1f MB) for this build of sandboxd, once: up to a minute or more of CPU (make build does it ahead of time)",
+		r.notice(fmt.Sprintf("compiling the %s runtime (%s, %.1f MB) for this build of sandboxd, once: up to two minutes or more of CPU, since it is compiled twice, to pre-initialise it and then pre-initialised (make build does it ahead of time)",
 			rt.lang, rt.file, float64(len(wasm))/1e6))
 	}
-	src := sandbox.Source{Wasm: wasm, CompileTimeout: CompileTimeout, CompileMemoryBytes: CompileMemoryBytes}
+	// Pre-initialised: the Go runtime's start and the interpreter's setup
+	// (3-5 ms of every fresh instance) run once, here, and every instance
+	// starts from the memory they left (docs/preinit.md); the guest
+	// reseeds its random source per instance (runtimes/guest/internal/
+	// plugin/reseed.go).
+	src := sandbox.Source{Wasm: wasm, CompileTimeout: CompileTimeout, CompileMemoryBytes: CompileMemoryBytes, Preinitialize: true}
 	m, _, err := r.eng.CompileStored(ctx, src, r.cfg.CompiledDirs, compiling)
+	var snap *sandbox.SnapshotError
+	if errors.As(err, &snap) { // no Go reactor: not what make runtimes builds
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: fmt.Sprintf(
+			"%s is not a sandboxd runtime: it is not an Extism plugin exporting %q that can be pre-initialised (%v)", rt.file, evalFunction, snap)}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +164,12 @@ func (r *Runner) start(ctx context.Context, m *sandbox.Module, lang protocol.Lan
 	return r.eng.InstantiateUnlisted(ctx, req)
 }
 
+// RuntimeID is the id under which the compiled artefact of the runtime
+// file wasm is stored: its pre-initialised module's (sandbox.PreinitID),
+// so that an artefact compiled before runtimes were pre-initialised is
+// not loaded.
+func RuntimeID(wasm []byte) string { return sandbox.PreinitID(wasm) }
+
 // runtimeFile is lang's runtime in dir.
 func runtimeFile(dir string, lang protocol.Language) string {
 	return filepath.Join(dir, RuntimeFile(lang))
@@ -165,7 +182,7 @@ func (r *Runner) pruneStale() {
 	var keep []string
 	for _, lang := range protocol.Languages() {
 		if wasm, err := readRuntime(runtimeFile(r.cfg.Dir, lang)); err == nil {
-			keep = append(keep, sandbox.ModuleID(wasm))
+			keep = append(keep, RuntimeID(wasm))
 		}
 	}
 	if n, err := sandbox.PruneArtefacts(r.cfg.CompiledDirs[0], keep); err != nil {

@@ -34,7 +34,7 @@ func TestSessionKeepsState(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.lang, err)
 		}
-		if info.ID != s.ID() || info.Language != c.lang || info.FuelConsumed == 0 || s.Language() != c.lang {
+		if info.ID != s.ID() || info.Language != c.lang || info.PeakMemoryBytes == 0 || s.Language() != c.lang {
 			t.Errorf("%s: info %+v", c.lang, info)
 		}
 		if _, err := s.Eval(ctx, sessionEval(c.define)); err != nil {

@@ -40,6 +40,7 @@ func callMain(args []string, stdout, stderr io.Writer) int {
 		"output-bytes": "bytes of each call's output kept (and of WASI stdout and stderr); the rest is dropped",
 	})
 	varBytes := fs.Uint64("var-bytes", sandbox.DefaultVarBytes, "cap on the plugin's vars (keys and values together)")
+	preinit := fs.Bool("preinitialize", false, "pre-initialise the plugin first: its _initialize run once and its state kept as the module's (docs/preinit.md); here it shows the plugin works so, the speed is for a sidecar's compile")
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
 	if !ok {
 		return status
@@ -120,7 +121,7 @@ func callMain(args []string, stdout, stderr io.Writer) int {
 	if err := eng.CheckWASIGrant(sandbox.Source{Path: file}, caps); err != nil {
 		return report(err) // before spending seconds compiling it
 	}
-	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: file, CompileTimeout: l.CompileTimeout, CompileMemoryBytes: l.CompileMemoryBytes})
+	mod, _, err := eng.Compile(ctx, sandbox.Source{Path: file, CompileTimeout: l.CompileTimeout, CompileMemoryBytes: l.CompileMemoryBytes, Preinitialize: *preinit})
 	if err != nil {
 		return report(err)
 	}

@@ -83,7 +83,7 @@ func TestGoClientSession(t *testing.T) {
 	} {
 		lang, define, use := c2.lang, c2.define, c2.use
 		s, err := c.NewSession(ctx, sandboxd.SessionParams{Language: lang})
-		if err != nil || s.Language != lang || s.ID == "" || s.Result.FuelConsumed == 0 {
+		if err != nil || s.Language != lang || s.ID == "" || s.Result.PeakMemoryBytes == 0 {
 			t.Fatalf("%s: new session: %+v, %v", lang, s, err)
 		}
 		if _, err := s.Eval(ctx, define, sandboxd.SessionEvalOptions{}); err != nil {

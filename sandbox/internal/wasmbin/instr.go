@@ -69,6 +69,9 @@ const (
 	kindTableInit  // index: element segment, index2: table
 	kindTableCopy  // index: destination table, index2: source table
 	kindTableFill  // index: table
+	kindTableSet   // index: table (pre-initialisation refuses it, preinit.go)
+	kindDataDrop   // index: data segment
+	kindElemDrop   // index: element segment
 )
 
 // instr is one decoded instruction; index (and index2) are the immediates
@@ -171,8 +174,11 @@ func (d *decoder) next() (instr, error) {
 		_, err = r.u32()
 	case op == opGlobalGet, op == opGlobalSet:
 		err = d.index(idxGlobal)
-	case op == 0x25, op == 0x26: // table.get, table.set
+	case op == 0x25: // table.get
 		err = d.index(idxTable)
+	case op == 0x26: // table.set
+		idx, err := d.indexOf(idxTable)
+		return instr{kind: kindTableSet, index: idx}, err
 	case op >= 0x28 && op <= 0x3e: // loads and stores
 		err = d.memarg()
 	case op == opMemorySize:
@@ -346,7 +352,8 @@ func (d *decoder) prefixFC(at int) (instr, error) {
 	case sub == fcMemoryInit: // memory.init dataidx memidx
 		return d.pair(kindMemoryInit, idxData, idxMemory)
 	case sub == 9: // data.drop dataidx
-		err = d.index(idxData)
+		idx, err := d.indexOf(idxData)
+		return instr{kind: kindDataDrop, index: idx}, err
 	case sub == fcMemoryCopy: // memory.copy memidx memidx
 		return d.pair(kindMemoryCopy, idxMemory, idxMemory)
 	case sub == fcMemoryFill: // memory.fill memidx
@@ -355,7 +362,8 @@ func (d *decoder) prefixFC(at int) (instr, error) {
 	case sub == fcTableInit: // table.init elemidx tableidx
 		return d.pair(kindTableInit, idxElem, idxTable)
 	case sub == 13: // elem.drop elemidx
-		err = d.index(idxElem)
+		idx, err := d.indexOf(idxElem)
+		return instr{kind: kindElemDrop, index: idx}, err
 	case sub == fcTableCopy: // table.copy tableidx tableidx
 		return d.pair(kindTableCopy, idxTable, idxTable)
 	case sub == fcTableGrow:

@@ -14,6 +14,7 @@ import (
 // 1 with the plugin error set for a request that is not one (the host
 // reports it as plugin_error; a script error is an output).
 func Eval(s script.Session) int32 {
+	reseed()
 	out, err := script.Handle(s, pdk.Input())
 	if err != nil {
 		pdk.SetError(err)

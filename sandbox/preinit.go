@@ -1,0 +1,315 @@
+package sandbox
+
+// Pre-initialisation: a reactor's initialiser run once, ahead of time,
+// and its effect kept as the module's initial state, so that no instance
+// runs it again. A Go reactor (a Go PDK plugin, the interpreter runtimes)
+// spends 3-5 ms in _initialize starting the Go runtime and running its
+// package inits; the pre-initialised module starts where that left off,
+// and with the pooling allocator's copy-on-write memory images a fresh
+// instance maps its memory instead of building it.
+//
+// The rewrite is wasmbin's (PrepareSnapshot, ApplySnapshot: what it
+// refuses, and why, is listed there); the run is a store like any other,
+// fenced by the caller's limits: fuel, deadline and memory cap hold
+// against a hostile initialiser, and end it with their usual errors. While
+// it runs, WASI calls are answered as in any run (so what Go's runtime
+// reads at start, its random seed, the clock, an empty environment and
+// arguments, becomes part of the image); any other import traps and
+// refuses the snapshot, since its effect (a plugin kernel's state, the
+// parent's answer) would not be in the image.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
+)
+
+// SnapshotError is why a module cannot be pre-initialised, before or
+// while its initialiser runs (errors.As from the *Error Preinitialize
+// returns, of kind invalid_module).
+type SnapshotError = wasmbin.SnapshotError
+
+// PreinitOptions fence a pre-initialisation.
+type PreinitOptions struct {
+	// Limits fence the initialiser (the start function and
+	// _initialize), as a call's: fuel, timeout, memory and table caps,
+	// output. The zero value takes limits.Defaults(). The memory the
+	// initialiser leaves becomes the module's minimum, so it should be the
+	// cap its instances will have.
+	Limits limits.Limits
+	// Argv0 is the WASI program name the initialiser sees (PreinitArgv0
+	// when empty); it has no other arguments and no environment.
+	Argv0 string
+}
+
+// PreinitArgv0 is the program name an initialiser sees by default.
+const PreinitArgv0 = "sandboxd-preinit"
+
+// PreinitInfo says what a pre-initialisation did.
+type PreinitInfo struct {
+	FuelConsumed uint64        // by the initialiser: what each instance no longer spends
+	MemoryBytes  uint64        // the memory image's size
+	Elapsed      time.Duration // compile of the copy, initialiser and rewrite
+}
+
+// PreinitID is the id under which a pre-initialised module of the binary
+// wasm is stored (CompileStored): the snapshot's own bytes differ from
+// one pre-initialisation to the next (a random seed, the clock), so it is
+// known by what it was made from.
+func PreinitID(wasm []byte) string {
+	return ModuleID(append([]byte(preinitKey), wasm...))
+}
+
+// preinitKey versions the snapshot's format: a change to what
+// Preinitialize emits changes it, so no stale snapshot is loaded.
+const preinitKey = "sandboxd preinit v1\x00"
+
+// Preinitialize runs the initialiser of the binary module wasm once,
+// under opts, and returns wasm with the state it left as its initial
+// state (docs/preinit.md says what a guest sees change). Errors are
+// *Error: invalid_module (with a *SnapshotError) for a module that cannot
+// be pre-initialised, compile_limit_exceeded or invalid_module from
+// compiling it, the fence's kind when the initialiser ran into one (a
+// trap, fuel_exhausted, timeout, memory_limit_exceeded), cancelled.
+func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOptions) ([]byte, PreinitInfo, error) {
+	start := time.Now()
+	l := opts.Limits
+	if l == (limits.Limits{}) {
+		l = limits.Defaults()
+	}
+	if err := l.Validate(limits.HardMaximums()); err != nil {
+		return nil, PreinitInfo{}, &Error{Kind: KindHost, Message: "pre-initialisation limits." + err.Error(), err: err}
+	}
+	cp, plan, err := wasmbin.PrepareSnapshot(wasm)
+	if err != nil {
+		return nil, PreinitInfo{}, snapshotRefused(err)
+	}
+	m, _, err := e.compileNew(ctx, moduleBytes{bin: cp}, "", e.compileLimits(Source{}))
+	if err != nil {
+		return nil, PreinitInfo{}, err
+	}
+	if exp, ok := m.Export(InitializeExport); plan.Initialize && (!ok || len(exp.Params) != 0 || len(exp.Results) != 0) {
+		return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("its %q takes or returns values, so it is not a WASI reactor's initialiser", InitializeExport)})
+	}
+	var caps Capabilities
+	for _, imp := range m.Imports {
+		if imp.Kind != "func" {
+			return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("it imports %s::%s, a %s, whose state lives outside the module", imp.Module, imp.Name, imp.Kind)})
+		}
+		if imp.Module == WASIModule {
+			caps.WASI = &WASI{Argv0: cmp.Or(opts.Argv0, PreinitArgv0)}
+		}
+	}
+	spec := storeSpec{module: m, caps: caps, limits: l}
+	if err := spec.checkCaps(); err != nil {
+		return nil, PreinitInfo{}, err
+	}
+	// The initialiser runs, and its image is copied and rewritten, under
+	// one of the compile slots, as the rest of a compile: a compile
+	// request holds no run slot, so without it parallel requests would
+	// each hold a memory and two copies of it.
+	select {
+	case e.compileSlots <- struct{}{}:
+		defer func() { <-e.compileSlots }()
+	case <-ctx.Done():
+		return nil, PreinitInfo{}, cancelledError()
+	}
+	s, err := e.openStore(ctx, spec)
+	if err != nil {
+		return nil, PreinitInfo{}, err
+	}
+	defer s.close()
+	var called string // the first import other than WASI the initialiser called
+	o := s.call(ctx, callSpec{limits: l}, func() ([]Value, error) {
+		return nil, s.preinitialize(&called)
+	})
+	if called != "" { // refused even if the guest went on past the trap
+		return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf(
+			"its initialiser called %s, whose effect a snapshot cannot keep (only WASI calls are answered while it runs)", called)})
+	}
+	if o.err != nil {
+		var se *Error
+		if errors.As(o.err, &se) {
+			se.Message = "pre-initialisation: " + se.Message
+		}
+		return nil, PreinitInfo{}, o.err
+	}
+	if o.exited {
+		return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("its initialiser exited (status %d)", o.res.ExitCode)})
+	}
+	img := wasmbin.SnapshotImage{}
+	if plan.HasMemory {
+		ext := s.instance.GetExport(s.wt, wasmbin.MemoryExportName(0))
+		if ext == nil || ext.Memory() == nil {
+			return nil, PreinitInfo{}, newError(KindHost, "pre-initialisation: the instrumented copy has no memory export")
+		}
+		img.Memory = append([]byte(nil), ext.Memory().UnsafeData(s.wt)...)
+	}
+	for _, g := range plan.Globals {
+		ext := s.instance.GetExport(s.wt, g.Export)
+		if ext == nil || ext.Global() == nil {
+			return nil, PreinitInfo{}, newError(KindHost, "pre-initialisation: the copy does not export global %d", g.Index)
+		}
+		img.Globals = append(img.Globals, globalBits(ext.Global().Get(s.wt)))
+	}
+	out, err := wasmbin.ApplySnapshot(wasm, plan, img)
+	if err != nil {
+		return nil, PreinitInfo{}, &Error{Kind: KindHost, Message: "pre-initialisation: " + err.Error(), err: err}
+	}
+	return out, PreinitInfo{FuelConsumed: o.res.Usage.FuelConsumed, MemoryBytes: uint64(len(img.Memory)), Elapsed: time.Since(start)}, nil
+}
+
+// preinitialize instantiates the snapshot copy, WASI linked as for any run
+// and every other import a function that records its name in called and
+// traps, then runs the start function and _initialize. Inside call.
+func (s *store) preinitialize(called *string) error {
+	var linker *wasmtime.Linker
+	if s.wasi != nil {
+		var err error
+		if linker, err = s.e.wasiLinker(s.wasi.cheapShadows()); err != nil {
+			return err
+		}
+	}
+	imports := s.module.wt.Imports()
+	externs := make([]wasmtime.AsExtern, 0, len(imports))
+	for _, imp := range imports {
+		name := ""
+		if n := imp.Name(); n != nil {
+			name = *n
+		}
+		if imp.Module() == WASIModule && linker != nil {
+			ext := linker.Get(s.wt, WASIModule, name)
+			if ext == nil {
+				return fmt.Errorf("%s::%s is not defined", WASIModule, name)
+			}
+			externs = append(externs, ext)
+			continue
+		}
+		what := imp.Module() + "::" + name
+		externs = append(externs, wasmtime.NewFunc(s.wt, imp.Type().FuncType(),
+			func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+				if *called == "" {
+					*called = what
+				}
+				return nil, wasmtime.NewTrap("pre-initialisation: the initialiser called " + what)
+			}))
+	}
+	inst, err := wasmtime.NewInstance(s.wt, s.module.wt, externs)
+	if err != nil {
+		return err
+	}
+	return s.boot(inst, true)
+}
+
+// preinitLimits fence the initialiser of a module pre-initialised as it
+// is compiled (Source.Preinitialize): the run defaults, but the compile's
+// deadline (it is part of the compile) and the largest memory (up to
+// MaxPreinitMemoryBytes) and tables a run may have (what the initialiser
+// leaves is the module's minimum, so a cap lower than that would only
+// refuse it here instead of at instantiation).
+func (e *Engine) preinitLimits(lim compileLimits) limits.Limits {
+	l := limits.Defaults()
+	l.Timeout = lim.timeout
+	l.MemoryBytes = min(e.cfg.Maximums.MemoryBytes, MaxPreinitMemoryBytes)
+	l.TableElements = e.cfg.Maximums.TableElements
+	return l
+}
+
+// MaxPreinitMemoryBytes bounds the memory an initialiser may leave when a
+// module is pre-initialised as it is compiled: the sidecar holds the
+// image twice more while it rewrites it (its copy, and the module made of
+// it), so a hostile initialiser's memory costs three times its size.
+// goja, the largest initialiser measured, leaves 12.3 MB.
+const MaxPreinitMemoryBytes = 256 << 20
+
+// compilePreinit is Compile of a source with Preinitialize: the module
+// pre-initialised, then compiled, kept in the cache and the persistent
+// cache under PreinitID of its bytes (never under the bytes themselves,
+// which name the module as it is).
+func (e *Engine) compilePreinit(ctx context.Context, src Source) (*Module, CompileInfo, error) {
+	start := time.Now()
+	if ctx.Err() != nil {
+		return nil, CompileInfo{}, cancelledError()
+	}
+	if countSources(src) != 1 || src.ID != "" {
+		return nil, CompileInfo{}, newError(KindHost, "module: preinitialize takes the module's bytes (wasm or path), exactly one of them")
+	}
+	mod, err := e.loadBytes(src)
+	if err != nil {
+		return nil, CompileInfo{}, err
+	}
+	if !mod.isWasmBinary() {
+		return nil, CompileInfo{}, newError(KindInvalidModule, "module: preinitialize takes a binary module (wasm, or a path to a .wasm file), not WebAssembly text")
+	}
+	id := PreinitID(mod.bin)
+	if m, ok := e.cache.get(id); ok {
+		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
+	}
+	lim := e.compileLimits(src)
+	r, shared, err := e.flight.do(ctx, id, func(ctx context.Context) (flightResult, error) {
+		if m, ok := e.cache.peek(id); ok {
+			return flightResult{m: m, cached: true}, nil
+		}
+		e.cache.miss()
+		if m := e.loadFromDisk(id); m != nil {
+			e.cache.put(m, 0, moduleBytes{})
+			return flightResult{m: m, fromDisk: true}, nil
+		}
+		m, compiled, err := e.compileMaybePreinit(ctx, Source{Wasm: mod.bin, Preinitialize: true}, id, lim)
+		if err != nil {
+			return flightResult{}, err
+		}
+		e.saveToDisk(m, compiled)
+		e.cache.put(m, 0, moduleBytes{})
+		return flightResult{m: m}, nil
+	})
+	if err != nil {
+		return nil, CompileInfo{}, err
+	}
+	cached := shared || r.cached
+	if cached {
+		e.cache.hit()
+	}
+	return r.m, CompileInfo{Cached: cached, FromDisk: r.fromDisk && !shared, Elapsed: time.Since(start)}, nil
+}
+
+// cachedPreinit is Cached for a source with Preinitialize.
+func (e *Engine) cachedPreinit(src Source) (*Module, bool) {
+	if countSources(src) != 1 || src.ID != "" {
+		return nil, false
+	}
+	mod, err := e.loadBytes(src)
+	if err != nil || !mod.isWasmBinary() {
+		return nil, false
+	}
+	return e.cache.peek(PreinitID(mod.bin))
+}
+
+// globalBits is a number global's value as wasmbin.SnapshotImage holds it.
+func globalBits(v wasmtime.Val) uint64 {
+	switch v.Kind() {
+	case wasmtime.KindI32:
+		return uint64(uint32(v.I32()))
+	case wasmtime.KindI64:
+		return uint64(v.I64())
+	case wasmtime.KindF32:
+		return uint64(math.Float32bits(v.F32()))
+	default: // KindF64: PrepareSnapshot refuses every other type
+		return math.Float64bits(v.F64())
+	}
+}
+
+// snapshotRefused is the *Error of a module that cannot be
+// pre-initialised: a *SnapshotError as invalid_module, any other error
+// of the rewriter's (bytes it cannot parse) too.
+func snapshotRefused(err error) *Error {
+	return &Error{Kind: KindInvalidModule, Message: err.Error(), err: err}
+}

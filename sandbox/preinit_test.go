@@ -1,0 +1,207 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// secretReactor's _initialize counts its runs in a global, writes a
+// secret into a page it grows and sets a global; peek reads them back.
+const secretReactor = `(module
+  (memory (export "memory") 1)
+  (global $runs (mut i32) (i32.const 0))
+  (global $where (mut i32) (i32.const 0))
+  (func (export "_initialize")
+    (global.set $runs (i32.add (global.get $runs) (i32.const 1)))
+    (global.set $where (i32.mul (memory.grow (i32.const 1)) (i32.const 65536)))
+    (i64.store (global.get $where) (i64.const 0x5ec2e7)))
+  (func (export "runs") (result i32) (global.get $runs))
+  (func (export "secret") (result i64) (i64.load (global.get $where))))`
+
+func wat2wasm(t testing.TB, wat string) []byte {
+	t.Helper()
+	b, err := wasmtime.Wat2Wasm(wat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func preinit(t testing.TB, wasm []byte) []byte {
+	t.Helper()
+	out, _, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: hangLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestPreinitializeKeepsWhatInitializeDid(t *testing.T) {
+	out := preinit(t, wat2wasm(t, secretReactor))
+	m, _, err := engine(t).Compile(context.Background(), sandbox.Source{Wasm: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Export("_initialize"); ok {
+		t.Fatal("the pre-initialised module still exports _initialize")
+	}
+	// An instance runs _initialize when the module exports it: this one
+	// must see the state without a second run.
+	in, err := engine(t).Instantiate(context.Background(), sandbox.InstanceRequest{Module: m, Limits: hangLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Release()
+	call := func(fn string) sandbox.Value {
+		res, err := in.Call(context.Background(), sandbox.CallRequest{Function: fn})
+		if err != nil {
+			t.Fatalf("%s: %v", fn, err)
+		}
+		return res.Values[0]
+	}
+	if v := call("runs"); v.I32() != 1 {
+		t.Fatalf("runs = %d, want 1 (_initialize ran again, or its global was lost)", v.I32())
+	}
+	if v := call("secret"); v.I64() != 0x5ec2e7 {
+		t.Fatalf("secret = %#x, want 0x5ec2e7", v.I64())
+	}
+	if exp, _ := m.Export("memory"); exp.Kind != "memory" {
+		t.Fatalf("memory export = %+v", exp)
+	}
+	if len(m.Imports) != 0 {
+		t.Fatalf("imports = %v", m.Imports)
+	}
+}
+
+func wantSnapshotRefusal(t *testing.T, err error, mention string) {
+	t.Helper()
+	se := wantKind(t, err, sandbox.KindInvalidModule)
+	var snap *sandbox.SnapshotError
+	if !errors.As(err, &snap) {
+		t.Fatalf("err = %v, want a *sandbox.SnapshotError inside", err)
+	}
+	if !strings.Contains(se.Message, mention) {
+		t.Fatalf("message %q does not mention %q", se.Message, mention)
+	}
+}
+
+func TestPreinitializeRefusesTableMutation(t *testing.T) {
+	wasm := wat2wasm(t, `(module (table 1 funcref) (func $f)
+  (func (export "_initialize") (table.set (i32.const 0) (ref.func $f))) (elem declare func $f))`)
+	_, _, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: hangLimits()})
+	wantSnapshotRefusal(t, err, "table.set")
+}
+
+func TestPreinitializeRefusesAnInitializeWithValues(t *testing.T) {
+	wasm := wat2wasm(t, `(module (func (export "_initialize") (param i32)))`)
+	_, _, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: hangLimits()})
+	wantSnapshotRefusal(t, err, "takes or returns values")
+}
+
+func TestPreinitializeRefusesImportCalledDuringInit(t *testing.T) {
+	wasm := wat2wasm(t, `(module
+  (import "extism:host/env" "output_set" (func $out (param i64 i64)))
+  (func (export "_initialize") (call $out (i64.const 0) (i64.const 0))))`)
+	_, _, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: hangLimits()})
+	wantSnapshotRefusal(t, err, "extism:host/env::output_set")
+}
+
+func TestPreinitializeAllowsImportsNotCalled(t *testing.T) {
+	wasm := wat2wasm(t, `(module
+  (import "extism:host/env" "output_set" (func $out (param i64 i64)))
+  (memory 1) (global $g (mut i32) (i32.const 0))
+  (func (export "_initialize") (global.set $g (i32.const 3)))
+  (func (export "f") (call $out (i64.const 0) (i64.const 0))))`)
+	out := preinit(t, wasm)
+	if _, err := wasmtime.NewModule(wasmtime.NewEngine(), out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPreinitializeHostileInitialisersMeetTheFences(t *testing.T) {
+	t.Run("loop/timeout", func(t *testing.T) {
+		l := hangLimits()
+		l.Timeout = 200 * 1e6
+		wasm := wat2wasm(t, `(module (func (export "_initialize") (loop (br 0))))`)
+		_, _, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: l})
+		se := wantKind(t, err, sandbox.KindTimeout)
+		if !strings.HasPrefix(se.Message, "pre-initialisation: ") {
+			t.Fatalf("message %q does not say it was the pre-initialisation", se.Message)
+		}
+	})
+	t.Run("loop/fuel", func(t *testing.T) {
+		l := hangLimits()
+		l.Fuel = 1_000_000
+		wasm := wat2wasm(t, `(module (func (export "_initialize") (loop (br 0))))`)
+		_, _, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: l})
+		wantKind(t, err, sandbox.KindFuelExhausted)
+	})
+	t.Run("memory", func(t *testing.T) {
+		l := hangLimits()
+		l.MemoryBytes = 4 << 20
+		wasm := wat2wasm(t, `(module (memory 1)
+  (func (export "_initialize")
+    (loop (br_if 0 (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) unreachable))`)
+		_, _, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: l})
+		wantKind(t, err, sandbox.KindMemoryLimitExceeded)
+	})
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		wasm := wat2wasm(t, `(module (func (export "_initialize") (loop (br 0))))`)
+		go cancel()
+		_, _, err := engine(t).Preinitialize(ctx, wasm, sandbox.PreinitOptions{Limits: hangLimits()})
+		wantKind(t, err, sandbox.KindCancelled)
+	})
+}
+
+// TestPreinitializedGoPluginAnswersAlike: the Go PDK plugin, whose
+// _initialize starts the Go runtime, answers every function the same
+// way pre-initialised, in an instance that runs no initialiser.
+func TestPreinitializedGoPluginAnswersAlike(t *testing.T) {
+	wasm, err := os.ReadFile(goPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, info, err := engine(t).Preinitialize(context.Background(), wasm, sandbox.PreinitOptions{Limits: hangLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.FuelConsumed == 0 || info.MemoryBytes == 0 {
+		t.Fatalf("info = %+v", info)
+	}
+	m, _, err := engine(t).Compile(context.Background(), sandbox.Source{Wasm: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Export("_initialize"); ok {
+		t.Fatal("the pre-initialised plugin still exports _initialize")
+	}
+	start := func(m *sandbox.Module) *sandbox.Instance {
+		in, err := engine(t).Instantiate(context.Background(), sandbox.InstanceRequest{Module: m, Limits: hangLimits(),
+			Capabilities: sandbox.Capabilities{Log: true, WASI: &sandbox.WASI{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(in.Release)
+		return in
+	}
+	plain, snap := start(goPluginModule(t)), start(m)
+	if snap.Instantiation().Usage.FuelConsumed*10 > plain.Instantiation().Usage.FuelConsumed {
+		t.Errorf("the pre-initialised plugin's instantiation took %d fuel, the plain one's %d: the initialiser ran again",
+			snap.Instantiation().Usage.FuelConsumed, plain.Instantiation().Usage.FuelConsumed)
+	}
+	for _, c := range []struct{ fn, input string }{{"greet", "Ada"}, {"greet", "名前"}, {"count", ""}, {"count", ""}, {"echo", strings.Repeat("xyz", 50000)}} {
+		a, b := pluginCall(t, plain, c.fn, []byte(c.input)), pluginCall(t, snap, c.fn, []byte(c.input))
+		if !bytes.Equal(a.PluginOutput, b.PluginOutput) {
+			t.Fatalf("%s(%.20q): %q plain, %q pre-initialised", c.fn, c.input, a.PluginOutput, b.PluginOutput)
+		}
+	}
+}
