@@ -120,7 +120,7 @@ func (s *Server) notifyLog(id jsonrpc2.ID, w *logWire, level, line string) {
 	}
 	w.left -= cost
 	w.sent++
-	s.out.send(body)
+	s.out.sendSoon(body)
 }
 
 // appendPlainResult appends the JSON of the result of a plain run or call

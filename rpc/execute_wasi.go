@@ -139,5 +139,5 @@ func (w *outputWire) encode(stream string, data []byte) []byte {
 
 func (w *outputWire) send(body []byte) {
 	w.seq++
-	w.s.out.send(body)
+	w.s.out.sendSoon(body)
 }

@@ -19,6 +19,14 @@ import (
 // goroutine hand-off per run, and only that goroutine waits if the parent
 // is slow to read.
 //
+// A run's log and output notifications are queued without waking the
+// writer (sendSoon): the run's response, sent directly, usually follows
+// within microseconds and takes them with it in one write, so a run that
+// prints a line costs the parent one read, not two, and the sidecar no
+// wake-up of the writer goroutine. A timer wakes the writer if nothing
+// has taken them within soonDelay, so a run that prints and keeps running
+// streams its output that much later at most.
+//
 // The bytes waiting (pending) are what back-pressure watches: the read
 // loop, and each job before it runs, wait while they are above
 // OutputHighWater.
@@ -34,10 +42,21 @@ type outbox struct {
 	total        uint64 // bytes written so far
 	writing      bool   // someone (the writer goroutine or a direct sender) owns w
 	belowWaiters int    // goroutines in waitBelow
+	soonArmed    bool   // soonTimer will wake the writer for what sendSoon queued
+	soonBytes    int64  // bytes sendSoon queued that the writer was not woken for
+	soonTimer    *time.Timer
 	closed       bool
 	broken       error
 	done         chan struct{}
 }
+
+const (
+	// soonDelay is how long sendSoon's bodies wait for a direct sender to
+	// take them before the writer goroutine is woken for them.
+	soonDelay = time.Millisecond
+	// soonMaxBytes wakes the writer at once past this many such bytes.
+	soonMaxBytes = 64 << 10
+)
 
 // errAbandoned is the outbox's error once the drain deadline passed with
 // output still waiting.
@@ -46,6 +65,8 @@ var errAbandoned = errors.New("output abandoned: the parent did not read it with
 func newOutbox(w io.Writer, f framing.Framing) *outbox {
 	o := &outbox{dst: w, w: framing.NewWriter(w, f), f: f, done: make(chan struct{})}
 	o.cond = sync.NewCond(&o.mu)
+	o.soonTimer = time.AfterFunc(time.Hour, o.wakeForSoon)
+	o.soonTimer.Stop()
 	return o
 }
 
@@ -65,20 +86,58 @@ func (o *outbox) send(body []byte) {
 	o.cond.Broadcast()
 }
 
+// sendSoon queues one JSON body as send does, but wakes the writer for it
+// only after soonDelay (or soonMaxBytes of such bodies), unless a direct
+// sender or the writer takes it first. It never blocks.
+func (o *outbox) sendSoon(body []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || o.broken != nil {
+		return
+	}
+	o.queue = append(o.queue, body)
+	cost := o.cost(body)
+	o.pending += cost
+	o.soonBytes += cost
+	switch {
+	case o.soonBytes >= soonMaxBytes:
+		o.soonBytes = 0
+		o.cond.Broadcast()
+	case !o.soonArmed:
+		o.soonArmed = true
+		o.soonTimer.Reset(soonDelay)
+	}
+}
+
+// wakeForSoon is soonTimer's: what sendSoon queued and nobody took goes
+// to the writer.
+func (o *outbox) wakeForSoon() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.soonArmed = false
+	if len(o.queue) > 0 {
+		o.soonBytes = 0
+		o.cond.Broadcast()
+	}
+}
+
 // sendDirect writes one JSON body from the calling goroutine if the
-// outbox is idle, and queues it otherwise. It may block on the pipe,
-// until the output is abandoned at the latest.
+// outbox is idle, after whatever is queued (a run's notifications go out
+// in the same write as its response), and queues it when the writer
+// owns the output. It may block on the pipe, until the output is
+// abandoned at the latest.
 func (o *outbox) sendDirect(body []byte) {
 	o.mu.Lock()
-	if o.writing || len(o.queue) > 0 || o.closed || o.broken != nil {
+	if o.writing || o.closed || o.broken != nil {
 		o.mu.Unlock()
 		o.send(body)
 		return
 	}
+	batch := append(o.queue, body)
+	o.queue, o.soonBytes = nil, 0
 	o.writing = true
 	o.pending += o.cost(body)
 	o.mu.Unlock()
-	batch := [][]byte{body}
 	o.finish(batch, o.write(batch))
 }
 
@@ -135,7 +194,7 @@ func (o *outbox) run() {
 			return
 		}
 		batch := o.queue
-		o.queue = nil
+		o.queue, o.soonBytes = nil, 0
 		o.writing = true
 		o.mu.Unlock()
 		o.finish(batch, o.write(batch))
@@ -181,6 +240,7 @@ func (o *outbox) pendingBytes() int64 {
 func (o *outbox) close() error {
 	o.mu.Lock()
 	o.closed = true
+	o.soonTimer.Stop()
 	o.cond.Broadcast()
 	o.mu.Unlock()
 	<-o.done

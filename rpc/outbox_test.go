@@ -101,3 +101,52 @@ func (s *startSignal) Write(p []byte) (int, error) {
 	s.once.Do(func() { close(s.first) })
 	return s.Writer.Write(p)
 }
+
+// TestOutboxSoonBodiesGoWithTheResponse: what sendSoon queues (a run's
+// notifications) goes out in the same write as the direct sender's body
+// (its response) that follows, in order; and without a direct sender the
+// timer hands it to the writer goroutine.
+func TestOutboxSoonBodiesGoWithTheResponse(t *testing.T) {
+	t.Run("taken by the response", func(t *testing.T) {
+		var rec writeRecorder
+		o := newOutbox(&rec, framing.NDJSON)
+		go o.run()
+		o.sendSoon([]byte(`"output 0"`))
+		o.sendSoon([]byte(`"output 1"`))
+		o.sendDirect([]byte(`"response"`))
+		if err := o.close(); err != nil {
+			t.Fatal(err)
+		}
+		writes := rec.get()
+		if want := "\"output 0\"\n\"output 1\"\n\"response\"\n"; len(writes) != 1 || writes[0] != want {
+			t.Fatalf("writes %q, want one write %q", writes, want)
+		}
+	})
+	t.Run("handed to the writer by the timer", func(t *testing.T) {
+		var rec writeRecorder
+		o := newOutbox(&rec, framing.NDJSON)
+		go o.run()
+		defer o.close()
+		o.sendSoon([]byte(`"output"`))
+		waitUntil(t, "the held notification is written without a response", func() bool { return len(rec.get()) == 1 })
+	})
+}
+
+// writeRecorder keeps each Write's bytes.
+type writeRecorder struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (r *writeRecorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, string(p))
+	return len(p), nil
+}
+
+func (r *writeRecorder) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.writes...)
+}
