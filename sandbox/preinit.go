@@ -48,6 +48,10 @@ type PreinitOptions struct {
 	// Argv0 is the WASI program name the initialiser sees (PreinitArgv0
 	// when empty); it has no other arguments and no environment.
 	Argv0 string
+	// MaxModuleBytes bounds the module emitted (0: no bound). The memory
+	// the initialiser leaves becomes data segments, so without a bound a
+	// module of a few bytes could come back as one of 4 GiB.
+	MaxModuleBytes int
 }
 
 // PreinitArgv0 is the program name an initialiser sees by default.
@@ -141,7 +145,9 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 		if ext == nil || ext.Memory() == nil {
 			return nil, PreinitInfo{}, newError(KindHost, "pre-initialisation: the instrumented copy has no memory export")
 		}
-		img.Memory = append([]byte(nil), ext.Memory().UnsafeData(s.wt)...)
+		// Not copied: read while the store is open (it closes when
+		// Preinitialize returns), and it may be 4 GiB.
+		img.Memory = ext.Memory().UnsafeData(s.wt)
 	}
 	for _, g := range plan.Globals {
 		ext := s.instance.GetExport(s.wt, g.Export)
@@ -150,7 +156,11 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 		}
 		img.Globals = append(img.Globals, globalBits(ext.Global().Get(s.wt)))
 	}
-	out, err := wasmbin.ApplySnapshot(wasm, plan, img)
+	out, err := wasmbin.ApplySnapshot(wasm, plan, img, opts.MaxModuleBytes)
+	var refused *SnapshotError
+	if errors.As(err, &refused) {
+		return nil, PreinitInfo{}, snapshotRefused(err)
+	}
 	if err != nil {
 		return nil, PreinitInfo{}, &Error{Kind: KindHost, Message: "pre-initialisation: " + err.Error(), err: err}
 	}
@@ -246,7 +256,7 @@ func (e *Engine) compilePreinit(ctx context.Context, src Source) (*Module, Compi
 			e.cache.put(m, 0, moduleBytes{})
 			return flightResult{m: m, fromDisk: true}, nil
 		}
-		m, compiled, err := e.compileMaybePreinit(ctx, Source{Wasm: mod.bin, Preinitialize: true}, id, lim)
+		m, compiled, err := e.compileMaybePreinit(ctx, Source{Wasm: mod.bin, Preinitialize: true}, id, lim, e.cfg.MaxModuleBytes)
 		if err != nil {
 			return flightResult{}, err
 		}

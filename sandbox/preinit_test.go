@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -203,5 +204,41 @@ func TestPreinitializedGoPluginAnswersAlike(t *testing.T) {
 		if !bytes.Equal(a.PluginOutput, b.PluginOutput) {
 			t.Fatalf("%s(%.20q): %q plain, %q pre-initialised", c.fn, c.input, a.PluginOutput, b.PluginOutput)
 		}
+	}
+}
+
+// TestPreinitializeSizeBomb: an initialiser that fills its memory with
+// data is refused by the engine's MaxModuleBytes, as the module would be
+// if it were sent so, and one that grows a large memory it leaves almost
+// empty is pre-initialised without the host copying that memory.
+func TestPreinitializeSizeBomb(t *testing.T) {
+	e := newEngine(t, sandbox.Config{MaxModuleBytes: 1 << 20, CompileTimeout: compileHangBound})
+	full := wat2wasm(t, `(module (memory 1)
+  (func (export "_initialize")
+    (drop (memory.grow (i32.const 127)))
+    (memory.fill (i32.const 0) (i32.const 0xaa) (i32.const 0x800000))))`)
+	_, _, err := e.Compile(context.Background(), sandbox.Source{Wasm: full, Preinitialize: true})
+	wantSnapshotRefusal(t, err, "over 1048576 bytes")
+
+	sparse := wat2wasm(t, `(module (memory 1)
+  (func (export "_initialize")
+    (drop (memory.grow (i32.const 4095)))
+    (i32.store (i32.const 0xffff000) (i32.const 7))))`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m, _, err := e.Compile(context.Background(), sandbox.Source{Wasm: sparse, Preinitialize: true})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("pre-initialising a module with 256 MiB of memory allocated %d MiB on the host's heap: its memory was copied", got>>20)
+	}
+	if m.ID != sandbox.PreinitID(sparse) {
+		t.Fatalf("id %s, want PreinitID", m.ID)
+	}
+	// The engine still serves.
+	if _, _, err := e.Compile(context.Background(), sandbox.Source{Wasm: wat2wasm(t, secretReactor), Preinitialize: true}); err != nil {
+		t.Fatal(err)
 	}
 }
