@@ -127,10 +127,15 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 	})
 	if called != "" { // refused even if the guest went on past the trap
 		return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf(
-			"its initialiser called %s, whose effect a snapshot cannot keep (only WASI calls are answered while it runs)", called)})
+			"its initialiser called %s, whose effect a snapshot cannot keep (while it runs, only the WASI calls that leave the WASI context as it was are answered)", called)})
 	}
 	if o.err != nil {
 		var se *Error
+		if errors.As(o.err, &se) && se.Kind == KindTrap && se.TrapCode == TrapCodeExit {
+			// The module stopped half way through making its state
+			// (docs/preinit.md lists this as a refusal, not a trap).
+			return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("its initialiser exited (status %d)", se.ExitCode)})
+		}
 		if errors.As(o.err, &se) {
 			se.Message = "pre-initialisation: " + se.Message
 		}
@@ -180,12 +185,12 @@ func (s *store) preinitialize(called *string) error {
 	}
 	imports := s.module.wt.Imports()
 	externs := make([]wasmtime.AsExtern, 0, len(imports))
-	for _, imp := range imports {
+	for i, imp := range imports {
 		name := ""
 		if n := imp.Name(); n != nil {
 			name = *n
 		}
-		if imp.Module() == WASIModule && linker != nil {
+		if imp.Module() == WASIModule && linker != nil && preinitAnswers(name, s.module.Imports[i].Type) {
 			ext := linker.Get(s.wt, WASIModule, name)
 			if ext == nil {
 				return fmt.Errorf("%s::%s is not defined", WASIModule, name)
@@ -207,6 +212,19 @@ func (s *store) preinitialize(called *string) error {
 		return err
 	}
 	return s.boot(inst, true)
+}
+
+// preinitAnswers says whether the initialiser's call of the WASI function
+// name, imported with the signature typ, is answered. Not answered (the
+// stub that refuses the snapshot when called): a name or signature WASI
+// has not, which instantiation refuses later with disallowed_import (a
+// call of it would be refused too, not answered here with a host error);
+// and the calls that change the WASI context rather than read it, since
+// each instance gets a fresh context: stdout closed by an initialiser
+// (fd_close, fd_renumber) would be open again in every instance.
+func preinitAnswers(name, typ string) bool {
+	want, known := wasiFuncs[name]
+	return known && typ == want && name != "fd_close" && name != "fd_renumber"
 }
 
 // preinitLimits fence the initialiser of a module pre-initialised as it
