@@ -41,7 +41,8 @@ type SnapshotError = wasmbin.SnapshotError
 type PreinitOptions struct {
 	// Limits fence the initialiser (the start function and
 	// _initialize), as a call's: fuel, timeout, memory and table caps,
-	// output. The zero value takes limits.Defaults(). The memory the
+	// output, and the compile limits of the copy it runs in. The zero
+	// value takes limits.Defaults(). The memory the
 	// initialiser leaves becomes the module's minimum, so it should be the
 	// cap its instances will have.
 	Limits limits.Limits
@@ -96,7 +97,10 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 	if err != nil {
 		return nil, PreinitInfo{}, snapshotRefused(err)
 	}
-	m, _, err := e.compileNew(ctx, moduleBytes{bin: cp}, "", e.compileLimits(Source{}))
+	// The copy compiles under the caller's compile limits, as the module
+	// it pre-initialises will: the engine's defaults would let a compile
+	// asked to finish in 100 ms run for minutes before its initialiser.
+	m, _, err := e.compileNew(ctx, moduleBytes{bin: cp}, "", e.compileLimits(Source{CompileTimeout: l.CompileTimeout, CompileMemoryBytes: l.CompileMemoryBytes}))
 	if err != nil {
 		return nil, PreinitInfo{}, err
 	}
@@ -229,13 +233,15 @@ func preinitAnswers(name, typ string) bool {
 
 // preinitLimits fence the initialiser of a module pre-initialised as it
 // is compiled (Source.Preinitialize): the run defaults, but the compile's
-// deadline (it is part of the compile) and the largest memory and tables
+// deadline and the compile limits of the request (the copy's compile and
+// the initialiser are part of the compile) and the largest memory and tables
 // a run may have (what the initialiser leaves is the module's minimum, so
 // a cap lower than that would only refuse it here instead of at
 // instantiation).
 func (e *Engine) preinitLimits(lim compileLimits) limits.Limits {
 	l := limits.Defaults()
 	l.Timeout = lim.timeout
+	l.CompileTimeout, l.CompileMemoryBytes = lim.timeout, lim.memoryBytes
 	l.MemoryBytes = e.cfg.Maximums.MemoryBytes
 	l.TableElements = e.cfg.Maximums.TableElements
 	return l

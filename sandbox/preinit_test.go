@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
@@ -371,5 +372,20 @@ func TestPreinitializedModulesAnswerAlike(t *testing.T) {
 				t.Fatalf("pre-initialised answers\n  %v\nthe original\n  %v", got, want)
 			}
 		})
+	}
+}
+
+// TestPreinitializeCompilesUnderTheRequestsLimits: the copy the
+// initialiser runs in is compiled under the compile limits the caller
+// gave, not the engine's defaults: a compile memory limit too small for
+// any compile refuses the module before its initialiser (here, a loop
+// that would last until the deadline) runs.
+func TestPreinitializeCompilesUnderTheRequestsLimits(t *testing.T) {
+	wasm := wat2wasm(t, `(module (func (export "_initialize") (loop (br 0))))`)
+	_, _, err := engine(t).Compile(context.Background(), sandbox.Source{Wasm: wasm, Preinitialize: true,
+		CompileMemoryBytes: 1 << 20, CompileTimeout: 2 * time.Second})
+	se := wantKind(t, err, sandbox.KindCompileLimitExceeded)
+	if se.Resource != sandbox.ResourceCompileMemory || se.Limit != 1<<20 {
+		t.Fatalf("resource %s, limit %d: want the request's compile memory limit", se.Resource, se.Limit)
 	}
 }
