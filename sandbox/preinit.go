@@ -234,7 +234,8 @@ func preinitAnswers(name, typ string) bool {
 // preinitLimits fence the initialiser of a module pre-initialised as it
 // is compiled (Source.Preinitialize): the run defaults, but the compile's
 // deadline and the compile limits of the request (the copy's compile and
-// the initialiser are part of the compile) and the largest memory and tables
+// the initialiser are part of the compile), the compile's memory limit as
+// the initialiser's if it is lower, and the largest memory and tables
 // a run may have (what the initialiser leaves is the module's minimum, so
 // a cap lower than that would only refuse it here instead of at
 // instantiation).
@@ -242,7 +243,11 @@ func (e *Engine) preinitLimits(lim compileLimits) limits.Limits {
 	l := limits.Defaults()
 	l.Timeout = lim.timeout
 	l.CompileTimeout, l.CompileMemoryBytes = lim.timeout, lim.memoryBytes
-	l.MemoryBytes = e.cfg.Maximums.MemoryBytes
+	// The initialiser's memory is the compile's too: a parent cannot give
+	// a compile limits.memoryBytes, so without this every pre-initialising
+	// compile of a hostile module could hold the largest memory a run may
+	// ask for, whatever the parent asked.
+	l.MemoryBytes = min(e.cfg.Maximums.MemoryBytes, lim.memoryBytes)
 	l.TableElements = e.cfg.Maximums.TableElements
 	return l
 }

@@ -389,3 +389,16 @@ func TestPreinitializeCompilesUnderTheRequestsLimits(t *testing.T) {
 		t.Fatalf("resource %s, limit %d: want the request's compile memory limit", se.Resource, se.Limit)
 	}
 }
+
+// TestPreinitializeMemoryIsTheCompiles: the initialiser's memory counts
+// against the compile's memory limit (a compile takes no memoryBytes),
+// so a parent bounds what a hostile initialiser can hold.
+func TestPreinitializeMemoryIsTheCompiles(t *testing.T) {
+	wasm := wat2wasm(t, `(module (memory 1)
+  (func (export "_initialize") (if (i32.eq (memory.grow (i32.const 8191)) (i32.const -1)) (then unreachable))))`)
+	_, _, err := engine(t).Compile(context.Background(), sandbox.Source{Wasm: wasm, Preinitialize: true, CompileMemoryBytes: 256 << 20})
+	se := wantKind(t, err, sandbox.KindMemoryLimitExceeded)
+	if !strings.HasPrefix(se.Message, "pre-initialisation: ") {
+		t.Fatalf("message %q does not say it was the pre-initialisation", se.Message)
+	}
+}
