@@ -276,7 +276,7 @@ func (e *Engine) compilePreinit(ctx context.Context, src Source) (*Module, Compi
 		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
 	}
 	lim := e.compileLimits(src)
-	r, shared, err := e.flight.do(ctx, id, func(ctx context.Context) (flightResult, error) {
+	r, shared, err := e.flight.do(ctx, flightKey(id, lim), func(ctx context.Context) (flightResult, error) {
 		if m, ok := e.cache.peek(id); ok {
 			return flightResult{m: m, cached: true}, nil
 		}

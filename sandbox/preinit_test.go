@@ -402,3 +402,27 @@ func TestPreinitializeMemoryIsTheCompiles(t *testing.T) {
 		t.Fatalf("message %q does not say it was the pre-initialisation", se.Message)
 	}
 }
+
+// TestPreinitializeLimitsDoNotBleed: two compiles of the same bytes at
+// once with different compile limits each meet their own: one whose
+// compile memory limit the initialiser's memory outgrows does not fail
+// the other's (they shared one compile, under the first caller's limits,
+// before).
+func TestPreinitializeLimitsDoNotBleed(t *testing.T) {
+	wasm := wat2wasm(t, `(module (memory 1) (global $g (mut i32) (i32.const 0))
+  (func (export "_initialize") (local $i i32)
+    (loop (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if 0 (i32.lt_u (local.get $i) (i32.const 200000000))))
+    (if (i32.eq (memory.grow (i32.const 8191)) (i32.const -1)) (then unreachable))
+    (global.set $g (i32.const 1)))
+  (func (export "g") (result i32) (global.get $g)))`)
+	tight := make(chan error, 1)
+	go func() {
+		_, _, err := engine(t).Compile(context.Background(), sandbox.Source{Wasm: wasm, Preinitialize: true, CompileMemoryBytes: 256 << 20})
+		tight <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // most often, the tight compile is in flight: the other would have joined it
+	if _, _, err := engine(t).Compile(context.Background(), sandbox.Source{Wasm: wasm, Preinitialize: true}); err != nil {
+		t.Fatalf("the compile with the default limits failed: %v", err)
+	}
+	<-tight // failed, or found the other's module in the cache: either is right
+}
