@@ -30,6 +30,7 @@ package wasmbin
 //   - has neither _initialize nor a start function (nothing to run).
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -484,18 +485,20 @@ func dataSegments(mem []byte, budget int) (section []byte, ok bool) {
 			start := i
 			zeros := 0
 			for i < len(mem) && zeros < gap {
-				if mem[i] == 0 {
-					zeros++
-				} else {
+				if mem[i] != 0 {
 					zeros = 0
+					i++
+				} else { // up to the next non-zero byte, or the gap's end
+					j := min(skipZeros(mem, i), i+gap-zeros)
+					zeros += j - i
+					i = j
 				}
-				i++
+				if i-zeros-start > budget-data {
+					return nil, false // a wider gap only adds zeros
+				}
 			}
 			runs = append(runs, run{start, i - zeros})
 			data += i - zeros - start
-			if data > budget {
-				return nil, false // a wider gap only adds zeros
-			}
 			if len(runs) > maxDataSegments {
 				break // too many: the next gap merges them
 			}
@@ -527,12 +530,20 @@ func dataSegments(mem []byte, budget int) (section []byte, ok bool) {
 	return out, true
 }
 
+// zeroChunk is what skipZeros compares memory with, a chunk at a time
+// (bytes.Equal is the vectorised memcmp).
+var zeroChunk [4096]byte
+
 // skipZeros returns the index of the first non-zero byte of mem at or
-// after i (len(mem) if none), a word at a time: most of a large memory is
-// zero pages the guest never touched.
+// after i (len(mem) if none), a chunk, then a word at a time: most of a
+// large memory is zero pages the guest never touched, and the scan runs
+// after the initialiser, outside its fences.
 func skipZeros(mem []byte, i int) int {
 	for i < len(mem) && i%8 != 0 && mem[i] == 0 {
 		i++
+	}
+	for i+len(zeroChunk) <= len(mem) && bytes.Equal(mem[i:i+len(zeroChunk)], zeroChunk[:]) {
+		i += len(zeroChunk)
 	}
 	for i+8 <= len(mem) && binary.LittleEndian.Uint64(mem[i:]) == 0 {
 		i += 8

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -313,6 +314,41 @@ func TestSnapshotBoundedByMaxBytes(t *testing.T) {
 		}
 		if _, err := ApplySnapshot(wasm, plan, SnapshotImage{Memory: img}, len(out)-1); err == nil {
 			t.Fatalf("%s: a bound one byte under the module's size (%d bytes) let it through", name, len(out))
+		}
+	}
+}
+
+// TestSnapshotDataSegmentsRandomImages: images of random runs and gaps
+// (the zero gaps skipped a chunk or a word at a time, runs ending at the
+// memory's end) are reproduced exactly by the segments.
+func TestSnapshotDataSegmentsRandomImages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 40 {
+		img := make([]byte, (1+rng.IntN(8))<<16)
+		for i := 0; i < len(img); {
+			i += rng.IntN([]int{8, 40, 300, 5000, 70000}[n%5])
+			for k := rng.IntN(64); k > 0 && i < len(img); k-- {
+				img[i] = byte(rng.IntN(3)) // zeros inside runs too
+				i++
+			}
+		}
+		if n%3 == 0 {
+			img[len(img)-1] = 9
+		}
+		data, ok := dataSegments(img, math.MaxInt)
+		if !ok {
+			t.Fatal("refused without a bound")
+		}
+		got := make([]byte, len(img))
+		memory := appendULEB([]byte{1, 0}, uint64(len(img)>>16))
+		wasm := append([]byte("\x00asm\x01\x00\x00\x00"), secMemory)
+		wasm = append(append(appendULEB(wasm, uint64(len(memory))), memory...), secData)
+		wasm = appendULEB(wasm, uint64(len(data)))
+		for _, seg := range readActiveData(t, append(wasm, data...)) {
+			copy(got[seg.offset:], seg.data)
+		}
+		if !bytes.Equal(got, img) {
+			t.Fatalf("image %d (%d bytes): the segments do not reproduce it", n, len(img))
 		}
 	}
 }
