@@ -21,7 +21,7 @@ func oracleDecodeCompile(data []byte, defaults, max limits.Limits) (src *protoco
 		panic(fmt.Sprintf("%q is valid JSON, yet: %v", data, err))
 	}
 	o := &oracle{}
-	params, ok := o.object(v, "params", "module", "limits")
+	params, ok := o.object(v, "params", "module", "limits", "preinitialize")
 	if !ok {
 		return nil, o.faults
 	}
@@ -44,6 +44,12 @@ func oracleDecodeCompile(data []byte, defaults, max limits.Limits) (src *protoco
 		l = o.limits(lv, defaults, max)
 	}
 	src.CompileTimeout, src.CompileMemoryBytes = l.CompileTimeout, l.CompileMemoryBytes
+	if pv, ok := params.get("preinitialize"); ok {
+		src.Preinitialize = o.boolean(pv, "preinitialize")
+		if src.Preinitialize && src.ID != "" {
+			o.fault("preinitialize")
+		}
+	}
 	if len(o.faults) > 0 {
 		return nil, o.faults
 	}

@@ -141,6 +141,9 @@ func decodeCompile(raw json.RawMessage, defaults, max limits.Limits) (protocol.S
 			return src, err
 		}
 	}
+	if src.Preinitialize && src.ID != "" { // a compiled module is what it is
+		return src, paramErr("preinitialize", "takes the module's bytes (module.wasm or module.path), not module.id")
+	}
 	return src, nil
 }
 

@@ -313,6 +313,7 @@ func TestDecodeCompile(t *testing.T) {
 		paramCase{"unknown limit", `{` + watModule + `,"limits":{"compileTimeout":100}}`, "limits.compileTimeout: unknown field"},
 		paramCase{"limits not an object", `{` + watModule + `,"limits":[]}`, "limits: must be an object, got an array"},
 		paramCase{"zero compile timeout", `{` + watModule + `,"limits":{"compileTimeoutMs":0}}`, "limits.compileTimeoutMs: must be > 0"},
+		paramCase{"preinitialize an id", `{"module":{"id":"sha256:abc"},"preinitialize":true}`, "preinitialize: takes the module's bytes (module.wasm or module.path), not module.id"},
 		paramCase{"compile memory past the maximum", `{` + watModule + `,"limits":{"compileMemoryBytes":4294967297}}`, "limits.compileMemoryBytes: must be <= 4294967296"},
 	)
 	def, max := limits.Defaults(), limits.DefaultMaximums()

@@ -297,7 +297,7 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 		if compiling != nil {
 			compiling()
 		}
-		m, compiled, err := e.compileMaybePreinit(ctx, src, id, lim)
+		m, compiled, err := e.compileMaybePreinit(ctx, src, id, lim, 0)
 		if err != nil {
 			return flightResult{}, err
 		}
@@ -316,12 +316,13 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 
 // compileMaybePreinit compiles src.Wasm, pre-initialised first if src
 // asks for it; the module is then known by id (PreinitID), under which
-// it is stored.
-func (e *Engine) compileMaybePreinit(ctx context.Context, src Source, id string, lim compileLimits) (*Module, []byte, error) {
+// it is stored, and the pre-initialised module is at most maxBytes (0: no
+// bound; a parent's module has MaxModuleBytes, the program's own none).
+func (e *Engine) compileMaybePreinit(ctx context.Context, src Source, id string, lim compileLimits, maxBytes int) (*Module, []byte, error) {
 	if !src.Preinitialize {
 		return e.compileNew(ctx, moduleBytes{bin: src.Wasm}, "", lim)
 	}
-	wasm, _, err := e.Preinitialize(ctx, src.Wasm, PreinitOptions{Limits: e.preinitLimits(lim)})
+	wasm, _, err := e.Preinitialize(ctx, src.Wasm, PreinitOptions{Limits: e.preinitLimits(lim), MaxModuleBytes: maxBytes})
 	if err != nil {
 		return nil, nil, err
 	}

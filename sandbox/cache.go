@@ -3,6 +3,7 @@ package sandbox
 import (
 	"container/list"
 	"context"
+	"fmt"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -258,6 +259,14 @@ type flightCall struct {
 	err     error
 	waiters int
 	cancel  context.CancelFunc
+}
+
+// flightKey is the flight of a compile of key under lim: callers share a
+// compile only when they gave the same compile limits, so that one
+// caller's tight compileTimeoutMs does not fail another's compile of the
+// same bytes, nor a generous one keep a caller waiting past its own.
+func flightKey(key string, lim compileLimits) string {
+	return fmt.Sprintf("%s\x00%d\x00%d", key, lim.timeout, lim.memoryBytes)
 }
 
 // do returns the result of the compile of key, starting fn for it if none

@@ -135,7 +135,7 @@ func (e *Engine) compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		key = mod.textKey()
 	}
 	lim := e.compileLimits(src)
-	r, shared, err := e.flight.do(ctx, key, func(ctx context.Context) (flightResult, error) {
+	r, shared, err := e.flight.do(ctx, flightKey(key, lim), func(ctx context.Context) (flightResult, error) {
 		if m, ok := e.cache.peekSource(h, mod); ok { // compiled while we waited
 			return flightResult{m: m, cached: true}, nil
 		}

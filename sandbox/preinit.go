@@ -41,13 +41,18 @@ type SnapshotError = wasmbin.SnapshotError
 type PreinitOptions struct {
 	// Limits fence the initialiser (the start function and
 	// _initialize), as a call's: fuel, timeout, memory and table caps,
-	// output. The zero value takes limits.Defaults(). The memory the
+	// output, and the compile limits of the copy it runs in. The zero
+	// value takes limits.Defaults(). The memory the
 	// initialiser leaves becomes the module's minimum, so it should be the
 	// cap its instances will have.
 	Limits limits.Limits
 	// Argv0 is the WASI program name the initialiser sees (PreinitArgv0
 	// when empty); it has no other arguments and no environment.
 	Argv0 string
+	// MaxModuleBytes bounds the module emitted (0: no bound). The memory
+	// the initialiser leaves becomes data segments, so without a bound a
+	// module of a few bytes could come back as one of 4 GiB.
+	MaxModuleBytes int
 }
 
 // PreinitArgv0 is the program name an initialiser sees by default.
@@ -92,7 +97,10 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 	if err != nil {
 		return nil, PreinitInfo{}, snapshotRefused(err)
 	}
-	m, _, err := e.compileNew(ctx, moduleBytes{bin: cp}, "", e.compileLimits(Source{}))
+	// The copy compiles under the caller's compile limits, as the module
+	// it pre-initialises will: the engine's defaults would let a compile
+	// asked to finish in 100 ms run for minutes before its initialiser.
+	m, _, err := e.compileNew(ctx, moduleBytes{bin: cp}, "", e.compileLimits(Source{CompileTimeout: l.CompileTimeout, CompileMemoryBytes: l.CompileMemoryBytes}))
 	if err != nil {
 		return nil, PreinitInfo{}, err
 	}
@@ -133,10 +141,15 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 	})
 	if called != "" { // refused even if the guest went on past the trap
 		return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf(
-			"its initialiser called %s, whose effect a snapshot cannot keep (only WASI calls are answered while it runs)", called)})
+			"its initialiser called %s, whose effect a snapshot cannot keep (while it runs, only the WASI calls that leave the WASI context as it was are answered)", called)})
 	}
 	if o.err != nil {
 		var se *Error
+		if errors.As(o.err, &se) && se.Kind == KindTrap && se.TrapCode == TrapCodeExit {
+			// The module stopped half way through making its state
+			// (docs/preinit.md lists this as a refusal, not a trap).
+			return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("its initialiser exited (status %d)", se.ExitCode)})
+		}
 		if errors.As(o.err, &se) {
 			se.Message = "pre-initialisation: " + se.Message
 		}
@@ -151,7 +164,9 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 		if ext == nil || ext.Memory() == nil {
 			return nil, PreinitInfo{}, newError(KindHost, "pre-initialisation: the instrumented copy has no memory export")
 		}
-		img.Memory = append([]byte(nil), ext.Memory().UnsafeData(s.wt)...)
+		// Not copied: read while the store is open (it closes when
+		// Preinitialize returns), and it may be 4 GiB.
+		img.Memory = ext.Memory().UnsafeData(s.wt)
 	}
 	for _, g := range plan.Globals {
 		ext := s.instance.GetExport(s.wt, g.Export)
@@ -160,7 +175,11 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 		}
 		img.Globals = append(img.Globals, globalBits(ext.Global().Get(s.wt)))
 	}
-	out, err := wasmbin.ApplySnapshot(wasm, plan, img)
+	out, err := wasmbin.ApplySnapshot(wasm, plan, img, opts.MaxModuleBytes)
+	var refused *SnapshotError
+	if errors.As(err, &refused) {
+		return nil, PreinitInfo{}, snapshotRefused(err)
+	}
 	if err != nil {
 		return nil, PreinitInfo{}, &Error{Kind: KindHost, Message: "pre-initialisation: " + err.Error(), err: err}
 	}
@@ -180,12 +199,12 @@ func (s *store) preinitialize(called *string) error {
 	}
 	imports := s.module.wt.Imports()
 	externs := make([]wasmtime.AsExtern, 0, len(imports))
-	for _, imp := range imports {
+	for i, imp := range imports {
 		name := ""
 		if n := imp.Name(); n != nil {
 			name = *n
 		}
-		if imp.Module() == WASIModule && linker != nil {
+		if imp.Module() == WASIModule && linker != nil && preinitAnswers(name, s.module.Imports[i].Type) {
 			ext := linker.Get(s.wt, WASIModule, name)
 			if ext == nil {
 				return fmt.Errorf("%s::%s is not defined", WASIModule, name)
@@ -209,25 +228,46 @@ func (s *store) preinitialize(called *string) error {
 	return s.boot(inst, true)
 }
 
+// preinitAnswers says whether the initialiser's call of the WASI function
+// name, imported with the signature typ, is answered. Not answered (the
+// stub that refuses the snapshot when called): a name or signature WASI
+// has not, which instantiation refuses later with disallowed_import (a
+// call of it would be refused too, not answered here with a host error);
+// and the calls that change the WASI context rather than read it, since
+// each instance gets a fresh context: stdout closed by an initialiser
+// (fd_close, fd_renumber) would be open again in every instance.
+func preinitAnswers(name, typ string) bool {
+	want, known := wasiFuncs[name]
+	return known && typ == want && name != "fd_close" && name != "fd_renumber"
+}
+
 // preinitLimits fence the initialiser of a module pre-initialised as it
 // is compiled (Source.Preinitialize): the run defaults, but the compile's
-// deadline (it is part of the compile) and the largest memory (up to
-// MaxPreinitMemoryBytes) and tables a run may have (what the initialiser
+// deadline and the compile limits of the request (the copy's compile and
+// the initialiser are part of the compile), the compile's memory limit as
+// the initialiser's if it is lower, and the largest memory and tables
+// a run may have, up to MaxPreinitMemoryBytes (what the initialiser
 // leaves is the module's minimum, so a cap lower than that would only
 // refuse it here instead of at instantiation).
 func (e *Engine) preinitLimits(lim compileLimits) limits.Limits {
 	l := limits.Defaults()
 	l.Timeout = lim.timeout
-	l.MemoryBytes = min(e.cfg.Maximums.MemoryBytes, MaxPreinitMemoryBytes)
+	l.CompileTimeout, l.CompileMemoryBytes = lim.timeout, lim.memoryBytes
+	// The initialiser's memory is the compile's too: a parent cannot give
+	// a compile limits.memoryBytes, so without this every pre-initialising
+	// compile of a hostile module could hold the largest memory a run may
+	// ask for, whatever the parent asked.
+	l.MemoryBytes = min(e.cfg.Maximums.MemoryBytes, lim.memoryBytes, MaxPreinitMemoryBytes)
 	l.TableElements = e.cfg.Maximums.TableElements
 	return l
 }
 
 // MaxPreinitMemoryBytes bounds the memory an initialiser may leave when a
-// module is pre-initialised as it is compiled: the sidecar holds the
-// image twice more while it rewrites it (its copy, and the module made of
-// it), so a hostile initialiser's memory costs three times its size.
-// goja, the largest initialiser measured, leaves 12.3 MB.
+// module is pre-initialised as it is compiled, whatever the compile's and
+// the sidecar's memory limits: the memory is scanned in place and the
+// module made of it is bounded by the largest module, but the guest's
+// memory itself is held for the whole compile. goja, the largest
+// initialiser measured, leaves 12.3 MB.
 const MaxPreinitMemoryBytes = 256 << 20
 
 // compilePreinit is Compile of a source with Preinitialize: the module
@@ -254,7 +294,7 @@ func (e *Engine) compilePreinit(ctx context.Context, src Source) (*Module, Compi
 		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
 	}
 	lim := e.compileLimits(src)
-	r, shared, err := e.flight.do(ctx, id, func(ctx context.Context) (flightResult, error) {
+	r, shared, err := e.flight.do(ctx, flightKey(id, lim), func(ctx context.Context) (flightResult, error) {
 		if m, ok := e.cache.peek(id); ok {
 			return flightResult{m: m, cached: true}, nil
 		}
@@ -263,7 +303,7 @@ func (e *Engine) compilePreinit(ctx context.Context, src Source) (*Module, Compi
 			e.cache.put(m, 0, moduleBytes{})
 			return flightResult{m: m, fromDisk: true}, nil
 		}
-		m, compiled, err := e.compileMaybePreinit(ctx, Source{Wasm: mod.bin, Preinitialize: true}, id, lim)
+		m, compiled, err := e.compileMaybePreinit(ctx, Source{Wasm: mod.bin, Preinitialize: true}, id, lim, e.cfg.MaxModuleBytes)
 		if err != nil {
 			return flightResult{}, err
 		}

@@ -6,6 +6,7 @@ package main
 // with invalid_module and the reason; the CLI's call --preinitialize.
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -81,5 +82,29 @@ func TestCLICallPreinitialized(t *testing.T) {
 	out, errText, code := sandboxdCall(t, pluginPath(t, "go/plugin.wasm"), "greet", "--input", "Ada", "--allow-wasi", "--preinitialize")
 	if code != 0 || string(out) != "Hello, Ada!" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errText)
+	}
+}
+
+// TestPreinitializeSizeBombThroughTheSidecar: a 65-byte module whose
+// initialiser fills 16 MiB of memory with a non-zero byte is refused by
+// --max-module-bytes (the pre-initialised module would be 16 MiB; it was
+// built, whatever its size, and the whole memory copied first), with one
+// response, and the sidecar keeps serving.
+func TestPreinitializeSizeBombThroughTheSidecar(t *testing.T) {
+	t.Parallel()
+	bomb, err := hex.DecodeString("0061736d01000000010401600000030201000503010001070f010b5f696e697469616c697a6500000a1701150041ff0140001a410041aa014180808008fc0b000b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startRaw(t, binPath, "--max-module-bytes", "1048576")
+	s.startReading()
+	s.request("1", "compile", map[string]any{"module": wasmSpec(bomb), "preinitialize": true})
+	m, _ := s.response("1", 5*time.Minute)
+	if kind, msg, _ := errorOf(t, m); kind != "invalid_module" || !strings.Contains(msg, "over 1048576 bytes") {
+		t.Fatalf("the size bomb: %s %q", kind, msg)
+	}
+	s.request("2", "compile", map[string]any{"module": wasmSpec(wasmModule([]byte{0, 0}, true, []byte{0}))})
+	if m, _ := s.response("2", time.Minute); m == nil || m.Error != nil {
+		t.Fatalf("a compile after the bomb: %v", m)
 	}
 }

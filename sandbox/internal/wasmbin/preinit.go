@@ -30,8 +30,10 @@ package wasmbin
 //   - has neither _initialize nor a start function (nothing to run).
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -164,8 +166,11 @@ func PrepareSnapshot(wasm []byte) (instrumentable []byte, plan *SnapshotPlan, er
 
 // ApplySnapshot returns wasm (the module PrepareSnapshot was given) with
 // img as its initial state; see the package comment at the top of this
-// file for what changes.
-func ApplySnapshot(wasm []byte, plan *SnapshotPlan, img SnapshotImage) ([]byte, error) {
+// file for what changes. maxBytes (0: no bound) bounds the module it
+// emits: an initialiser that leaves its memory full of data is refused
+// with a *SnapshotError before that data is copied, so what the host
+// holds to pre-initialise a module is bounded as the module it is sent is.
+func ApplySnapshot(wasm []byte, plan *SnapshotPlan, img SnapshotImage, maxBytes int) ([]byte, error) {
 	m, err := parseModule(wasm)
 	if err != nil {
 		return nil, err
@@ -221,7 +226,15 @@ func ApplySnapshot(wasm []byte, plan *SnapshotPlan, img SnapshotImage) ([]byte, 
 			out = appendULEB(out, pages)
 		}
 		replaced[secMemory] = out
-		replaced[secData] = dataSegments(img.Memory)
+		budget := math.MaxInt
+		if maxBytes > 0 {
+			budget = maxBytes // the module is checked whole below
+		}
+		data, ok := dataSegments(img.Memory, budget)
+		if !ok {
+			return nil, tooMuchData(maxBytes)
+		}
+		replaced[secData] = data
 	} else if len(img.Memory) != 0 {
 		return nil, fmt.Errorf("wasmbin: memory image for a module without a memory")
 	}
@@ -247,7 +260,15 @@ func ApplySnapshot(wasm []byte, plan *SnapshotPlan, img SnapshotImage) ([]byte, 
 		secs = append(secs[:at], append([]section{{id: secData}}, secs[at:]...)...)
 	}
 	drop := map[byte]bool{secStart: true, secDataCount: true}
-	return m.emit(secs, replaced, drop), nil
+	out := m.emit(secs, replaced, drop)
+	if maxBytes > 0 && len(out) > maxBytes {
+		return nil, tooMuchData(maxBytes)
+	}
+	return out, nil
+}
+
+func tooMuchData(maxBytes int) error {
+	return refuse("its memory after the initialiser holds more data than a module may hold: the module would be over %d bytes, the largest the host accepts", maxBytes)
 }
 
 // emit assembles secs, with the payloads of replaced and without the
@@ -444,44 +465,61 @@ func appendName(b []byte, name string) []byte {
 // the data is at least half of the range it spans, or that range is at
 // most 1 MiB (wasmtime-environ's try_static_init); without one, every
 // instance would copy the segments in.
-func dataSegments(mem []byte) []byte {
+//
+// ok is false, and nothing is allocated for the section, when it would be
+// larger than budget bytes: mem is the guest's (up to 4 GiB), so neither
+// the section nor the list of runs is built beyond what budget allows.
+func dataSegments(mem []byte, budget int) (section []byte, ok bool) {
 	type run struct{ start, end int }
 	var runs []run
+	size := 0 // the section's encoded size
 	for gap := 32; ; gap *= 8 {
 		runs = runs[:0]
+		data := 0
 		i := 0
 		for i < len(mem) {
-			for i < len(mem) && mem[i] == 0 {
-				i++
-			}
+			i = skipZeros(mem, i)
 			if i == len(mem) {
 				break
 			}
 			start := i
 			zeros := 0
 			for i < len(mem) && zeros < gap {
-				if mem[i] == 0 {
-					zeros++
-				} else {
+				if mem[i] != 0 {
 					zeros = 0
+					i++
+				} else { // up to the next non-zero byte, or the gap's end
+					j := min(skipZeros(mem, i), i+gap-zeros)
+					zeros += j - i
+					i = j
 				}
-				i++
+				if i-zeros-start > budget-data {
+					return nil, false // a wider gap only adds zeros
+				}
 			}
 			runs = append(runs, run{start, i - zeros})
-		}
-		data := 0
-		for _, r := range runs {
-			data += r.end - r.start
+			data += i - zeros - start
+			if len(runs) > maxDataSegments {
+				break // too many: the next gap merges them
+			}
 		}
 		extent := 0
 		if len(runs) > 0 {
 			extent = runs[len(runs)-1].end - runs[0].start
 		}
 		if len(runs) <= 1 || (len(runs) <= maxDataSegments && (extent <= 1<<20 || 2*data >= extent)) || gap > len(mem) {
+			size = uvarintLen(uint64(len(runs))) + data
+			for _, r := range runs {
+				size += 3 + svarintLen(int64(int32(uint32(r.start)))) + uvarintLen(uint64(r.end-r.start))
+			}
 			break
 		}
 	}
-	out := appendULEB(nil, uint64(len(runs)))
+	if size > budget {
+		return nil, false
+	}
+	out := make([]byte, 0, size)
+	out = appendULEB(out, uint64(len(runs)))
 	for _, r := range runs {
 		out = append(out, 0x00, opI32Const)
 		out = appendSLEB(out, int64(int32(uint32(r.start))))
@@ -489,5 +527,33 @@ func dataSegments(mem []byte) []byte {
 		out = appendULEB(out, uint64(r.end-r.start))
 		out = append(out, mem[r.start:r.end]...)
 	}
-	return out
+	return out, true
 }
+
+// zeroChunk is what skipZeros compares memory with, a chunk at a time
+// (bytes.Equal is the vectorised memcmp).
+var zeroChunk [4096]byte
+
+// skipZeros returns the index of the first non-zero byte of mem at or
+// after i (len(mem) if none), a chunk, then a word at a time: most of a
+// large memory is zero pages the guest never touched, and the scan runs
+// after the initialiser, outside its fences.
+func skipZeros(mem []byte, i int) int {
+	for i < len(mem) && i%8 != 0 && mem[i] == 0 {
+		i++
+	}
+	for i+len(zeroChunk) <= len(mem) && bytes.Equal(mem[i:i+len(zeroChunk)], zeroChunk[:]) {
+		i += len(zeroChunk)
+	}
+	for i+8 <= len(mem) && binary.LittleEndian.Uint64(mem[i:]) == 0 {
+		i += 8
+	}
+	for i < len(mem) && mem[i] == 0 {
+		i++
+	}
+	return i
+}
+
+// uvarintLen and svarintLen are the lengths of v's LEB128 encodings.
+func uvarintLen(v uint64) int { return len(appendULEB(nil, v)) }
+func svarintLen(v int64) int  { return len(appendSLEB(nil, v)) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -80,7 +81,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 		img.Globals = append(img.Globals, bits)
 	}
-	out, err := ApplySnapshot(wasm, plan, img)
+	out, err := ApplySnapshot(wasm, plan, img, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestSnapshotDataSegmentsCoverImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := ApplySnapshot(wasm, plan, SnapshotImage{Memory: img})
+		out, err := ApplySnapshot(wasm, plan, SnapshotImage{Memory: img}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +271,7 @@ func FuzzSnapshot(f *testing.F) {
 				}
 			}
 		}
-		out, err := ApplySnapshot(wasm, plan, img)
+		out, err := ApplySnapshot(wasm, plan, img, 0)
 		if err != nil {
 			if plan.HasMemory && plan.Memory.MinPages == 0 && plan.Memory.HasMax && plan.Memory.MaxPages == 0 {
 				return // an image of one page does not fit a memory of at most 0
@@ -281,4 +282,73 @@ func FuzzSnapshot(f *testing.F) {
 			t.Fatalf("the snapshot of a valid module does not validate: %v", err)
 		}
 	})
+}
+
+// TestSnapshotBoundedByMaxBytes: an initialiser that leaves its memory
+// full of data is refused by the bound, whatever the data's shape, and
+// the data section is exactly what fits.
+func TestSnapshotBoundedByMaxBytes(t *testing.T) {
+	wasm := wat2wasm(t, `(module (memory 1) (func (export "_initialize")))`)
+	_, plan, err := PrepareSnapshot(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pages = 64
+	full := bytes.Repeat([]byte{0xaa}, pages<<16)
+	sparse := make([]byte, pages<<16) // one byte in 33: a run per byte until the gap widens
+	for i := 0; i < len(sparse); i += 33 {
+		sparse[i] = 1
+	}
+	for name, img := range map[string][]byte{"full": full, "sparse": sparse} {
+		_, err := ApplySnapshot(wasm, plan, SnapshotImage{Memory: img}, 1<<20)
+		var se *SnapshotError
+		if !errors.As(err, &se) || !strings.Contains(se.Error(), "more data than a module may") {
+			t.Fatalf("%s: err = %v, want a *SnapshotError naming the bound", name, err)
+		}
+		out, err := ApplySnapshot(wasm, plan, SnapshotImage{Memory: img}, 0)
+		if err != nil {
+			t.Fatalf("%s: unbounded: %v", name, err)
+		}
+		if out2, err := ApplySnapshot(wasm, plan, SnapshotImage{Memory: img}, len(out)); err != nil || !bytes.Equal(out, out2) {
+			t.Fatalf("%s: a bound of exactly the module's size (%d bytes) refused it: %v", name, len(out), err)
+		}
+		if _, err := ApplySnapshot(wasm, plan, SnapshotImage{Memory: img}, len(out)-1); err == nil {
+			t.Fatalf("%s: a bound one byte under the module's size (%d bytes) let it through", name, len(out))
+		}
+	}
+}
+
+// TestSnapshotDataSegmentsRandomImages: images of random runs and gaps
+// (the zero gaps skipped a chunk or a word at a time, runs ending at the
+// memory's end) are reproduced exactly by the segments.
+func TestSnapshotDataSegmentsRandomImages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 40 {
+		img := make([]byte, (1+rng.IntN(8))<<16)
+		for i := 0; i < len(img); {
+			i += rng.IntN([]int{8, 40, 300, 5000, 70000}[n%5])
+			for k := rng.IntN(64); k > 0 && i < len(img); k-- {
+				img[i] = byte(rng.IntN(3)) // zeros inside runs too
+				i++
+			}
+		}
+		if n%3 == 0 {
+			img[len(img)-1] = 9
+		}
+		data, ok := dataSegments(img, math.MaxInt)
+		if !ok {
+			t.Fatal("refused without a bound")
+		}
+		got := make([]byte, len(img))
+		memory := appendULEB([]byte{1, 0}, uint64(len(img)>>16))
+		wasm := append([]byte("\x00asm\x01\x00\x00\x00"), secMemory)
+		wasm = append(append(appendULEB(wasm, uint64(len(memory))), memory...), secData)
+		wasm = appendULEB(wasm, uint64(len(data)))
+		for _, seg := range readActiveData(t, append(wasm, data...)) {
+			copy(got[seg.offset:], seg.data)
+		}
+		if !bytes.Equal(got, img) {
+			t.Fatalf("image %d (%d bytes): the segments do not reproduce it", n, len(img))
+		}
+	}
 }
