@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
@@ -173,7 +172,7 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 		if ext == nil || ext.Global() == nil {
 			return nil, PreinitInfo{}, newError(KindHost, "pre-initialisation: the copy does not export global %d", g.Index)
 		}
-		img.Globals = append(img.Globals, globalBits(ext.Global().Get(s.wt)))
+		img.Globals = append(img.Globals, valBits(ext.Global().Get(s.wt)))
 	}
 	out, err := wasmbin.ApplySnapshot(wasm, plan, img, opts.MaxModuleBytes)
 	var refused *SnapshotError
@@ -331,20 +330,6 @@ func (e *Engine) cachedPreinit(src Source) (*Module, bool) {
 		return nil, false
 	}
 	return e.cache.peek(PreinitID(mod.bin))
-}
-
-// globalBits is a number global's value as wasmbin.SnapshotImage holds it.
-func globalBits(v wasmtime.Val) uint64 {
-	switch v.Kind() {
-	case wasmtime.KindI32:
-		return uint64(uint32(v.I32()))
-	case wasmtime.KindI64:
-		return uint64(v.I64())
-	case wasmtime.KindF32:
-		return uint64(math.Float32bits(v.F32()))
-	default: // KindF64: PrepareSnapshot refuses every other type
-		return math.Float64bits(v.F64())
-	}
 }
 
 // snapshotRefused is the *Error of a module that cannot be
