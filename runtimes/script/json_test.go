@@ -135,18 +135,18 @@ func FuzzParseInput(f *testing.F) {
 
 func TestParseRequestLikeEncodingJSON(t *testing.T) {
 	for req, want := range map[string]string{
-		`{"code":"1+1"}`:                       `1+1 null`,
+		`{"code":"1+1"}`: `1+1 null`,
 		` { "input" : [1, {"a": "b"}] , "code" : "x\n" } `: "x\n [1,{\"a\":\"b\"}]",
-		`{"code":"a","code":"b"}`:              `b null`,
-		`{"code":"a","code":null}`:             `error: request: "code" is missing`,
-		`{"code":"a","input":1,"input":2}`:     `a 2`,
-		`{}`:                                   `error: request: "code" is missing`,
-		`{"code":"a",}`:                        `error: request: invalid character`,
-		`{"code":"a"`:                          `error: request: unexpected EOF`,
-		`[]`:                                   `error: request: invalid character`,
-		``:                                     `error: request: unexpected EOF`,
-		`{"code":"a","input":}`:                `error: input: invalid character`,
-		`{"code":"a","input":[1,}`:             `error: input: invalid character`,
+		`{"code":"a","code":"b"}`:                          `b null`,
+		`{"code":"a","code":null}`:                         `error: request: "code" is missing`,
+		`{"code":"a","input":1,"input":2}`:                 `a 2`,
+		`{}`:                                               `error: request: "code" is missing`,
+		`{"code":"a",}`:                                    `error: request: invalid character`,
+		`{"code":"a"`:                                      `error: request: unexpected EOF`,
+		`[]`:                                               `error: request: invalid character`,
+		``:                                                 `error: request: unexpected EOF`,
+		`{"code":"a","input":}`:                            `error: input: invalid character`,
+		`{"code":"a","input":[1,}`:                         `error: input: invalid character`,
 	} {
 		r, input, err := ParseRequest([]byte(req))
 		got := ""
