@@ -102,7 +102,7 @@ func (r *Runner) Eval(ctx context.Context, e protocol.Eval) (*protocol.EvalOutco
 	if err != nil {
 		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "limits." + err.Error()}
 	}
-	input, err := request(e.Snippet)
+	input, err := request(e.Snippet, l.MemoryBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -201,8 +201,10 @@ func (r *Runner) notice(message string) {
 	}
 }
 
-// request is the runtime's input for s: {"code", "input"}.
-func request(s protocol.Snippet) ([]byte, error) {
+// request is the runtime's input for s: {"code", "input", "memoryBytes"},
+// the last the memory cap of the instance that evaluates it (the guest
+// fits its garbage collector to it: runtimes/README.md).
+func request(s protocol.Snippet, memoryBytes uint64) ([]byte, error) {
 	if !utf8.ValidString(s.Code) {
 		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: "code: not valid UTF-8"}
 	}
@@ -210,9 +212,10 @@ func request(s protocol.Snippet) ([]byte, error) {
 		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: err.Error()}
 	}
 	req := struct {
-		Code  string          `json:"code"`
-		Input json.RawMessage `json:"input,omitempty"`
-	}{s.Code, s.Input}
+		Code        string          `json:"code"`
+		Input       json.RawMessage `json:"input,omitempty"`
+		MemoryBytes uint64          `json:"memoryBytes,omitempty"`
+	}{s.Code, s.Input, memoryBytes}
 	return json.Marshal(req)
 }
 

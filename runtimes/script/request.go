@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Session is an interpreter that keeps its state (globals, functions)
@@ -16,10 +17,13 @@ type Session interface {
 }
 
 // Request is what a guest's `eval` reads: the snippet and its input
-// (any JSON; absent is null).
+// (any JSON; absent is null), and the cap on the guest's memory.
 type Request struct {
 	Code  string          `json:"code"`
 	Input json.RawMessage `json:"input,omitempty"`
+	// MemoryBytes is the instance's memory cap (its linear memory), for
+	// the guest's garbage collector (FitCollector); 0 when not given.
+	MemoryBytes uint64 `json:"memoryBytes,omitempty"`
 }
 
 // Handle answers one plugin request with the JSON a guest's `eval`
@@ -31,6 +35,9 @@ func Handle(s Session, request []byte) ([]byte, error) {
 	req, input, err := ParseRequest(request)
 	if err != nil {
 		return nil, err
+	}
+	if req.MemoryBytes > 0 {
+		FitCollector(req.MemoryBytes)
 	}
 	value, serr := s.EvalInput(req.Code, input)
 	return Response(value, serr), nil
@@ -83,6 +90,17 @@ func ParseRequest(request []byte) (*Request, *Value, error) {
 				return fail(errEOF)
 			default:
 				return fail(errors.New(`"code" is not a string`))
+			}
+		case "memoryBytes":
+			if r.peek() < '0' || r.peek() > '9' {
+				return fail(errors.New(`"memoryBytes" is not a number of bytes`))
+			}
+			n, err := r.number()
+			if err != nil {
+				return fail(err)
+			}
+			if req.MemoryBytes, err = strconv.ParseUint(n, 10, 64); err != nil {
+				return fail(errors.New(`"memoryBytes" is not a number of bytes`))
 			}
 		case "input":
 			start := r.i
