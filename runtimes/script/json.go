@@ -336,3 +336,26 @@ func (r *reader) hex4() (rune, error) {
 	r.i += 4
 	return n, nil
 }
+
+// uint64 reads a number that must be an unsigned integer (digits only).
+func (r *reader) uint64() (uint64, error) {
+	if c := r.peek(); c < '0' || c > '9' {
+		if c == end {
+			return 0, errEOF
+		}
+		return 0, r.invalid("looking for an unsigned integer")
+	}
+	var n uint64
+	for r.i < len(r.b) && '0' <= r.b[r.i] && r.b[r.i] <= '9' {
+		d := uint64(r.b[r.i] - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, errors.New("larger than an unsigned 64-bit integer")
+		}
+		n = n*10 + d
+		r.i++
+	}
+	if r.i < len(r.b) && (r.b[r.i] == '.' || r.b[r.i] == 'e' || r.b[r.i] == 'E') {
+		return 0, errors.New("not an unsigned integer")
+	}
+	return n, nil
+}

@@ -147,6 +147,10 @@ func TestParseRequestLikeEncodingJSON(t *testing.T) {
 		``:                                                 `error: request: unexpected EOF`,
 		`{"code":"a","input":}`:                            `error: input: invalid character`,
 		`{"code":"a","input":[1,}`:                         `error: input: invalid character`,
+		`{"code":"a","memoryBytes":33554432}`:              `a null`,
+		`{"code":"a","memoryBytes":-1}`:                    `error: request: "memoryBytes": invalid character '-'`,
+		`{"code":"a","memoryBytes":1.5}`:                   `error: request: "memoryBytes": not an unsigned integer`,
+		`{"code":"a","memoryBytes":18446744073709551616}`: `error: request: "memoryBytes": larger than`,
 	} {
 		r, input, err := ParseRequest([]byte(req))
 		got := ""

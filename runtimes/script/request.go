@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // Session is an interpreter that keeps its state (globals, functions)
@@ -92,15 +91,8 @@ func ParseRequest(request []byte) (*Request, *Value, error) {
 				return fail(errors.New(`"code" is not a string`))
 			}
 		case "memoryBytes":
-			if r.peek() < '0' || r.peek() > '9' {
-				return fail(errors.New(`"memoryBytes" is not a number of bytes`))
-			}
-			n, err := r.number()
-			if err != nil {
-				return fail(err)
-			}
-			if req.MemoryBytes, err = strconv.ParseUint(n, 10, 64); err != nil {
-				return fail(errors.New(`"memoryBytes" is not a number of bytes`))
+			if req.MemoryBytes, err = r.uint64(); err != nil {
+				return fail(fmt.Errorf(`"memoryBytes": %w`, err))
 			}
 		case "input":
 			start := r.i
