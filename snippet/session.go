@@ -111,12 +111,12 @@ func (s *Session) Eval(ctx context.Context, e protocol.SessionEval) (*protocol.E
 // which orders the session's evaluations. The turn is used, whatever
 // happens. The outcome's Queued is the wait for the turn.
 func (s *Session) EvalTurn(ctx context.Context, t *sandbox.Turn, e protocol.SessionEval) (*protocol.EvalOutcome, error) {
-	input, err := request(e.Snippet)
+	l := s.in.Limits()
+	input, err := request(e.Snippet, l.MemoryBytes)
 	if err != nil {
 		t.Abandon()
 		return nil, err
 	}
-	l := s.in.Limits()
 	cl := sandbox.CallLimits{Fuel: or(e.Limits.Fuel, l.Fuel), Timeout: l.Timeout, LogBytes: or(e.Limits.LogBytes, l.LogBytes),
 		OutputBytes: or(e.Limits.OutputBytes, l.OutputBytes)}
 	if e.Limits.Timeout > 0 {

@@ -11,7 +11,8 @@ import (
 // one-shot evaluation skips the interpreter's start (12 M fuel and tens
 // of milliseconds for JavaScript). A spare has never run a snippet: it is
 // a fresh state. The Runner owns the refill goroutine (Runner.refill):
-// one at a time per pool, started when a spare is taken, ended by Close.
+// one at a time per pool, started after an evaluation that could take a
+// spare (Runner.afterEval), ended by Close.
 type sparePool struct {
 	size  int
 	start func(context.Context) (*sandbox.Instance, error)

@@ -2,10 +2,8 @@ package script
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 )
 
@@ -58,61 +56,13 @@ func ParseInput(raw []byte) (*Value, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return &Value{Kind: Null}, nil
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	v, err := parseValue(d, 0)
-	if err == io.EOF { // inside the value: it was cut short
-		err = io.ErrUnexpectedEOF
+	r := reader{b: raw}
+	v, err := r.value(0)
+	if err == nil && r.peek() != end {
+		err = errors.New("data after the JSON value")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("input: %w", err)
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("input: data after the JSON value")
-	}
 	return v, nil
-}
-
-func parseValue(d *json.Decoder, depth int) (*Value, error) {
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case nil:
-		return &Value{Kind: Null}, nil
-	case bool:
-		return &Value{Kind: Bool, Bool: t}, nil
-	case json.Number:
-		return &Value{Kind: Number, Number: string(t)}, nil
-	case string:
-		return &Value{Kind: String, String: t}, nil
-	case json.Delim:
-		if depth >= MaxDepth {
-			return nil, fmt.Errorf("nested deeper than %d levels", MaxDepth)
-		}
-		v := &Value{Kind: Array}
-		if t == '{' {
-			v.Kind = Object
-		}
-		for d.More() {
-			if v.Kind == Object {
-				k, err := d.Token()
-				if err != nil {
-					return nil, err
-				}
-				v.Keys = append(v.Keys, k.(string))
-			}
-			item, err := parseValue(d, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			v.Items = append(v.Items, item)
-		}
-		if _, err := d.Token(); err != nil { // the closing delimiter
-			return nil, err
-		}
-		return v, nil
-	}
-	return nil, fmt.Errorf("unexpected token %v", tok)
 }

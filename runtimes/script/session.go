@@ -42,3 +42,12 @@ func (g *Guard) Run(eval func() (json.RawMessage, *Error)) (value json.RawMessag
 	}()
 	return eval()
 }
+
+// Warm evaluates a snippet that defines nothing (code, with a null
+// input) in a new session, for the interpreter to build what it builds
+// lazily at its first evaluation (a guest does it in _initialize, the
+// interpreter's start, never charged to a snippet). What it leaves is
+// the global input set to null, which every evaluation sets anew.
+func Warm(s Session, code string) {
+	_, _ = s.EvalInput(code, &Value{Kind: Null})
+}
