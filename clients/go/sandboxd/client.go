@@ -6,6 +6,16 @@
 // It serves the project's integration tests and benchmarks, and Go
 // programs that prefer a process boundary to linking wasmtime.
 //
+// # Compiling
+//
+// Compile compiles a module with the sidecar's default compile limits;
+// CompileWith takes all of `compile`'s params: Limits and Preinitialize,
+// which compiles a reactor (a Go PDK plugin, anything with _initialize)
+// pre-initialised, wizer-style (docs/preinit.md). The result's ModuleID
+// is the pre-initialised module's own; runs and instances use it through
+// protocol.ModuleSpec{ID: &id}. A module that cannot be pre-initialised
+// is an *Error of kind invalid_module.
+//
 // # Design: the caller reads
 //
 // There is no reader goroutine. Handing each response from a reader
@@ -280,10 +290,18 @@ func (c *Client) RunWith(ctx context.Context, p RunParams, h RunHandlers) (*prot
 	return &res, nil
 }
 
-// Compile calls `compile`.
+// Compile calls `compile` for m with the sidecar's default compile limits.
 func (c *Client) Compile(ctx context.Context, m protocol.ModuleSpec) (*protocol.CompileResult, error) {
+	return c.CompileWith(ctx, protocol.CompileParams{Module: m})
+}
+
+// CompileWith calls `compile` with all its params: compile limits
+// (compileTimeoutMs, compileMemoryBytes) and Preinitialize, which
+// compiles a reactor pre-initialised (docs/preinit.md) under a module id
+// of its own, the one later runs and instances name with ModuleSpec.ID.
+func (c *Client) CompileWith(ctx context.Context, p protocol.CompileParams) (*protocol.CompileResult, error) {
 	var res protocol.CompileResult
-	if err := c.Call(ctx, protocol.MethodCompile, protocol.CompileParams{Module: m}, &res); err != nil {
+	if err := c.Call(ctx, protocol.MethodCompile, p, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -117,6 +117,7 @@ export interface WasiParam {
 export interface CompileParams {
   module: ModuleParam;
   limits?: Record<string, number>;
+  preinitialize?: boolean;
 }
 
 /** Params of the `log` notification (server to client). */

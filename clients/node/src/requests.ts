@@ -230,6 +230,11 @@ export function logEntries(state: RunState): LogEntry[] {
 export function compileParams(options: CompileOptions): CompileParams {
   const params: CompileParams = { module: moduleParam(options) };
   if (options.limits !== undefined) params.limits = { ...options.limits } as Record<string, number>;
+  const pre = options.preinitialize;
+  if (pre !== undefined && typeof pre !== "boolean") {
+    throw new InvalidParams(`preinitialize must be a boolean, got ${describe(pre)}`);
+  }
+  if (pre) params.preinitialize = true;
   return params;
 }
 

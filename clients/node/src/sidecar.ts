@@ -308,6 +308,8 @@ export class Sidecar {
    * Compiles a module (and caches it in the sidecar) without running it,
    * under `limits.compileTimeoutMs`/`compileMemoryBytes` if given (else the
    * sidecar's defaults); past them it rejects with `CompileLimitExceeded`.
+   * `preinitialize: true` compiles a reactor pre-initialised, under an id of
+   * its own (see {@link CompileOptions.preinitialize}).
    */
   async compile(options: CompileOptions): Promise<CompiledModule> {
     const params = compileParams(options);

@@ -220,6 +220,17 @@ export interface ModuleSource {
 /** Options of {@link Sidecar.compile}. */
 export interface CompileOptions extends ModuleSource {
   limits?: CompileLimits;
+  /**
+   * Compiles a reactor (a Go PDK plugin, any module exporting
+   * `_initialize`) pre-initialised: its initialiser runs once, in this
+   * compile, and every later instance starts from the state it left
+   * (docs/preinit.md). The module has an id of its own and no
+   * `_initialize` export; run and instantiate it by that id. It takes the
+   * module's bytes (`wasm` or `path`): a module that cannot be
+   * pre-initialised (text, no initialiser, an initialiser that traps)
+   * rejects with `InvalidModule`. Default false.
+   */
+  preinitialize?: boolean;
 }
 
 /** Options of {@link Sidecar.run}. */

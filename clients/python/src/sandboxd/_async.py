@@ -429,9 +429,10 @@ class AsyncSidecar(AsyncSnippets):
         return result
 
     async def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None,
-                      path: Any = None, module: Any = None, limits: Optional[Limits] = None) -> Module:
+                      path: Any = None, module: Any = None, limits: Optional[Limits] = None,
+                      preinitialize: bool = False) -> Module:
         """See :meth:`sandboxd.Sidecar.compile`."""
-        params = compile_params(wat, wasm, path, module, limits)
+        params = compile_params(wat, wasm, path, module, limits, preinitialize)
         conn = await self._connection()
         result: Module = await conn.call("compile", params, None, parse_module)
         return result

@@ -166,13 +166,21 @@ class Sidecar(Snippets):
         return conn, call, out
 
     def compile(self, *, wat: Optional[str] = None, wasm: Optional[bytes] = None, path: Any = None,
-                module: Any = None, limits: Optional[Limits] = None) -> Module:
+                module: Any = None, limits: Optional[Limits] = None, preinitialize: bool = False) -> Module:
         """Compile (and cache) a module in the sidecar; returns a Module with
         its id, imports and exports, to run later with ``module=``.
         ``limits`` may set ``compile_timeout`` and ``compile_memory_bytes``
         (the sidecar refuses other fields with InvalidParams naming them);
-        past them the compile raises CompileLimitExceeded."""
-        params = compile_params(wat, wasm, path, module, limits)
+        past them the compile raises CompileLimitExceeded.
+
+        ``preinitialize=True`` compiles a reactor (a Go PDK plugin, any
+        module exporting ``_initialize``) pre-initialised: its initialiser
+        runs once, here, and every later instance starts from the state it
+        left (docs/preinit.md). The Module has an id of its own and no
+        ``_initialize`` export. It takes the module's bytes (``wasm`` or
+        ``path``); a module that cannot be pre-initialised (text, no
+        initialiser, an initialiser that traps) raises InvalidModule."""
+        params = compile_params(wat, wasm, path, module, limits, preinitialize)
         result: Module = self._connection().call("compile", params, None, parse_module)
         return result
 

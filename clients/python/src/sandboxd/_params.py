@@ -121,15 +121,20 @@ def limits_object(limits: Optional[Limits], overrides: Mapping[str, Any]) -> Dic
 
 
 def compile_params(wat: Optional[str], wasm: Optional[bytes], path: Any, module: Any,
-                   limits: Optional[Limits]) -> Dict[str, Any]:
+                   limits: Optional[Limits], preinitialize: bool = False) -> Dict[str, Any]:
     """The ``compile`` params; raises InvalidParams before anything is sent.
     Only the compile fields of ``limits`` mean something there: the
-    sidecar refuses the others, naming them."""
+    sidecar refuses the others, naming them. ``preinitialize`` is sent
+    only when true, so a plain compile's params are what they always were."""
+    if not isinstance(preinitialize, bool):
+        raise InvalidParams("preinitialize must be True or False, got %r" % (preinitialize,))
     params: Dict[str, Any] = {"module": module_source(wat, wasm, path, module)}
     if limits is not None:
         lim = limits_object(limits, {})
         if lim:
             params["limits"] = lim
+    if preinitialize:
+        params["preinitialize"] = True
     return params
 
 
