@@ -10,8 +10,8 @@ import (
 
 // TestPreinitializedRuntimesDrawTheirOwnRandomNumbers: the runtimes are
 // pre-initialised, so every instance starts from one memory image, the Go
-// runtime's random state included; the guests reseed per instance
-// (runtimes/guest/internal/plugin/reseed.go), so two sessions, and two
+// runtime's random state included; the guests reseed their sessions'
+// random sources per instance (runtimes/script/random.go), so two sessions, and two
 // one-shot evaluations, draw different numbers.
 func TestPreinitializedRuntimesDrawTheirOwnRandomNumbers(t *testing.T) {
 	r := sharedRunner(t)

@@ -68,8 +68,8 @@ func (rt *runtime) load(ctx context.Context, r *Runner) (*sandbox.Module, error)
 	// Pre-initialised: the Go runtime's start and the interpreter's setup
 	// (3-5 ms of every fresh instance) run once, here, and every instance
 	// starts from the memory they left (docs/preinit.md); the guest
-	// reseeds its random source per instance (runtimes/guest/internal/
-	// plugin/reseed.go).
+	// reseeds its session's random source per instance
+	// (runtimes/script/random.go).
 	src := sandbox.Source{Wasm: wasm, CompileTimeout: CompileTimeout, CompileMemoryBytes: CompileMemoryBytes, Preinitialize: true}
 	m, _, err := r.eng.CompileStored(ctx, src, r.cfg.CompiledDirs, compiling)
 	var snap *sandbox.SnapshotError

@@ -37,6 +37,7 @@ type Session struct {
 	stderr io.Writer
 	enc    script.Encoder
 	guard  script.Guard
+	random *script.Random // Math.random's
 }
 
 // New makes a session whose console writes to stdout (log, info, debug)
@@ -48,11 +49,17 @@ func New(stdout, stderr io.Writer) *Session {
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	s := &Session{vm: goja.New(), stdout: stdout, stderr: stderr, guard: script.Guard{Interpreter: "JavaScript"}}
+	s := &Session{vm: goja.New(), stdout: stdout, stderr: stderr, guard: script.Guard{Interpreter: "JavaScript"},
+		random: script.NewRandom()}
+	s.vm.SetRandSource(s.random.Float64)
 	s.vm.SetMaxCallStackSize(MaxCallDepth)
 	s.installConsole()
 	return s
 }
+
+// Reseed gives the session's Math.random a seed from the host's entropy
+// (script.Random says why).
+func (s *Session) Reseed() { s.random.Reseed() }
 
 // Eval runs code with the global `input` set to input (JSON; nil is
 // null) and returns the snippet's value as JSON.

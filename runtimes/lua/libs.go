@@ -31,6 +31,9 @@ func (s *Session) openLibs() {
 		L.SetGlobal(name, lua.LNil)
 	}
 	L.SetGlobal("print", L.NewFunction(s.print))
+	math := L.GetGlobal(lua.MathLibName).(*lua.LTable)
+	math.RawSetString("random", L.NewFunction(s.mathRandom))
+	math.RawSetString("randomseed", L.NewFunction(s.mathRandomseed))
 
 	full := L.GetGlobal(lua.OsLibName).(*lua.LTable)
 	os := L.NewTable()
@@ -71,5 +74,33 @@ func (s *Session) write(L *lua.LState) int {
 		}
 	}
 	_, _ = io.WriteString(s.stdout, b.String())
+	return 0
+}
+
+// mathRandom is math.random on the session's own source (script.Random),
+// with gopher-lua's semantics: no argument, a float in [0, 1); m, an
+// integer in [1, m]; m and n, an integer in [m, n]; an empty interval is
+// the caller's error.
+func (s *Session) mathRandom(L *lua.LState) int {
+	if L.GetTop() == 0 {
+		L.Push(lua.LNumber(s.random.Float64()))
+		return 1
+	}
+	lo, hi := int64(1), int64(L.CheckInt(1))
+	if L.GetTop() >= 2 {
+		lo, hi = hi, int64(L.CheckInt(2))
+	}
+	if hi < lo {
+		L.ArgError(1, "interval is empty")
+		return 0
+	}
+	L.Push(lua.LNumber(lo + s.random.Int64N(hi-lo+1)))
+	return 1
+}
+
+// mathRandomseed is math.randomseed: the session's sequence becomes the
+// seed's.
+func (s *Session) mathRandomseed(L *lua.LState) int {
+	s.random.Seed(L.CheckInt64(1))
 	return 0
 }

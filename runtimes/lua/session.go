@@ -51,6 +51,7 @@ type Session struct {
 	arrayMT *lua.LTable // marks tables made from JSON arrays
 	enc     script.Encoder
 	guard   script.Guard
+	random  *script.Random // math.random's
 
 	// The snippet's text and the buffer the parser reads it through,
 	// kept from one evaluation to the next: the parser takes a
@@ -74,12 +75,16 @@ func New(stdout io.Writer) *Session {
 		RegistryMaxSize:  registryMaxSize,
 		SkipOpenLibs:     true,
 	})
-	s := &Session{L: L, stdout: stdout, arrayMT: L.NewTable(), guard: script.Guard{Interpreter: "Lua"}}
+	s := &Session{L: L, stdout: stdout, arrayMT: L.NewTable(), guard: script.Guard{Interpreter: "Lua"}, random: script.NewRandom()}
 	s.buf = bufio.NewReaderSize(&s.src, parseBufferBytes)
 	s.arrayMT.RawSetString("__name", lua.LString("array"))
 	s.openLibs()
 	return s
 }
+
+// Reseed gives the session's math.random a seed from the host's entropy
+// (script.Random says why).
+func (s *Session) Reseed() { s.random.Reseed() }
 
 // Eval runs code with the global `input` set to input (JSON; nil is
 // null) and returns the snippet's value as JSON.

@@ -89,3 +89,37 @@ func TestStrictGlobalsKeepInput(t *testing.T) {
 		t.Fatalf("the snippet's strict mode: %+v", err)
 	}
 }
+
+// TestMathRandom: math.random draws from the session's own source with
+// gopher-lua's ranges, math.randomseed makes a sequence repeatable, an
+// empty interval is a script error, and two sessions differ.
+func TestMathRandom(t *testing.T) {
+	s := lua.New(nil)
+	v, err := s.Eval(`
+local ok = true
+for i = 1, 2000 do
+  local f, a, b = math.random(), math.random(3), math.random(-2, 2)
+  ok = ok and f >= 0 and f < 1 and a >= 1 and a <= 3 and a == math.floor(a) and b >= -2 and b <= 2
+end
+return ok`, nil)
+	if err != nil || string(v) != "true" {
+		t.Fatalf("ranges: %s, %v", v, err)
+	}
+	seq := `math.randomseed(42) local a = {} for i = 1, 5 do a[i] = math.random(1000) end return table.concat(a, ",")`
+	first, err := s.Eval(seq, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := lua.New(nil).Eval(seq, nil); string(again) != string(first) {
+		t.Fatalf("math.randomseed(42) gave %s, then %s", first, again)
+	}
+	if _, err := s.Eval("return math.random(5, 1)", nil); err == nil || !strings.Contains(err.Message, "interval is empty") {
+		t.Fatalf("an empty interval: %v", err)
+	}
+	draw := `return math.random(1000000000)`
+	a, _ := lua.New(nil).Eval(draw, nil)
+	b, _ := lua.New(nil).Eval(draw, nil)
+	if string(a) == string(b) {
+		t.Fatalf("two sessions drew the same %s", a)
+	}
+}
