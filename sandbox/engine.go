@@ -225,6 +225,9 @@ type Engine struct {
 
 	pool   *enginePool // nil: every store allocates for itself (pool.go)
 	noPool string      // why there is no pool
+	// callers bounds, when there is no pool, the runs that may wait for
+	// their caller's answer to a host call (pool.go, takeSlots).
+	callers *poolShare
 }
 
 // NewEngine builds the wasmtime engine and starts the (idle) ticker.

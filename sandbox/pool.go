@@ -396,24 +396,36 @@ func (e *Engine) PoolInfo() PoolInfo {
 // usePool sets the instance pool on cfg, unless the engine has no use
 // for one or its address space cannot be reserved (e.noPool says why).
 func (e *Engine) usePool(cfg *wasmtime.Config) {
-	switch {
-	case e.cfg.OneShot:
+	if e.cfg.OneShot {
 		e.noPool = "a one-shot engine holds one store at a time"
 		return
-	case e.cfg.NoPool:
+	}
+	if e.cfg.NoPool {
 		e.noPool = "Config.NoPool"
+		e.boundCallers()
 		return
 	}
 	p := newEnginePool(e.cfg)
 	if err := p.settings.reserve(); err != nil {
 		e.noPool = err.Error()
+		e.boundCallers()
 		return
 	}
 	if err := setPooling(cfg, p.settings); err != nil {
 		e.noPool = err.Error()
+		e.boundCallers()
 		return
 	}
 	e.pool = p
+}
+
+// boundCallers bounds, for an engine without a pool, the runs that declare
+// host functions as the pool's instances' share would: at most
+// MaxInstances at once; the others wait as for the pool, without their
+// run slot and within their deadline.
+func (e *Engine) boundCallers() {
+	e.callers = &poolShare{name: "runs that declare hostFunctions", size: storeNeed{instances: e.cfg.MaxInstances},
+		holders: "held by runs that declare hostFunctions, while their parent answers"}
 }
 
 // takeSlots takes what a store of module info can come to hold (with the
@@ -431,7 +443,20 @@ func (e *Engine) usePool(cfg *wasmtime.Config) {
 func (e *Engine) takeSlots(ctx context.Context, info *wasmbin.Info, plugin, wasi bool, l limits.Limits, longLived, awaitsCaller bool) (poolSlots, time.Duration, error) {
 	p := e.pool
 	if p == nil {
-		return poolSlots{}, 0, nil
+		if !awaitsCaller || e.callers == nil {
+			return poolSlots{}, 0, nil
+		}
+		// The pool's instances' share bounds these runs when there is one;
+		// without, each would hold an OS thread while its parent answers
+		// (the guest's thread is pinned inside the import), and a parent
+		// sending 10,000 of them crashed the sidecar on Go's thread limit
+		// (TestRunsAwaitingTheirCallerAreBoundedWithoutAPool).
+		need := storeNeed{instances: 1}
+		waited, err := e.callers.take(ctx, need, true, l.Timeout)
+		if err != nil {
+			return poolSlots{}, waited, err
+		}
+		return poolSlots{share: e.callers, need: need}, waited, nil
 	}
 	if l.TableElements > p.settings.tableElements {
 		return poolSlots{}, 0, &Error{Kind: KindHost, Message: fmt.Sprintf("limits.tableElements: must be <= %d (the engine's maximum)", p.settings.tableElements)}
