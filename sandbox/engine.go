@@ -189,9 +189,19 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("max runs: must be >= 0")
 	case c.KeepResident > 1<<30:
 		return c, errors.New("keep resident: must be at most 1 GiB")
+	case c.MaxInstances+c.MaxRuns > MaxGuestThreads:
+		return c, fmt.Errorf("max instances + max runs (the sidecar's --max-instances + --max-concurrency): %d, at most %d: each may hold an OS thread while its guest runs or waits for its caller, and Go allows 10,000",
+			c.MaxInstances+c.MaxRuns, MaxGuestThreads)
 	}
 	return c, nil
 }
+
+// MaxGuestThreads bounds Config.MaxInstances + Config.MaxRuns: a guest
+// that runs, sleeps in WASI or waits for the parent's answer to a host
+// call holds its OS thread (wasmtime's call of it is a cgo call), and a
+// Go program dies past 10,000 threads (red team: 10,500 runs waiting on
+// a parent that never answered killed the sidecar).
+const MaxGuestThreads = 8192
 
 // Engine compiles and runs modules. It owns one wasmtime engine, the
 // compile cache and the epoch ticker. It is safe for concurrent use; every

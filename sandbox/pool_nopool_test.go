@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,5 +74,16 @@ func TestRunsAwaitingTheirCallerAreBoundedWithoutAPool(t *testing.T) {
 	}
 	if got := most.Load(); got > maxInstances {
 		t.Fatalf("%d runs waited for their caller at once; at most %d (MaxInstances) may", got, maxInstances)
+	}
+}
+
+// TestConfigBoundsGuestThreads: instances and runs each may hold an OS
+// thread (a guest waiting on its caller does), so together they are
+// bounded under Go's 10,000 threads; NewEngine refuses more, naming the
+// flags.
+func TestConfigBoundsGuestThreads(t *testing.T) {
+	_, err := sandbox.NewEngine(sandbox.Config{MaxInstances: sandbox.MaxGuestThreads, MaxRuns: 1})
+	if err == nil || !strings.Contains(err.Error(), "--max-instances + --max-concurrency") {
+		t.Fatalf("NewEngine with %d instances and 1 run: %v, want a refusal naming the flags", sandbox.MaxGuestThreads, err)
 	}
 }
