@@ -6,62 +6,23 @@ package sandbox
 // assumes.
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 )
 
-// linkHeaderLayout compiles a C program against the pinned headers and
-// returns the sizes of wasmtime_extern_t, wasmtime_memory_t,
-// wasmtime_global_t and wasmtime_table_t, the offset of an extern's memory
-// and the extern kinds func, global, table and memory.
+// linkHeaderLayout returns, from the pinned headers, the sizes of
+// wasmtime_extern_t, wasmtime_memory_t, wasmtime_global_t and
+// wasmtime_table_t, the offset of an extern's memory and the extern kinds
+// func, global, table and memory.
 func linkHeaderLayout(t *testing.T) []uintptr {
 	t.Helper()
-	inc := wasmtimeIncludeDir(t)
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler:", err)
-	}
-	dir := t.TempDir()
-	prog := `#include <stdio.h>
-#include <stddef.h>
-#include <wasmtime.h>
-int main(void) {
-	printf("%zu %zu %zu %zu %zu %d %d %d %d\n", sizeof(wasmtime_extern_t), sizeof(wasmtime_memory_t), sizeof(wasmtime_global_t),
-		sizeof(wasmtime_table_t), offsetof(wasmtime_extern_t, of.memory),
-		WASMTIME_EXTERN_FUNC, WASMTIME_EXTERN_GLOBAL, WASMTIME_EXTERN_TABLE, WASMTIME_EXTERN_MEMORY);
-	return 0;
-}
-`
-	if err := os.WriteFile(filepath.Join(dir, "layout.c"), []byte(prog), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "layout")
-	if out, err := exec.Command(cc, "-I", inc, "-o", exe, filepath.Join(dir, "layout.c")).CombinedOutput(); err != nil {
-		t.Fatalf("compiling against the headers: %v\n%s", err, out)
-	}
-	out, err := exec.Command(exe).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []uintptr
-	for _, f := range strings.Fields(string(out)) {
-		n, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			t.Fatalf("layout program printed %q", out)
-		}
-		got = append(got, uintptr(n))
-	}
-	if len(got) != 9 {
-		t.Fatalf("layout program printed %q", out)
-	}
-	return got
+	return headerFigures(t, "sizeof(wasmtime_extern_t)", "sizeof(wasmtime_memory_t)", "sizeof(wasmtime_global_t)",
+		"sizeof(wasmtime_table_t)", "offsetof(wasmtime_extern_t, of.memory)",
+		"WASMTIME_EXTERN_FUNC", "WASMTIME_EXTERN_GLOBAL", "WASMTIME_EXTERN_TABLE", "WASMTIME_EXTERN_MEMORY")
 }
 
 // TestLinkDeclarationsMatchHeaders: wasmtime_extern_t and
