@@ -25,7 +25,10 @@ import (
 //     of `echo` (16 bytes in, 16 out), in alternating blocks;
 //   - 1 MiB from the parent into the plugin through the host function
 //     (`fetch`: one host call answered with 1 MiB) against the same MiB
-//     sent as a call's input (`sink`), in alternating blocks.
+//     sent as a call's input (`sink`), in alternating blocks;
+//   - (the Go client only) 1 MiB the other way: the call's input passed
+//     on to the parent as the host function's argument (`fetch` of the
+//     MiB, answered empty), against the same `sink`.
 //
 // The Python and Node rows are measured by bench/py/hostcalls.py and
 // bench/node/hostcalls.mjs the same way.
@@ -117,7 +120,26 @@ func goHostRows(env *Env) []Row {
 	if err != nil {
 		return fail(err)
 	}
-	return hostRows(sec, "Go client", trip.Raw(), one.Raw(), big.Raw())
+	// The other way: the MiB the call brings in goes out to the parent as
+	// the host function's argument (fetch of the MiB, answered empty),
+	// against the same call bringing it in only (sink).
+	answerEmpty := func(context.Context, sandboxd.HostCall) ([]sandboxd.HostValue, error) {
+		return []sandboxd.HostValue{sandboxd.HostBytes(nil)}, nil
+	}
+	send := timedBlock(func() error {
+		_, err := in.Call(ctx, "fetch", sandboxd.CallOptions{Input: mib, Host: answerEmpty})
+		return err
+	})
+	out, err := interleave(env.floorBlocks(), 3, 1, env.n(200, 16), sink, send)
+	if err != nil {
+		return fail(err)
+	}
+	rows := hostRows(sec, "Go client", trip.Raw(), one.Raw(), big.Raw())
+	f := pairFigures(out.Raw())
+	r := f["ratio_median"]
+	return append(rows, Row{Section: sec, Measurement: "Go client: 1 MiB out of the plugin as a bytes host function's argument (the call's input relayed), p50",
+		Value: fmtDur(usDur(f["p50_us"])), Floor: fmt.Sprintf("call with the MiB as input: %s (interleaved)", fmtDur(usDur(f["floor_p50_us"]))),
+		Ratio: r, Target: fmt.Sprintf("≤ %g×", hostMiBTarget), Verdict: judge(r <= hostMiBTarget), Note: f.spread(), Raw: f})
 }
 
 // pythonHostRows are row 17 for the Python client (py/hostcalls.py):
