@@ -109,37 +109,29 @@ func goHostRows(env *Env) []Row {
 		_, err := in.Call(ctx, "sink", sandboxd.CallOptions{Input: mib})
 		return err
 	})
-	answerMiB := func(context.Context, sandboxd.HostCall) ([]sandboxd.HostValue, error) {
-		return []sandboxd.HostValue{sandboxd.HostBytes(mib)}, nil
+	// fetch times a call of fetch with input, its one host call answered
+	// with answer.
+	fetch := func(input, answer []byte) func(warm, k int) (Sample, error) {
+		host := func(context.Context, sandboxd.HostCall) ([]sandboxd.HostValue, error) {
+			return []sandboxd.HostValue{sandboxd.HostBytes(answer)}, nil
+		}
+		return timedBlock(func() error {
+			_, err := in.Call(ctx, "fetch", sandboxd.CallOptions{Input: input, Host: host})
+			return err
+		})
 	}
-	fetch := timedBlock(func() error {
-		_, err := in.Call(ctx, "fetch", sandboxd.CallOptions{Input: small, Host: answerMiB})
-		return err
-	})
-	big, err := interleave(env.floorBlocks(), 3, 1, env.n(200, 16), sink, fetch)
+	in1, err := interleave(env.floorBlocks(), 3, 1, env.n(200, 16), sink, fetch(small, mib))
 	if err != nil {
 		return fail(err)
 	}
 	// The other way: the MiB the call brings in goes out to the parent as
-	// the host function's argument (fetch of the MiB, answered empty),
-	// against the same call bringing it in only (sink).
-	answerEmpty := func(context.Context, sandboxd.HostCall) ([]sandboxd.HostValue, error) {
-		return []sandboxd.HostValue{sandboxd.HostBytes(nil)}, nil
-	}
-	send := timedBlock(func() error {
-		_, err := in.Call(ctx, "fetch", sandboxd.CallOptions{Input: mib, Host: answerEmpty})
-		return err
-	})
-	out, err := interleave(env.floorBlocks(), 3, 1, env.n(200, 16), sink, send)
+	// the host function's argument (answered empty), against the same
+	// call bringing it in only (sink).
+	out, err := interleave(env.floorBlocks(), 3, 1, env.n(200, 16), sink, fetch(mib, nil))
 	if err != nil {
 		return fail(err)
 	}
-	rows := hostRows(sec, "Go client", trip.Raw(), one.Raw(), big.Raw())
-	f := pairFigures(out.Raw())
-	r := f["ratio_median"]
-	return append(rows, Row{Section: sec, Measurement: "Go client: 1 MiB out of the plugin as a bytes host function's argument (the call's input relayed), p50",
-		Value: fmtDur(usDur(f["p50_us"])), Floor: fmt.Sprintf("call with the MiB as input: %s (interleaved)", fmtDur(usDur(f["floor_p50_us"]))),
-		Ratio: r, Target: fmt.Sprintf("≤ %g×", hostMiBTarget), Verdict: judge(r <= hostMiBTarget), Note: f.spread(), Raw: f})
+	return hostRows(sec, "Go client", trip.Raw(), one.Raw(), in1.Raw(), out.Raw())
 }
 
 // pythonHostRows are row 17 for the Python client (py/hostcalls.py):
@@ -161,12 +153,12 @@ func pythonHostRows(env *Env) []Row {
 	if e := res.errFor("seq"); e != "" {
 		rows = append(rows, naRow(sec, "Python Sidecar host calls", e))
 	} else {
-		rows = hostRows(sec, "Python Sidecar", scriptPair(res, "seq"), scriptPair(res, "one"), scriptPair(res, "seq_mib"))
+		rows = hostRows(sec, "Python Sidecar", scriptPair(res, "seq"), scriptPair(res, "one"), scriptPair(res, "seq_mib"), nil)
 	}
 	if e := res.errFor("aseq"); e != "" {
 		return append(rows, naRow(sec, "Python AsyncSidecar host calls", e))
 	}
-	return append(rows, hostRows(sec, "Python AsyncSidecar", scriptPair(res, "aseq"), nil, nil)...)
+	return append(rows, hostRows(sec, "Python AsyncSidecar", scriptPair(res, "aseq"), nil, nil, nil)...)
 }
 
 // nodeHostRows are row 17 for the Node client (node/hostcalls.mjs).
@@ -189,7 +181,7 @@ func nodeHostRows(env *Env) []Row {
 	if e, _ := res["error"].(string); e != "" {
 		return []Row{naRow(sec, "Node host calls", e)}
 	}
-	return hostRows(sec, "Node Sidecar", scriptPair(res, "seq"), scriptPair(res, "one"), scriptPair(res, "mib"))
+	return hostRows(sec, "Node Sidecar", scriptPair(res, "seq"), scriptPair(res, "one"), scriptPair(res, "mib"), nil)
 }
 
 // hostScriptConfig is what py/hostcalls.py and node/hostcalls.mjs take.
@@ -290,8 +282,9 @@ func scriptPair(res scriptResult, prefix string) pairFigures {
 
 // hostRows are a client's rows: the host call round trip (judged), a
 // call making one host call (info; only where measured) and 1 MiB through
-// a host function (judged). A nil pair is not measured.
-func hostRows(sec, client string, trip, one, mib pairFigures) []Row {
+// a host function, into the plugin and out of it (judged). A nil pair is
+// not measured.
+func hostRows(sec, client string, trip, one, mibIn, mibOut pairFigures) []Row {
 	var rows []Row
 	row := func(what, floor string, f pairFigures, target float64) {
 		r := f["ratio_median"]
@@ -309,8 +302,11 @@ func hostRows(sec, client string, trip, one, mib pairFigures) []Row {
 	if one != nil {
 		row("a call making one such host call", "call of echo:", one, 0)
 	}
-	if mib != nil {
-		row("1 MiB into the plugin as a bytes host function's answer (a call making one host call)", "call with the MiB as input:", mib, hostMiBTarget)
+	if mibIn != nil {
+		row("1 MiB into the plugin as a bytes host function's answer (a call making one host call)", "call with the MiB as input:", mibIn, hostMiBTarget)
+	}
+	if mibOut != nil {
+		row("1 MiB out of the plugin as a bytes host function's argument (the call's input relayed)", "call with the MiB as input:", mibOut, hostMiBTarget)
 	}
 	return rows
 }

@@ -26,10 +26,8 @@ func snippetPeerRow(env *Env, section string) Row {
 	if err != nil {
 		return naRow(section, what, err.Error())
 	}
-	p50, vmP50, r := res.num("sidecar_p50_us"), res.num("vm_p50_us"), res.num("ratio")
-	return Row{Section: section, Measurement: what, Value: fmtDur(usDur(p50)), Floor: "vm " + fmtDur(usDur(vmP50)),
-		Ratio: r, Verdict: verdictInfo,
-		Note: fmt.Sprintf("ratio: median of per-block p50 ratios, %.0f blocks, %.2f–%.2f; p99 %s vs %s", res.num("blocks"),
-			res.num("ratio_min"), res.num("ratio_max"), fmtDur(usDur(res.num("sidecar_p99_us"))), fmtDur(usDur(res.num("vm_p99_us")))),
-		Raw: map[string]float64{"sidecar_p50_us": p50, "vm_p50_us": vmP50, "ratio": r}}
+	f := scriptPair(res, "js")
+	return Row{Section: section, Measurement: what, Value: fmtDur(usDur(f["p50_us"])), Floor: "vm " + fmtDur(usDur(f["floor_p50_us"])),
+		Ratio: f["ratio_median"], Verdict: verdictInfo,
+		Note: fmt.Sprintf("%s; p99 %s vs %s", f.spread(), fmtDur(usDur(f["p99_us"])), fmtDur(usDur(f["floor_p99_us"]))), Raw: f}
 }
