@@ -234,7 +234,7 @@ func (s *Server) executeRun(j *job, queued time.Duration) (*protocol.RunResult, 
 		defer output.flush() // before the response, which the caller sends
 	}
 	run.Host = s.hostCaller(j, hostSite{fns: spec.hostFunctions, from: spec.hostCall, output: output})
-	res, err := s.eng.Run(s.withSlotYield(j), j.mod, run)
+	res, err := s.eng.Run(s.engineContext(j), j.mod, run)
 	if err != nil {
 		return nil, err
 	}

@@ -429,7 +429,7 @@ func (s *Server) execPluginRun(j *job, queued time.Duration) (any, error) {
 	}
 	req.Host = s.hostCaller(j, hostSite{fns: spec.hostFunctions, from: spec.hostCall, output: output})
 	call.Host = req.Host
-	res, err := ie.CallOnce(s.withSlotYield(j), j.mod, req, call)
+	res, err := ie.CallOnce(s.engineContext(j), j.mod, req, call)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"runtime/debug"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -52,6 +53,10 @@ type job struct {
 	holding bool          // holds a run slot; guarded by Server.mu
 	elem    *list.Element // in the run queue while phaseQueued
 	replied bool          // owned by the goroutine that answers
+	// afterAnswer is the engine's work put off until the answer is out
+	// (protocol.AfterAnswer); guarded by Server.mu. The job keeps its
+	// slot until it is done.
+	afterAnswer []func()
 	// inlineRun is the reader's inline run (inlineWatch's gen) that runs
 	// the job, if one does; 0 otherwise.
 	inlineRun uint64
@@ -215,7 +220,11 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 		s.waiting--
 		s.queuedBytes -= j.size
 	}
-	freed := s.leaveSlotLocked(j)
+	after := j.afterAnswer
+	j.afterAnswer = nil
+	// A job with work after its answer keeps its slot until the work is
+	// done: the store it frees is still held, and the slots bound them.
+	freed := after == nil && s.leaveSlotLocked(j)
 	s.replying++
 	s.mu.Unlock()
 	j.cancel()
@@ -228,11 +237,36 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 
 	s.out.sendDirect(s.encodeResponse(j.id, result, rerr))
 
+	if after != nil {
+		s.runAfterAnswer(j, after)
+		s.mu.Lock()
+		freed = s.leaveSlotLocked(j)
+		s.mu.Unlock()
+		if freed {
+			s.slotFreed()
+		}
+	}
 	s.mu.Lock()
 	s.replying--
 	ids := s.idleLocked()
 	s.mu.Unlock()
 	s.answer(ids)
+}
+
+// runAfterAnswer runs the engine's work put off until j's answer was
+// out. A panic in it is logged, not let through: the answer is gone, and
+// the sidecar goes on serving.
+func (s *Server) runAfterAnswer(j *job, after []func()) {
+	for _, work := range after {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					s.log.Error("panic after answering a request", "method", j.method, "panic", p, "stack", string(debug.Stack()))
+				}
+			}()
+			work()
+		}()
+	}
 }
 
 // beginShutdown refuses new work from now on and answers once what was

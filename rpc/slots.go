@@ -168,12 +168,22 @@ func (s *Server) yieldSlot(ctx context.Context, j *job, wait func()) error {
 	return s.withoutSlot(ctx, j, wait)
 }
 
-// withSlotYield is the context job j's run is made with: the engine
+// engineContext is the context job j's run is made with: the engine
 // waits in it without j's slot (protocol.SlotYield), so a run never
 // waits for the pool while holding a slot that the runs holding the pool
-// need to finish.
-func (s *Server) withSlotYield(j *job) context.Context {
-	return protocol.WithSlotYield(j.ctx, func(ctx context.Context, wait func()) error {
+// need to finish; and it frees the run's store after j's answer is out
+// (protocol.AfterAnswer, respond).
+func (s *Server) engineContext(j *job) context.Context {
+	ctx := protocol.WithSlotYield(j.ctx, func(ctx context.Context, wait func()) error {
 		return s.yieldSlot(ctx, j, wait)
+	})
+	return protocol.WithAfterAnswer(ctx, func(work func()) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if j.replied {
+			return false
+		}
+		j.afterAnswer = append(j.afterAnswer, work)
+		return true
 	})
 }

@@ -319,8 +319,15 @@ func (e *Engine) CallOnce(ctx context.Context, req InstanceRequest, call CallReq
 	if err != nil {
 		return nil, err
 	}
-	defer in.Release()
+	defer in.releaseAfterAnswer(ctx)
 	return in.Call(ctx, call)
+}
+
+// releaseAfterAnswer releases a one-shot instance whose call has
+// returned once the caller's answer is out (store.closeAfterAnswer).
+func (in *Instance) releaseAfterAnswer(ctx context.Context) {
+	in.s.wasi.output() // no call runs: CallOnce's has returned
+	protocol.DoAfterAnswer(ctx, in.Release)
 }
 
 // Call runs one call, after every call that reached Call before it. A

@@ -29,6 +29,7 @@ import (
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -460,6 +461,16 @@ func (s *store) close() {
 		s.fence = nil
 	}
 	s.wasi.close()
+}
+
+// closeAfterAnswer closes the store once the caller's answer is out,
+// when ctx lets it put that off (protocol.AfterAnswer), and now
+// otherwise. What the guest wrote is forwarded now: the answer's
+// recipient sees a run's output before its answer. Call it once the
+// store's last call has returned.
+func (s *store) closeAfterAnswer(ctx context.Context) {
+	s.wasi.output()
+	protocol.DoAfterAnswer(ctx, s.close)
 }
 
 // isExit says whether err is the guest's proc_exit (without freeing it).
