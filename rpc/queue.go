@@ -20,6 +20,7 @@ const (
 	phaseQueued                 // in the run queue, waiting for a run slot
 	phaseStarting               // it took a run slot (slots.go); its goroutine starts
 	phaseRunning                // it runs, holding a slot (or away from it: withoutSlot)
+	phaseAnswered               // answered, its slot held until the engine's work after the answer is done (respond)
 )
 
 // job is one admitted run or compile request, from admission to its
@@ -150,7 +151,7 @@ func duplicateIDError(key idKey) *jsonrpc2.Error {
 // a job that is about to take a free slot is not waiting. Call with s.mu
 // held.
 func (s *Server) waitingLocked() int {
-	idle := s.opts.MaxConcurrency - s.running
+	idle := s.opts.MaxConcurrency - s.running - s.answered
 	// Calls waiting for their instance's turn wait whatever the slots do.
 	return max(0, s.waiting-s.inLine-idle) + s.inLine
 }
@@ -224,7 +225,13 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 	j.afterAnswer = nil
 	// A job with work after its answer keeps its slot until the work is
 	// done: the store it frees is still held, and the slots bound them.
+	// It is no longer in flight (stats): its answer is out.
 	freed := after == nil && s.leaveSlotLocked(j)
+	if after != nil && j.holding && j.phase == phaseRunning {
+		s.running--
+		s.answered++
+		j.phase = phaseAnswered
+	}
 	s.replying++
 	s.mu.Unlock()
 	j.cancel()

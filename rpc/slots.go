@@ -104,8 +104,11 @@ func (s *Server) leaveSlotLocked(j *job) bool {
 		return false
 	}
 	j.holding = false
-	if j.phase == phaseRunning { // a starting job is not counted yet
+	switch j.phase { // a starting job is not counted yet
+	case phaseRunning:
 		s.running--
+	case phaseAnswered:
+		s.answered--
 	}
 	return true
 }

@@ -25,6 +25,9 @@ import (
 //	outside  gives its slot back (the SlotYield of its context: the
 //	         server's withoutSlot) until release is closed, then takes
 //	         one again and returns
+//	after    returns at once, with work after its answer
+//	         (protocol.DoAfterAnswer) that waits for release
+//	panicking  returns at once, with work after its answer that panics
 type slotEngine struct {
 	srv     *Server
 	gate    chan struct{}
@@ -47,6 +50,8 @@ func (slotModule) Info() *protocol.ModuleInfo {
 		{Name: "run", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "gate", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "outside", Kind: "func", Params: []string{}, Results: []string{"i32"}},
+		{Name: "after", Kind: "func", Params: []string{}, Results: []string{"i32"}},
+		{Name: "panicking", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 	}}
 }
 
@@ -109,6 +114,14 @@ func (e *slotEngine) Run(ctx context.Context, _ Module, run protocol.Run) (*prot
 			return nil, errSlotCancelled
 		}
 		e.events <- "outside: back"
+	case "after":
+		protocol.DoAfterAnswer(ctx, func() {
+			e.events <- "after: waiting"
+			<-e.release
+			e.events <- "after: done"
+		})
+	case "panicking":
+		protocol.DoAfterAnswer(ctx, func() { panic("after the answer") })
 	}
 	return &protocol.RunOutcome{Values: []protocol.Value{protocol.ValueI32(1)}}, nil
 }
@@ -364,5 +377,52 @@ func TestJobGoroutinesBounded(t *testing.T) {
 		if m := <-h.answers; m["error"] != nil {
 			t.Fatalf("an admitted compile: %v", m)
 		}
+	}
+}
+
+// TestWorkAfterTheAnswer: the engine's work after a run's answer
+// (protocol.AfterAnswer: freeing its store) runs once the answer is out,
+// and the job keeps its slot until it is done, though it no longer
+// counts as in flight.
+func TestWorkAfterTheAnswer(t *testing.T) {
+	h := startSlotServer(t)
+	h.run(1, "after")
+	h.event("after")
+	if m := h.answer(1); m["error"] != nil { // while the work waits: the answer went first
+		t.Fatalf("run 1: %v", m)
+	}
+	h.event("after: waiting")
+	if st := h.stats(); st.InFlight != 0 || st.Queued != 0 {
+		t.Errorf("stats while the work after the answer runs: inFlight %d queued %d, want 0 and 0", st.InFlight, st.Queued)
+	}
+	h.run(2, "run") // waits for the one slot, which the work holds
+	h.until("run 2 queued", func(s *Server) bool { return s.runQueue.Len() == 1 })
+	if st := h.stats(); st.Queued != 1 {
+		t.Errorf("stats while run 2 waits for the slot: queued %d, want 1", st.Queued)
+	}
+	h.eng.release <- struct{}{}
+	h.event("after: done")
+	h.event("run")
+	if m := h.answer(2); m["error"] != nil {
+		t.Fatalf("run 2: %v", m)
+	}
+	h.oneAtATime()
+}
+
+// TestWorkAfterTheAnswerThatPanics is logged, and the sidecar goes on.
+func TestWorkAfterTheAnswerThatPanics(t *testing.T) {
+	h := startSlotServer(t)
+	h.run(1, "panicking")
+	h.event("panicking")
+	if m := h.answer(1); m["error"] != nil {
+		t.Fatalf("run 1: %v", m)
+	}
+	h.run(2, "run")
+	h.event("run")
+	if m := h.answer(2); m["error"] != nil {
+		t.Fatalf("run 2: %v", m)
+	}
+	if st := h.stats(); st.InFlight != 0 || st.Runs["ok"] != 2 {
+		t.Errorf("stats after: inFlight %d runs %v", st.InFlight, st.Runs)
 	}
 }
