@@ -49,6 +49,30 @@ class IntegrationTest(unittest.TestCase):
         cls.BIN = path
 
 
+class SharedSidecarTest(IntegrationTest):
+    """One real sidecar for all of a class's tests, started with
+    ``sidecar_options()`` and closed after them."""
+
+    sb = None
+
+    @classmethod
+    def sidecar_options(cls) -> dict:
+        return {}
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        import sandboxd
+
+        cls.sb = sandboxd.Sidecar(binary=cls.BIN, **cls.sidecar_options())
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        if cls.sb is not None:
+            cls.sb.close()
+        super().tearDownClass()
+
+
 def wait_running(sb, bound: float = 120) -> None:
     """Wait until a run, call or evaluation is executing in the sidecar
     ``sb`` (``stats().inFlight``); ``bound`` seconds is a hang bound, never

@@ -6,7 +6,7 @@ import unittest
 import sandboxd
 from sandboxd._params import compile_params, limits_object
 
-from _support import IntegrationTest
+from _support import IntegrationTest, SharedSidecarTest
 
 
 def _uleb(n: int) -> bytes:
@@ -50,16 +50,7 @@ class CompileLimitsParamsTest(unittest.TestCase):
             compile_params("(module)", None, None, None, sandboxd.Limits(compile_timeout="1"))
 
 
-class CompileLimitsTest(IntegrationTest):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.sb = sandboxd.Sidecar(binary=cls.BIN)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sb.close()
-
+class CompileLimitsTest(SharedSidecarTest):
     def check_compile_time(self, cm, limit_ms):
         e = cm.exception
         self.assertEqual((e.kind, e.code, e.resource, e.limit), ("compile_limit_exceeded", 11, "compile_time", limit_ms))

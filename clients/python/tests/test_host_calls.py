@@ -11,7 +11,7 @@ import unittest
 
 import sandboxd
 
-from _support import REPO, IntegrationTest, wat
+from _support import REPO, IntegrationTest, SharedSidecarTest, wat
 
 HOST_USER = (REPO / "testdata" / "plugins" / "wat" / "host_user.wat").read_text()
 
@@ -37,16 +37,15 @@ def never_called():
     raise AssertionError("env::wait is not called by this export")
 
 
-class SyncHostCallsTest(IntegrationTest):
+class SyncHostCallsTest(SharedSidecarTest):
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.guest = wat("host_calls.wat")
-        cls.sb = sandboxd.Sidecar(binary=cls.BIN, max_concurrency=2)
+    def sidecar_options(cls):
+        return {"max_concurrency": 2}
 
     @classmethod
-    def tearDownClass(cls):
-        cls.sb.close()
+    def setUpClass(cls):
+        cls.guest = wat("host_calls.wat")
+        super().setUpClass()
 
     def run_guest(self, function, *args, functions, **keywords):
         return self.sb.run(wat=self.guest, function=function, args=list(args),

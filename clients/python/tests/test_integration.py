@@ -18,7 +18,7 @@ import time
 
 import sandboxd
 
-from _support import CLIENT, WAT, WIRE, IntegrationTest, wat
+from _support import CLIENT, WAT, WIRE, IntegrationTest, SharedSidecarTest, wat
 
 # (module (func (export "add") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add)),
 # assembled by hand so the wasm= path is tested with real bytes.
@@ -36,18 +36,17 @@ def fixture(name):
     return str(WAT / name)
 
 
-class SidecarTest(IntegrationTest):
+class SidecarTest(SharedSidecarTest):
     """Most tests share one sidecar, as an application would."""
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.sb = sandboxd.Sidecar(binary=cls.BIN, max_concurrency=8)
-        cls.well = wat("well_behaved.wat")
+    def sidecar_options(cls):
+        return {"max_concurrency": 8}
 
     @classmethod
-    def tearDownClass(cls):
-        cls.sb.close()
+    def setUpClass(cls):
+        cls.well = wat("well_behaved.wat")
+        super().setUpClass()
 
     # -- the README example, line by line
 

@@ -11,7 +11,7 @@ import unittest
 
 import sandboxd
 
-from _support import REPO, IntegrationTest, wait_running
+from _support import REPO, IntegrationTest, SharedSidecarTest, wait_running
 
 GO_PLUGIN = REPO / "testdata" / "plugins" / "go" / "plugin.wasm"
 WAT_PLUGIN = REPO / "testdata" / "plugins" / "wat" / "plugin.wat"
@@ -37,14 +37,17 @@ STATEFUL = """(module
 """
 
 
-class PluginTestCase(IntegrationTest):
+class PluginTestCase(SharedSidecarTest):
     """One sidecar per class, the modules compiled once (the Go plugin takes
     seconds to compile)."""
 
     @classmethod
+    def sidecar_options(cls):
+        return {"max_concurrency": 2}
+
+    @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.sb = sandboxd.Sidecar(binary=cls.BIN, max_concurrency=2)
         try:
             cls.go = cls.sb.compile(path=GO_PLUGIN, limits=COMPILE)
             cls.wat = cls.sb.compile(wat=WAT_PLUGIN.read_text(), limits=COMPILE)
@@ -52,11 +55,6 @@ class PluginTestCase(IntegrationTest):
         except BaseException:
             cls.sb.close()
             raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sb.close()
-        super().tearDownClass()
 
     def go_plugin(self, **keywords):
         return self.sb.plugin(module=self.go, wasi=True, log=True, **keywords)

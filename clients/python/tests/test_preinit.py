@@ -10,7 +10,7 @@ import unittest
 import sandboxd
 from sandboxd._params import compile_params
 
-from _support import REPO, IntegrationTest
+from _support import REPO, IntegrationTest, SharedSidecarTest
 
 GO_PLUGIN = REPO / "testdata" / "plugins" / "go" / "plugin.wasm"
 
@@ -46,17 +46,7 @@ class PreinitParamsTest(unittest.TestCase):
             sb.close()
 
 
-class PreinitTest(IntegrationTest):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.sb = sandboxd.Sidecar(binary=cls.BIN)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sb.close()
-        super().tearDownClass()
-
+class PreinitTest(SharedSidecarTest):
     def test_go_plugin_preinitialized(self):
         plain = self.sb.compile(path=GO_PLUGIN, limits=COMPILE)
         pre = self.sb.compile(path=GO_PLUGIN, limits=COMPILE, preinitialize=True)

@@ -13,7 +13,7 @@ import unittest
 import sandboxd
 from sandboxd._params import run_params
 
-from _support import REPO, IntegrationTest
+from _support import REPO, IntegrationTest, SharedSidecarTest
 
 GUESTS = REPO / "testdata" / "wasi"
 C_GUEST = str(GUESTS / "guest_c.wasm")
@@ -74,16 +74,19 @@ class WasiParamsTest(unittest.TestCase):
                 params(path="/g.wasm", **kw)
 
 
-class WasiTest(IntegrationTest):
+class WasiTest(SharedSidecarTest):
+    @classmethod
+    def sidecar_options(cls):
+        return {"args": ["--allow-dir", cls.tmp]}
+
     @classmethod
     def setUpClass(cls):
-        super().setUpClass()
         cls.tmp = tempfile.mkdtemp(prefix="sandboxd-wasi-")
-        cls.sb = sandboxd.Sidecar(binary=cls.BIN, args=["--allow-dir", cls.tmp])
+        super().setUpClass()
 
     @classmethod
     def tearDownClass(cls):
-        cls.sb.close()
+        super().tearDownClass()
         shutil.rmtree(cls.tmp, True)
 
     def run_c(self, *args, **kw):
