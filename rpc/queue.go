@@ -222,16 +222,19 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 	}
 	after := j.afterAnswer
 	j.afterAnswer = nil
-	// A job with work after its answer keeps its slot until the work is
-	// done: the store it frees is still held, and the slots bound them.
-	freed := after == nil && s.leaveSlotLocked(j)
+	// The job is answered: it no longer counts as running (stats, and
+	// admission: a parent that sends its next request when it reads
+	// this answer finds it gone). A job with work after its answer
+	// keeps its slot itself until the work is done: the store it frees
+	// is still held, and the slots bound them.
+	held := s.leaveSlotLocked(j)
 	s.replying++
 	s.mu.Unlock()
 	j.cancel()
 	if j.turn != nil {
 		j.turn.Abandon() // the instance's next call may go
 	}
-	if freed {
+	if held && after == nil {
 		s.slotFreed() // the next queued run starts while this response goes out
 	}
 
@@ -239,10 +242,7 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 
 	if after != nil {
 		s.runAfterAnswer(j, after)
-		s.mu.Lock()
-		freed = s.leaveSlotLocked(j)
-		s.mu.Unlock()
-		if freed {
+		if held {
 			s.slotFreed()
 		}
 	}

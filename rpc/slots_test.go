@@ -25,19 +25,31 @@ import (
 //	outside  gives its slot back (the SlotYield of its context: the
 //	         server's withoutSlot) until release is closed, then takes
 //	         one again and returns
+//	after    returns, and frees its store once its answer is out
+//	         (protocol.AfterAnswer): reports "after: freeing", then
+//	         waits for free
+//	afterpanic  returns; the work after its answer panics
+//
+// Every run holds a store from its start until it is freed (at once,
+// or after its answer for after): stores counts them.
 type slotEngine struct {
 	srv     *Server
 	gate    chan struct{}
 	release chan struct{}
+	free    chan struct{}
 	events  chan string // what ran, in order
 
-	mu     sync.Mutex
-	inside int // jobs running guest code now
-	most   int
+	mu         sync.Mutex
+	inside     int // jobs running guest code now
+	most       int
+	stores     int // stores not freed yet
+	mostStores int
+	freed      int // stores freed after their answer
 }
 
 func newSlotEngine() *slotEngine {
-	return &slotEngine{gate: make(chan struct{}), release: make(chan struct{}), events: make(chan string, 100)}
+	return &slotEngine{gate: make(chan struct{}), release: make(chan struct{}), free: make(chan struct{}),
+		events: make(chan string, 100)}
 }
 
 type slotModule struct{}
@@ -47,6 +59,8 @@ func (slotModule) Info() *protocol.ModuleInfo {
 		{Name: "run", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "gate", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "outside", Kind: "func", Params: []string{}, Results: []string{"i32"}},
+		{Name: "after", Kind: "func", Params: []string{}, Results: []string{"i32"}},
+		{Name: "afterpanic", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 	}}
 }
 
@@ -78,6 +92,22 @@ func (e *slotEngine) leave() {
 	e.mu.Unlock()
 }
 
+func (e *slotEngine) openStore() {
+	e.mu.Lock()
+	e.stores++
+	e.mostStores = max(e.mostStores, e.stores)
+	e.mu.Unlock()
+}
+
+func (e *slotEngine) closeStore(after bool) {
+	e.mu.Lock()
+	e.stores--
+	if after {
+		e.freed++
+	}
+	e.mu.Unlock()
+}
+
 func (e *slotEngine) mostAtOnce() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -89,7 +119,24 @@ var errSlotCancelled = &protocol.Error{Kind: protocol.KindCancelled, Message: "r
 func (e *slotEngine) Run(ctx context.Context, _ Module, run protocol.Run) (*protocol.RunOutcome, error) {
 	e.enter()
 	defer e.leave()
+	e.openStore()
 	e.events <- run.Function
+	switch run.Function {
+	case "after":
+		protocol.DoAfterAnswer(ctx, func() {
+			e.events <- "after: freeing"
+			<-e.free
+			e.closeStore(true)
+		})
+		return &protocol.RunOutcome{Values: []protocol.Value{protocol.ValueI32(1)}}, nil
+	case "afterpanic":
+		protocol.DoAfterAnswer(ctx, func() {
+			e.closeStore(true)
+			panic("freeing the store broke")
+		})
+		return &protocol.RunOutcome{Values: []protocol.Value{protocol.ValueI32(1)}}, nil
+	}
+	defer e.closeStore(false)
 	switch run.Function {
 	case "gate":
 		select {
@@ -119,6 +166,7 @@ type slotServer struct {
 	eng     *slotEngine
 	in      *io.PipeWriter
 	answers chan map[string]any
+	served  chan error // Serve's result, once it returned
 }
 
 func startSlotServer(t *testing.T, maxQueue ...int) *slotServer {
@@ -134,11 +182,12 @@ func startSlotServer(t *testing.T, maxQueue ...int) *slotServer {
 	eng.srv = srv
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	h := &slotServer{t: t, eng: eng, in: inW, answers: make(chan map[string]any, 100)}
 	served := make(chan error, 1)
+	h := &slotServer{t: t, eng: eng, in: inW, answers: make(chan map[string]any, 100), served: served}
 	go func() {
-		served <- srv.Serve(context.Background(), inR, outW)
+		err := srv.Serve(context.Background(), inR, outW)
 		outW.Close()
+		served <- err
 	}()
 	go func() {
 		sc := bufio.NewScanner(outR)
@@ -153,6 +202,7 @@ func startSlotServer(t *testing.T, maxQueue ...int) *slotServer {
 	}()
 	t.Cleanup(func() {
 		close(eng.release)
+		close(eng.free)
 		inW.Close()
 		select {
 		case <-served:
