@@ -1,0 +1,263 @@
+package main
+
+// A run's store is freed after its answer is out (protocol.AfterAnswer):
+// these drive the real binary through the paths that put the freeing off
+// (runs, plugin runs, WASI runs, their traps, exits and fences, cancels)
+// and check what must not change: every request answered once, a run's
+// output before its answer, nothing leaked, a clean end whenever it comes.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// afterGuest is a WASI module that prints, then: returns (ok), traps
+// (trap), exits with status 3 (exit), or loops for ever (spin).
+const afterGuest = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "printed before the end\n")
+  (func $print
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 23))
+    (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
+  (func (export "_start") (call $print))
+  (func (export "ok") (call $print))
+  (func (export "trap") (call $print) unreachable)
+  (func (export "exit") (call $print) (call $exit (i32.const 3)))
+  (func (export "spin") (call $print) (loop $l (br $l))))`
+
+// afterMix is one request of the mix, by i: its params and the outcome
+// kinds it may end with ("" for a result; cancelled always may).
+func afterMix(t *testing.T, i int, guest string) (map[string]any, []string) {
+	t.Helper()
+	p, kinds := afterMixParams(i, guest)
+	if printsFirst(i) {
+		kinds = append(kinds, "prints")
+	}
+	return p, kinds
+}
+
+// printsFirst says whether request i of the mix prints before it ends.
+func printsFirst(i int) bool { return i%9 >= 1 && i%9 <= 5 }
+
+func afterMixParams(i int, guest string) (map[string]any, []string) {
+	wasi := map[string]any{"wasi": true}
+	plugin := filepath.Join(watDir, "..", "plugins", "wat", "plugin.wat")
+	switch i % 9 {
+	case 0:
+		return runParams(fixture("well_behaved.wat"), "add", []any{2, 40}, nil, nil), []string{""}
+	case 1:
+		return runParams(guest, "ok", nil, nil, wasi), []string{""}
+	case 2:
+		return runParams(guest, "trap", nil, nil, wasi), []string{"trap"}
+	case 3:
+		return runParams(guest, "exit", nil, nil, wasi), []string{""}
+	case 4:
+		return runParams(guest, "spin", nil, map[string]uint64{"fuel": 20_000}, wasi), []string{"fuel_exhausted"}
+	case 5:
+		return runParams(guest, "spin", nil, map[string]uint64{"fuel": hugeFuel, "timeoutMs": 20}, wasi), []string{"timeout"}
+	case 6:
+		return runParams(fixture("memory_bomb.wat"), "", nil, map[string]uint64{"memoryBytes": 1 << 20}, nil), []string{"memory_limit_exceeded", "trap"}
+	case 7:
+		p := runParams(plugin, "echo", nil, nil, nil)
+		p["input"] = "aGVsbG8=" // "hello"
+		return p, []string{""}
+	default:
+		p := runParams(plugin, "fail", nil, nil, nil)
+		p["input"] = ""
+		return p, []string{"plugin_error"}
+	}
+}
+
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	return len(ents)
+}
+
+// checkAnswers checks that each of ids was answered exactly once, with a
+// kind it may end with, and that every output notification of a run came
+// before its answer; a run that prints ("prints" among its kinds) and
+// was not cancelled has its output before its answer.
+func checkAnswers(t *testing.T, s *rawSidecar, kinds map[string][]string, cancelledOK bool) {
+	t.Helper()
+	msgs := s.all()
+	answered := map[string]bool{}
+	printed := map[string]bool{}
+	for _, m := range msgs {
+		if m.isResponse() {
+			id := m.idKey()
+			if answered[id] {
+				t.Errorf("request %s answered twice", id)
+			}
+			answered[id] = true
+			want, ok := kinds[id]
+			if !ok {
+				continue
+			}
+			k := m.kind()
+			if m.Error != nil && k == "" {
+				t.Errorf("request %s: protocol error %s", id, m.raw)
+				continue
+			}
+			if !(cancelledOK && k == "cancelled") && !containsKind(want, k) {
+				t.Errorf("request %s ended %q, want one of %q: %s", id, k, want, trunc(m.raw))
+			}
+			if containsKind(want, "prints") && k != "cancelled" && !printed[id] {
+				t.Errorf("request %s ended %q with no output notification before its answer", id, k)
+			}
+			continue
+		}
+		if m.Method == "output" || m.Method == "log" {
+			var p struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			id := strings.TrimSpace(string(p.ID))
+			if answered[id] {
+				t.Errorf("a %s notification of %s came after its answer", m.Method, id)
+			}
+			printed[id] = printed[id] || m.Method == "output"
+		}
+	}
+	for id := range kinds {
+		if !answered[id] {
+			t.Errorf("request %s never answered", id)
+		}
+	}
+}
+
+func containsKind(kinds []string, k string) bool {
+	for _, w := range kinds {
+		if w == k {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAfterAnswerStorm: with one run slot (and without the pool), a
+// pipelined mix of runs that print and end every way, plugin runs, and
+// cancels racing the ends of runs: every request is answered once, a
+// run's output comes before its answer, the queue drains, and the
+// sidecar holds no more descriptors and little more memory after many
+// rounds than after the first; shutdown then exit end it with 0.
+func TestAfterAnswerStorm(t *testing.T) {
+	guest := writeWAT(t, afterGuest)
+	for _, args := range [][]string{
+		{"--max-concurrency", "1"},
+		{"--max-concurrency", "1", "--pool=false"},
+		{"--max-concurrency", "2"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			s := startRaw(t, binPath, append([]string{"--framing=ndjson"}, args...)...)
+			s.startReading()
+			kinds := map[string][]string{}
+			round := func(r, n int) {
+				for i := range n {
+					id := fmt.Sprintf(`"r%d-%d"`, r, i)
+					p, k := afterMix(t, i, guest)
+					kinds[id] = k
+					s.request(id, "run", p)
+					if i%4 == 3 { // a cancel racing the end of the run before
+						s.notify("$/cancelRequest", map[string]any{"id": json.RawMessage(fmt.Sprintf(`"r%d-%d"`, r, i-1))})
+					}
+				}
+				for i := range n {
+					s.response(fmt.Sprintf(`"r%d-%d"`, r, i), 2*time.Minute)
+				}
+				if st := s.statsRaw(fmt.Sprintf(`"st%d"`, r)); st.InFlight != 0 || st.Queued != 0 {
+					t.Errorf("round %d answered, stats: inFlight %d queued %d", r, st.InFlight, st.Queued)
+				}
+			}
+			round(0, 36) // compiles everything, warms the pool
+			fds := openFDs(t, s.pid())
+			rss, _ := vmRSS(s.pid())
+			for r := 1; r <= 8; r++ {
+				round(r, 90)
+			}
+			if n := openFDs(t, s.pid()); n > fds {
+				t.Errorf("%d descriptors open after the rounds, %d after the first", n, fds)
+			}
+			if after, err := vmRSS(s.pid()); err == nil && after > rss+64<<20 {
+				t.Errorf("RSS grew from %s to %s over the rounds", mib(rss), mib(after))
+			}
+			s.request(`"down"`, "shutdown", nil)
+			s.response(`"down"`, time.Minute)
+			s.notify("exit", nil)
+			if code, _, killed := s.wait(time.Minute); code != 0 || killed {
+				t.Errorf("exit status %d (killed %v); stderr:\n%s", code, killed, s.stderr.String())
+			}
+			checkAnswers(t, s, kinds, true)
+			if e := s.stderr.String(); strings.Contains(e, "panic") {
+				t.Errorf("stderr:\n%s", e)
+			}
+		})
+	}
+}
+
+// TestAfterAnswerEndMidStorm: the end (stdin closed, SIGTERM, or
+// shutdown then stdin closed) arriving while runs end and free their
+// stores: every request read is answered once, output before its answer,
+// and the sidecar exits cleanly (the engine is closed after the last
+// store is freed, never before).
+func TestAfterAnswerEndMidStorm(t *testing.T) {
+	guest := writeWAT(t, afterGuest)
+	for _, end := range []string{"eof", "sigterm", "shutdown"} {
+		t.Run(end, func(t *testing.T) {
+			for iter := range 4 {
+				s := startRaw(t, binPath, "--framing=ndjson", "--max-concurrency", "2")
+				s.startReading()
+				// Compile first: the storm is of runs, not compiles.
+				for i := range 9 {
+					p, _ := afterMix(t, i, guest)
+					s.request(fmt.Sprintf(`"warm%d"`, i), "run", p)
+					s.response(fmt.Sprintf(`"warm%d"`, i), 2*time.Minute)
+				}
+				kinds := map[string][]string{}
+				for i := range 60 {
+					id := fmt.Sprintf(`"e%d"`, i)
+					p, k := afterMix(t, i+iter, guest)
+					kinds[id] = k
+					s.request(id, "run", p)
+				}
+				time.Sleep(time.Duration(iter) * 3 * time.Millisecond) // end at different points of the storm
+				switch end {
+				case "eof":
+					_ = s.stdin.Close()
+				case "sigterm":
+					_ = s.cmd.Process.Signal(syscall.SIGTERM)
+				case "shutdown":
+					s.request(`"down"`, "shutdown", nil)
+					_ = s.stdin.Close()
+				}
+				code, _, killed := s.wait(time.Minute)
+				if killed || code != 0 && !(end == "sigterm" && code == 1) {
+					t.Errorf("iteration %d: exit status %d (killed %v); stderr:\n%s", iter, code, killed, s.stderr.String())
+				}
+				if end == "shutdown" {
+					kinds[`"down"`] = []string{""}
+				}
+				if end != "sigterm" {
+					checkAnswers(t, s, kinds, end != "shutdown")
+				} else {
+					checkAnswers(t, s, nil, true) // answered at most once; a signal may end it before all are read
+				}
+				if e := s.stderr.String(); strings.Contains(e, "panic") || strings.Contains(e, "SIGSEGV") {
+					t.Errorf("iteration %d: stderr:\n%s", iter, e)
+				}
+			}
+		})
+	}
+}
