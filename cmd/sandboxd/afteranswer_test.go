@@ -7,14 +7,21 @@ package main
 // output before its answer, nothing leaked, a clean end whenever it comes.
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/clients/go/sandboxd"
+	"github.com/sandboxd/sandboxd/protocol"
+	"github.com/sandboxd/sandboxd/rpc"
 )
 
 // afterGuest is a WASI module that prints, then: returns (ok), traps
@@ -259,5 +266,77 @@ func TestAfterAnswerEndMidStorm(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAfterAnswerHostCallsOneSlot: with one run slot and an instances'
+// share of the pool for 4 stores, runs that declare host functions (they
+// give their slot back while the parent answers, and wait for the share
+// without one), plain runs and plugin runs, all at once, some cancelled
+// as they end: a run's slot is now held until its store is freed, after
+// its answer, and nothing may wait in a cycle for it. Every run ends, and
+// the sidecar is idle after.
+func TestAfterAnswerHostCallsOneSlot(t *testing.T) {
+	c, _ := startClient(t, binPath, "--max-concurrency", "1", "--max-instances", "4", "--max-queue", "2000")
+	plugin := filepath.Join(watDir, "..", "plugins", "wat", "plugin.wat")
+	const runs = 240
+	times3 := func(_ context.Context, call sandboxd.HostCall) ([]sandboxd.HostValue, error) {
+		return []sandboxd.HostValue{sandboxd.HostI32(int32(call.Args[0].I64()) * 3)}, nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, runs)
+	for r := range runs {
+		wg.Go(func() {
+			ctx := ctxT(t, 5*time.Minute) // a hang bound
+			if r%5 == 4 {                 // cancelled about when it ends
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(r%7)*time.Millisecond)
+				defer cancel()
+			}
+			var err error
+			var got, want string
+			switch r % 3 {
+			case 0:
+				var res *protocol.RunResult
+				res, err = c.RunWith(ctx, lookupRun("sum", 5, map[string]uint64{"timeoutMs": 300_000}), sandboxd.RunHandlers{Host: times3})
+				if err == nil {
+					got, want = string(res.Values[0].Value), "30"
+				}
+			case 1:
+				var res *protocol.RunResult
+				res, err = c.Run(ctx, sandboxd.RunParams{Module: modPath("well_behaved.wat"), Function: "add", Args: rawArgs(2, 40)}, nil)
+				if err == nil {
+					got, want = string(res.Values[0].Value), "42"
+				}
+			default:
+				in := protocol.Bytes("hello")
+				_, err = c.Run(ctx, sandboxd.RunParams{Module: rpc.ModuleSpec{Path: sandboxd.Str(plugin)}, Function: "echo", Input: &in}, nil)
+			}
+			switch {
+			case err != nil && r%5 == 4 && (errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "cancelled")):
+			case err != nil:
+				errs <- fmt.Errorf("run %d: %w", r, err)
+			case got != want:
+				errs <- fmt.Errorf("run %d: got %s, want %s", r, got, want)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	ctx := ctxT(t, time.Minute)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		st, err := c.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.InFlight == 0 && st.Queued == 0 && st.HostCalls.Waiting == 0 {
+			break
+		}
+		if time.Now().After(deadline) { // cancelled runs' answers may still be on their way: a hang bound
+			t.Fatalf("not idle after every run ended: %+v", st)
+		}
 	}
 }
