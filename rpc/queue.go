@@ -52,7 +52,7 @@ type job struct {
 	phase   phase         // guarded by Server.mu
 	holding bool          // holds a run slot; guarded by Server.mu
 	elem    *list.Element // in the run queue while phaseQueued
-	replied bool          // owned by the goroutine that answers
+	replied bool          // guarded by Server.mu
 	// afterAnswer is the engine's work put off until the answer is out
 	// (protocol.AfterAnswer); guarded by Server.mu. The job keeps its
 	// slot until it is done.
