@@ -53,12 +53,32 @@ func afterMix(t *testing.T, i int, guest string) (map[string]any, []string) {
 }
 
 // printsFirst says whether request i of the mix prints before it ends.
-func printsFirst(i int) bool { return i%9 >= 1 && i%9 <= 5 }
+func printsFirst(i int) bool { return i%afterMixSize >= 1 && i%afterMixSize <= 5 }
+
+// afterMixSize is how many kinds of request the mix has.
+const afterMixSize = 11
+
+// afterMixDir is the directory the mix's opener runs are granted, under
+// --allow-dir (afterMixArgs). The tests that use the mix are not parallel.
+var afterMixDir string
+
+// afterMixArgs are the serve flags the mix needs: a directory to grant
+// and a small bound on a guest's descriptors.
+func afterMixArgs(t *testing.T) []string {
+	afterMixDir = t.TempDir()
+	return []string{"--allow-dir", afterMixDir, "--max-open-files", "20"}
+}
 
 func afterMixParams(i int, guest string) (map[string]any, []string) {
 	wasi := map[string]any{"wasi": true}
 	plugin := filepath.Join(watDir, "..", "plugins", "wat", "plugin.wat")
-	switch i % 9 {
+	switch i % afterMixSize {
+	case 9: // opens descriptors until EMFILE (33), held until its store is freed
+		return runParams(afterOpener, "", nil, nil, map[string]any{"wasi": map[string]any{
+			"dirs": []any{map[string]any{"host": afterMixDir, "guest": "/d"}}}}), []string{""}
+	case 10: // a files tree, removed when its store is freed
+		return runParams(guest, "ok", nil, nil, map[string]any{"wasi": map[string]any{
+			"files": map[string]any{"/in.txt": "some input"}}}), []string{""}
 	case 0:
 		return runParams(fixture("well_behaved.wat"), "add", []any{2, 40}, nil, nil), []string{""}
 	case 1:
@@ -77,20 +97,35 @@ func afterMixParams(i int, guest string) (map[string]any, []string) {
 		p := runParams(plugin, "echo", nil, nil, nil)
 		p["input"] = "aGVsbG8=" // "hello"
 		return p, []string{""}
-	default:
+	case 8:
 		p := runParams(plugin, "fail", nil, nil, nil)
 		p["input"] = ""
 		return p, []string{"plugin_error"}
 	}
+	panic("afterMixSize")
 }
 
-func openFDs(t *testing.T, pid int) int {
+// afterOpener is openerGuest's file (the tests that use the mix write
+// it).
+var afterOpener string
+
+// openFDs lists what the process's descriptors point at, but for pipes
+// and pidfds: the compile children's, whose spare comes and goes.
+func openFDs(t *testing.T, pid int) []string {
 	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
-	return len(ents)
+	var fds []string
+	for _, e := range ents {
+		target, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		if !strings.HasPrefix(target, "pipe:") && target != "anon_inode:[pidfd]" {
+			fds = append(fds, e.Name()+"->"+target)
+		}
+	}
+	return fds
 }
 
 // checkAnswers checks that each of ids was answered exactly once, with a
@@ -162,13 +197,14 @@ func containsKind(kinds []string, k string) bool {
 // rounds than after the first; shutdown then exit end it with 0.
 func TestAfterAnswerStorm(t *testing.T) {
 	guest := writeWAT(t, afterGuest)
+	afterOpener = writeWAT(t, openerGuest)
 	for _, args := range [][]string{
 		{"--max-concurrency", "1"},
 		{"--max-concurrency", "1", "--pool=false"},
 		{"--max-concurrency", "2"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			s := startRaw(t, binPath, append([]string{"--framing=ndjson"}, args...)...)
+			s := startRaw(t, binPath, append(append([]string{"--framing=ndjson"}, afterMixArgs(t)...), args...)...)
 			s.startReading()
 			kinds := map[string][]string{}
 			round := func(r, n int) {
@@ -194,8 +230,8 @@ func TestAfterAnswerStorm(t *testing.T) {
 			for r := 1; r <= 8; r++ {
 				round(r, 90)
 			}
-			if n := openFDs(t, s.pid()); n > fds {
-				t.Errorf("%d descriptors open after the rounds, %d after the first", n, fds)
+			if n := openFDs(t, s.pid()); len(n) > len(fds) {
+				t.Errorf("%d descriptors open after the rounds, %d after the first:\n%q\n%q", len(n), len(fds), n, fds)
 			}
 			if after, err := vmRSS(s.pid()); err == nil && after > rss+64<<20 {
 				t.Errorf("RSS grew from %s to %s over the rounds", mib(rss), mib(after))
@@ -221,13 +257,14 @@ func TestAfterAnswerStorm(t *testing.T) {
 // store is freed, never before).
 func TestAfterAnswerEndMidStorm(t *testing.T) {
 	guest := writeWAT(t, afterGuest)
+	afterOpener = writeWAT(t, openerGuest)
 	for _, end := range []string{"eof", "sigterm", "shutdown"} {
 		t.Run(end, func(t *testing.T) {
 			for iter := range 4 {
-				s := startRaw(t, binPath, "--framing=ndjson", "--max-concurrency", "2")
+				s := startRaw(t, binPath, append([]string{"--framing=ndjson", "--max-concurrency", "2"}, afterMixArgs(t)...)...)
 				s.startReading()
 				// Compile first: the storm is of runs, not compiles.
-				for i := range 9 {
+				for i := range afterMixSize {
 					p, _ := afterMix(t, i, guest)
 					s.request(fmt.Sprintf(`"warm%d"`, i), "run", p)
 					s.response(fmt.Sprintf(`"warm%d"`, i), 2*time.Minute)
@@ -340,3 +377,4 @@ func TestAfterAnswerHostCallsOneSlot(t *testing.T) {
 		}
 	}
 }
+
