@@ -377,4 +377,3 @@ func TestAfterAnswerHostCallsOneSlot(t *testing.T) {
 		}
 	}
 }
-
