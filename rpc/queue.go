@@ -150,6 +150,9 @@ func duplicateIDError(key idKey) *jsonrpc2.Error {
 // a job that is about to take a free slot is not waiting. Call with s.mu
 // held.
 func (s *Server) waitingLocked() int {
+	// A slot whose job is answered is idle here, though the job may
+	// still hold it while it frees its store (respond): the parent is
+	// done with that job, and the next job takes the slot then.
 	idle := s.opts.MaxConcurrency - s.running
 	// Calls waiting for their instance's turn wait whatever the slots do.
 	return max(0, s.waiting-s.inLine-idle) + s.inLine
