@@ -225,6 +225,15 @@ func TestAfterAnswerStorm(t *testing.T) {
 				}
 			}
 			round(0, 36) // compiles everything, warms the pool
+			// One at a time: each is the only request in flight, run by
+			// the reader itself (inline), which also frees its store.
+			for i := range 3 * afterMixSize {
+				id := fmt.Sprintf(`"seq%d"`, i)
+				p, k := afterMix(t, i, guest)
+				kinds[id] = k
+				s.request(id, "run", p)
+				s.response(id, 2*time.Minute)
+			}
 			fds := openFDs(t, s.pid())
 			rss, _ := vmRSS(s.pid())
 			for r := 1; r <= 8; r++ {
@@ -250,7 +259,7 @@ func TestAfterAnswerStorm(t *testing.T) {
 	}
 }
 
-// TestAfterAnswerEndMidStorm: the end (stdin closed, SIGTERM, or
+// TestAfterAnswerEndMidStorm: the end (stdin closed, SIGTERM, exit, or
 // shutdown then stdin closed) arriving while runs end and free their
 // stores: every request read is answered once, output before its answer,
 // and the sidecar exits cleanly (the engine is closed after the last
@@ -258,7 +267,7 @@ func TestAfterAnswerStorm(t *testing.T) {
 func TestAfterAnswerEndMidStorm(t *testing.T) {
 	guest := writeWAT(t, afterGuest)
 	afterOpener = writeWAT(t, openerGuest)
-	for _, end := range []string{"eof", "sigterm", "shutdown"} {
+	for _, end := range []string{"eof", "sigterm", "shutdown", "exit"} {
 		t.Run(end, func(t *testing.T) {
 			for iter := range 4 {
 				s := startRaw(t, binPath, append([]string{"--framing=ndjson", "--max-concurrency", "2"}, afterMixArgs(t)...)...)
@@ -285,9 +294,11 @@ func TestAfterAnswerEndMidStorm(t *testing.T) {
 				case "shutdown":
 					s.request(`"down"`, "shutdown", nil)
 					_ = s.stdin.Close()
+				case "exit": // without shutdown: status 1
+					s.notify("exit", nil)
 				}
 				code, _, killed := s.wait(time.Minute)
-				if killed || code != 0 && !(end == "sigterm" && code == 1) {
+				if want := map[string]int{"exit": 1}[end]; killed || code != want && !(end == "sigterm" && code == 1) {
 					t.Errorf("iteration %d: exit status %d (killed %v); stderr:\n%s", iter, code, killed, s.stderr.String())
 				}
 				if end == "shutdown" {
