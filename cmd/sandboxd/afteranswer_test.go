@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -386,5 +387,43 @@ func TestAfterAnswerHostCallsOneSlot(t *testing.T) {
 		if time.Now().After(deadline) { // cancelled runs' answers may still be on their way: a hang bound
 			t.Fatalf("not idle after every run ended: %+v", st)
 		}
+	}
+}
+
+// TestAfterAnswerParentNotReading: runs whose answers (with their
+// output) fill the pipe of a parent that never reads hold their slots
+// while their answers wait to be written, and their stores until then;
+// the parent closing its input must still end the sidecar (the output
+// abandoned after the drain timeout, the stores then freed), on one slot.
+func TestAfterAnswerParentNotReading(t *testing.T) {
+	guest := writeWAT(t, writerGuest('x', 60000, 4, false, false))
+	cmd := exec.Command(binPath, "serve", "--framing=ndjson", "--max-concurrency", "1")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmd.StdoutPipe(); err != nil { // never read
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i, "method": "run",
+			"params": runParams(guest, "", nil, nil, map[string]any{"wasi": true})})
+		if _, err := stdin.Write(append(body, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let the runs fill the pipe
+	_ = stdin.Close()
+	code, _, killed := waitTimeout(cmd, time.Minute) // a hang bound: the drain timeout is 1 s
+	if killed || code != 0 {
+		t.Errorf("exit status %d (killed %v) after the input closed, the output unread; stderr:\n%s", code, killed, stderr.String())
+	}
+	if e := stderr.String(); strings.Contains(e, "panic") || strings.Contains(e, "SIGSEGV") {
+		t.Errorf("stderr:\n%s", e)
 	}
 }
