@@ -57,7 +57,6 @@ type Server struct {
 	waiting     int            // jobs admitted and not yet holding a run slot
 	queuedBytes int64          // the message sizes of those jobs
 	running     int            // jobs holding a run slot, not yet answered
-	answered    int            // answered jobs holding a run slot until the engine's work after the answer is done
 	away        int            // running jobs that gave their slot back for a while (withoutSlot)
 	returning   int            // those of them waiting to take one again
 	inLine      int            // calls among the waiting jobs whose instance's turn has not come (instance.go)

@@ -20,7 +20,6 @@ const (
 	phaseQueued                 // in the run queue, waiting for a run slot
 	phaseStarting               // it took a run slot (slots.go); its goroutine starts
 	phaseRunning                // it runs, holding a slot (or away from it: withoutSlot)
-	phaseAnswered               // answered, its slot held until the engine's work after the answer is done (respond)
 )
 
 // job is one admitted run or compile request, from admission to its
@@ -53,7 +52,7 @@ type job struct {
 	phase   phase         // guarded by Server.mu
 	holding bool          // holds a run slot; guarded by Server.mu
 	elem    *list.Element // in the run queue while phaseQueued
-	replied bool          // owned by the goroutine that answers
+	replied bool          // guarded by Server.mu
 	// afterAnswer is the engine's work put off until the answer is out
 	// (protocol.AfterAnswer); guarded by Server.mu. The job keeps its
 	// slot until it is done.
@@ -151,7 +150,10 @@ func duplicateIDError(key idKey) *jsonrpc2.Error {
 // a job that is about to take a free slot is not waiting. Call with s.mu
 // held.
 func (s *Server) waitingLocked() int {
-	idle := s.opts.MaxConcurrency - s.running - s.answered
+	// A slot whose job is answered is idle here, though the job may
+	// still hold it while it frees its store (respond): the parent is
+	// done with that job, and the next job takes the slot then.
+	idle := s.opts.MaxConcurrency - s.running
 	// Calls waiting for their instance's turn wait whatever the slots do.
 	return max(0, s.waiting-s.inLine-idle) + s.inLine
 }
@@ -223,22 +225,19 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 	}
 	after := j.afterAnswer
 	j.afterAnswer = nil
-	// A job with work after its answer keeps its slot until the work is
-	// done: the store it frees is still held, and the slots bound them.
-	// It is no longer in flight (stats): its answer is out.
-	freed := after == nil && s.leaveSlotLocked(j)
-	if after != nil && j.holding && j.phase == phaseRunning {
-		s.running--
-		s.answered++
-		j.phase = phaseAnswered
-	}
+	// The job is answered: it no longer counts as running (stats, and
+	// admission: a parent that sends its next request when it reads
+	// this answer finds it gone). A job with work after its answer
+	// keeps its slot itself until the work is done: the store it frees
+	// is still held, and the slots bound them.
+	held := s.leaveSlotLocked(j)
 	s.replying++
 	s.mu.Unlock()
 	j.cancel()
 	if j.turn != nil {
 		j.turn.Abandon() // the instance's next call may go
 	}
-	if freed {
+	if held && after == nil {
 		s.slotFreed() // the next queued run starts while this response goes out
 	}
 
@@ -246,10 +245,7 @@ func (s *Server) respond(j *job, result any, rerr *jsonrpc2.Error) {
 
 	if after != nil {
 		s.runAfterAnswer(j, after)
-		s.mu.Lock()
-		freed = s.leaveSlotLocked(j)
-		s.mu.Unlock()
-		if freed {
+		if held {
 			s.slotFreed()
 		}
 	}

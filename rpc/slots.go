@@ -104,11 +104,8 @@ func (s *Server) leaveSlotLocked(j *job) bool {
 		return false
 	}
 	j.holding = false
-	switch j.phase { // a starting job is not counted yet
-	case phaseRunning:
+	if j.phase == phaseRunning { // a starting job is not counted yet
 		s.running--
-	case phaseAnswered:
-		s.answered--
 	}
 	return true
 }

@@ -25,22 +25,31 @@ import (
 //	outside  gives its slot back (the SlotYield of its context: the
 //	         server's withoutSlot) until release is closed, then takes
 //	         one again and returns
-//	after    returns at once, with work after its answer
-//	         (protocol.DoAfterAnswer) that waits for release
-//	panicking  returns at once, with work after its answer that panics
+//	after    returns, and frees its store once its answer is out
+//	         (protocol.AfterAnswer): reports "after: freeing", then
+//	         waits for free
+//	afterpanic  returns; the work after its answer panics
+//
+// Every run holds a store from its start until it is freed (at once,
+// or after its answer for after): stores counts them.
 type slotEngine struct {
 	srv     *Server
 	gate    chan struct{}
 	release chan struct{}
+	free    chan struct{}
 	events  chan string // what ran, in order
 
-	mu     sync.Mutex
-	inside int // jobs running guest code now
-	most   int
+	mu         sync.Mutex
+	inside     int // jobs running guest code now
+	most       int
+	stores     int // stores not freed yet
+	mostStores int
+	freed      int // stores freed after their answer
 }
 
 func newSlotEngine() *slotEngine {
-	return &slotEngine{gate: make(chan struct{}), release: make(chan struct{}), events: make(chan string, 100)}
+	return &slotEngine{gate: make(chan struct{}), release: make(chan struct{}), free: make(chan struct{}),
+		events: make(chan string, 100)}
 }
 
 type slotModule struct{}
@@ -51,7 +60,7 @@ func (slotModule) Info() *protocol.ModuleInfo {
 		{Name: "gate", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "outside", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "after", Kind: "func", Params: []string{}, Results: []string{"i32"}},
-		{Name: "panicking", Kind: "func", Params: []string{}, Results: []string{"i32"}},
+		{Name: "afterpanic", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 	}}
 }
 
@@ -83,6 +92,22 @@ func (e *slotEngine) leave() {
 	e.mu.Unlock()
 }
 
+func (e *slotEngine) openStore() {
+	e.mu.Lock()
+	e.stores++
+	e.mostStores = max(e.mostStores, e.stores)
+	e.mu.Unlock()
+}
+
+func (e *slotEngine) closeStore(after bool) {
+	e.mu.Lock()
+	e.stores--
+	if after {
+		e.freed++
+	}
+	e.mu.Unlock()
+}
+
 func (e *slotEngine) mostAtOnce() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -94,7 +119,24 @@ var errSlotCancelled = &protocol.Error{Kind: protocol.KindCancelled, Message: "r
 func (e *slotEngine) Run(ctx context.Context, _ Module, run protocol.Run) (*protocol.RunOutcome, error) {
 	e.enter()
 	defer e.leave()
+	e.openStore()
 	e.events <- run.Function
+	switch run.Function {
+	case "after":
+		protocol.DoAfterAnswer(ctx, func() {
+			e.events <- "after: freeing"
+			<-e.free
+			e.closeStore(true)
+		})
+		return &protocol.RunOutcome{Values: []protocol.Value{protocol.ValueI32(1)}}, nil
+	case "afterpanic":
+		protocol.DoAfterAnswer(ctx, func() {
+			e.closeStore(true)
+			panic("freeing the store broke")
+		})
+		return &protocol.RunOutcome{Values: []protocol.Value{protocol.ValueI32(1)}}, nil
+	}
+	defer e.closeStore(false)
 	switch run.Function {
 	case "gate":
 		select {
@@ -114,14 +156,6 @@ func (e *slotEngine) Run(ctx context.Context, _ Module, run protocol.Run) (*prot
 			return nil, errSlotCancelled
 		}
 		e.events <- "outside: back"
-	case "after":
-		protocol.DoAfterAnswer(ctx, func() {
-			e.events <- "after: waiting"
-			<-e.release
-			e.events <- "after: done"
-		})
-	case "panicking":
-		protocol.DoAfterAnswer(ctx, func() { panic("after the answer") })
 	}
 	return &protocol.RunOutcome{Values: []protocol.Value{protocol.ValueI32(1)}}, nil
 }
@@ -132,6 +166,7 @@ type slotServer struct {
 	eng     *slotEngine
 	in      *io.PipeWriter
 	answers chan map[string]any
+	served  chan error // Serve's result, once it returned
 }
 
 func startSlotServer(t *testing.T, maxQueue ...int) *slotServer {
@@ -147,11 +182,12 @@ func startSlotServer(t *testing.T, maxQueue ...int) *slotServer {
 	eng.srv = srv
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	h := &slotServer{t: t, eng: eng, in: inW, answers: make(chan map[string]any, 100)}
 	served := make(chan error, 1)
+	h := &slotServer{t: t, eng: eng, in: inW, answers: make(chan map[string]any, 100), served: served}
 	go func() {
-		served <- srv.Serve(context.Background(), inR, outW)
+		err := srv.Serve(context.Background(), inR, outW)
 		outW.Close()
+		served <- err
 	}()
 	go func() {
 		sc := bufio.NewScanner(outR)
@@ -166,6 +202,7 @@ func startSlotServer(t *testing.T, maxQueue ...int) *slotServer {
 	}()
 	t.Cleanup(func() {
 		close(eng.release)
+		close(eng.free)
 		inW.Close()
 		select {
 		case <-served:
@@ -377,52 +414,5 @@ func TestJobGoroutinesBounded(t *testing.T) {
 		if m := <-h.answers; m["error"] != nil {
 			t.Fatalf("an admitted compile: %v", m)
 		}
-	}
-}
-
-// TestWorkAfterTheAnswer: the engine's work after a run's answer
-// (protocol.AfterAnswer: freeing its store) runs once the answer is out,
-// and the job keeps its slot until it is done, though it no longer
-// counts as in flight.
-func TestWorkAfterTheAnswer(t *testing.T) {
-	h := startSlotServer(t)
-	h.run(1, "after")
-	h.event("after")
-	if m := h.answer(1); m["error"] != nil { // while the work waits: the answer went first
-		t.Fatalf("run 1: %v", m)
-	}
-	h.event("after: waiting")
-	if st := h.stats(); st.InFlight != 0 || st.Queued != 0 {
-		t.Errorf("stats while the work after the answer runs: inFlight %d queued %d, want 0 and 0", st.InFlight, st.Queued)
-	}
-	h.run(2, "run") // waits for the one slot, which the work holds
-	h.until("run 2 queued", func(s *Server) bool { return s.runQueue.Len() == 1 })
-	if st := h.stats(); st.Queued != 1 {
-		t.Errorf("stats while run 2 waits for the slot: queued %d, want 1", st.Queued)
-	}
-	h.eng.release <- struct{}{}
-	h.event("after: done")
-	h.event("run")
-	if m := h.answer(2); m["error"] != nil {
-		t.Fatalf("run 2: %v", m)
-	}
-	h.oneAtATime()
-}
-
-// TestWorkAfterTheAnswerThatPanics is logged, and the sidecar goes on.
-func TestWorkAfterTheAnswerThatPanics(t *testing.T) {
-	h := startSlotServer(t)
-	h.run(1, "panicking")
-	h.event("panicking")
-	if m := h.answer(1); m["error"] != nil {
-		t.Fatalf("run 1: %v", m)
-	}
-	h.run(2, "run")
-	h.event("run")
-	if m := h.answer(2); m["error"] != nil {
-		t.Fatalf("run 2: %v", m)
-	}
-	if st := h.stats(); st.InFlight != 0 || st.Runs["ok"] != 2 {
-		t.Errorf("stats after: inFlight %d runs %v", st.InFlight, st.Runs)
 	}
 }

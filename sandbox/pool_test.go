@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
-	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -300,76 +298,5 @@ func TestPoolRunWaitingForItsCaller(t *testing.T) {
 	}
 	if info := e.PoolInfo(); info.RunsInUse != 0 || info.InstancesInUse != 0 {
 		t.Fatalf("after the runs: %+v", info)
-	}
-}
-
-// TestStoreFreedAfterTheAnswer: a run or one-shot call whose context lets
-// the caller put work off until its answer is out (protocol.AfterAnswer,
-// as the sidecar's does) returns with its store still held, its output
-// already forwarded (even when it trapped), and frees the store when the
-// caller runs the work.
-func TestStoreFreedAfterTheAnswer(t *testing.T) {
-	t.Parallel()
-	e := newEngine(t, sandbox.Config{MaxRuns: 2})
-	ctx := context.Background()
-	printThenTrap, _, err := e.Compile(ctx, sandbox.Source{WAT: `(module
-  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 16) "hello\n")
-  (func (export "_start")
-    (i32.store (i32.const 0) (i32.const 16))
-    (i32.store (i32.const 4) (i32.const 6))
-    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
-    unreachable))`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plugin, _, err := e.Compile(ctx, sandbox.Source{Path: filepath.Join("..", "testdata", "plugins", "wat", "plugin.wat")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var later []func()
-	deferring := protocol.WithAfterAnswer(ctx, func(work func()) bool {
-		later = append(later, work)
-		return true
-	})
-	freeLater := func(what string) {
-		t.Helper()
-		if info := e.PoolInfo(); info.RunsInUse == 0 || len(later) != 1 {
-			t.Fatalf("%s: returned with its store freed (%+v) or %d pieces of work put off, want 1", what, info, len(later))
-		}
-		later[0]()
-		later = nil
-		if info := e.PoolInfo(); info.RunsInUse != 0 {
-			t.Fatalf("%s: the work after the answer left the store held: %+v", what, info)
-		}
-	}
-
-	var out []byte
-	req := wasiRequest(printThenTrap, &sandbox.WASI{})
-	req.Output = func(_ string, data []byte) { out = append(out, data...) }
-	if _, err := e.Run(deferring, req); sandbox.KindOf(err) != sandbox.KindTrap {
-		t.Fatalf("run: %v, want a trap", err)
-	}
-	if string(out) != "hello\n" {
-		t.Errorf("output forwarded before the run returned: %q, want %q", out, "hello\n")
-	}
-	freeLater("run")
-
-	res, err := e.CallOnce(deferring, sandbox.InstanceRequest{Module: plugin, Limits: hangLimits()},
-		sandbox.CallRequest{Function: "greet", Input: []byte("Ada")})
-	if err != nil || string(res.PluginOutput) != "Hello, Ada" {
-		t.Fatalf("one-shot call: %+v %v", res, err)
-	}
-	freeLater("one-shot call")
-
-	// Refused (the request was answered meanwhile): freed at once.
-	refusing := protocol.WithAfterAnswer(ctx, func(func()) bool { return false })
-	if _, err := e.CallOnce(refusing, sandbox.InstanceRequest{Module: plugin, Limits: hangLimits()},
-		sandbox.CallRequest{Function: "greet", Input: []byte("Ada")}); err != nil {
-		t.Fatal(err)
-	}
-	if info := e.PoolInfo(); info.RunsInUse != 0 {
-		t.Fatalf("work refused: the store is still held: %+v", info)
 	}
 }

@@ -1,0 +1,139 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/protocol"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// A run's store is freed after its caller's answer is out when its
+// context lets it (protocol.AfterAnswer): Run and CallOnce hand the
+// close over, having forwarded the guest's output, and free the store
+// themselves when the caller does not take the work.
+
+// afterAnswerGuest prints, then returns (ok), traps (trap), exits 3
+// (exit) or spins (spin).
+const afterAnswerGuest = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "printed\n")
+  (func $print
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 8))
+    (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
+  (func (export "_start") (call $print))
+  (func (export "ok") (call $print))
+  (func (export "trap") (call $print) unreachable)
+  (func (export "exit") (call $print) (call $exit (i32.const 3)))
+  (func (export "spin") (call $print) (loop $l (br $l))))`
+
+// afterAnswer is a caller's AfterAnswer that takes the work (or not).
+type afterAnswer struct {
+	take  bool
+	works []func()
+}
+
+func (a *afterAnswer) ctx() context.Context {
+	return protocol.WithAfterAnswer(context.Background(), func(work func()) bool {
+		if a.take {
+			a.works = append(a.works, work)
+		}
+		return a.take
+	})
+}
+
+// TestRunFreesItsStoreAfterTheAnswer: however the guest ends (returned,
+// trapped, exited, out of fuel) its output has been forwarded when Run
+// returns; its store is still held until the work handed over runs, and
+// freed once however often it runs; a caller that does not take the work
+// finds the store freed when Run returns.
+func TestRunFreesItsStoreAfterTheAnswer(t *testing.T) {
+	e := newEngine(t, sandbox.Config{})
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: afterAnswerGuest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range []string{"ok", "trap", "exit", "spin"} {
+		for _, take := range []bool{true, false} {
+			a := &afterAnswer{take: take}
+			var mu sync.Mutex
+			var out string
+			req := wasiRequest(m, &sandbox.WASI{})
+			req.Function = fn
+			if fn == "spin" {
+				req.Limits.Fuel = 20_000
+			}
+			req.Output = func(_ string, data []byte) {
+				mu.Lock()
+				out += string(data)
+				mu.Unlock()
+			}
+			_, err := e.Run(a.ctx(), req)
+			if (err != nil) != (fn == "trap" || fn == "spin") {
+				t.Errorf("%s: %v", fn, err)
+			}
+			mu.Lock()
+			if out != "printed\n" {
+				t.Errorf("%s (taken %v): output %q forwarded before Run returned, want %q", fn, take, out, "printed\n")
+			}
+			mu.Unlock()
+			held := sandbox.RunsShareInstances(e)
+			if !take {
+				if held != 0 || len(a.works) != 0 {
+					t.Errorf("%s, work not taken: %d instances held in the pool after Run", fn, held)
+				}
+				continue
+			}
+			if len(a.works) != 1 || held == 0 {
+				t.Fatalf("%s: %d works handed over, %d instances held in the pool after Run; want 1 and the store's", fn, len(a.works), held)
+			}
+			a.works[0]()
+			a.works[0]() // twice: freed once
+			if held := sandbox.RunsShareInstances(e); held != 0 {
+				t.Errorf("%s: %d instances held in the pool after the work", fn, held)
+			}
+		}
+	}
+}
+
+// TestCallOnceReleasesAfterTheAnswer: a plugin run's one-shot instance
+// is released after the answer (its store freed once however often the
+// work runs); one that a fence closed was freed in its call already.
+func TestCallOnceReleasesAfterTheAnswer(t *testing.T) {
+	e := newEngine(t, sandbox.Config{})
+	wat, err := os.ReadFile("../testdata/plugins/wat/plugin.wat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: string(wat)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range []string{"echo", "fail", "spin"} {
+		a := &afterAnswer{take: true}
+		req := sandbox.InstanceRequest{Module: m, Limits: hangLimits()}
+		call := sandbox.CallRequest{Function: fn, Input: []byte("hi")}
+		if fn == "spin" {
+			call.Limits.Fuel = 20_000
+		}
+		res, err := e.CallOnce(a.ctx(), req, call)
+		if fn == "echo" && (err != nil || string(res.PluginOutput) != "hi") {
+			t.Errorf("echo: %+v %v", res, err)
+		}
+		held := sandbox.RunsShareInstances(e)
+		fenced := fn == "spin" // a fence closes the instance, and frees its store, in the call
+		if len(a.works) != 1 || held == 0 && !fenced {
+			t.Fatalf("%s: %d works handed over, %d instances held in the pool after CallOnce; want 1 and the store's", fn, len(a.works), held)
+		}
+		a.works[0]()
+		a.works[0]()
+		if held := sandbox.RunsShareInstances(e); held != 0 {
+			t.Errorf("%s: %d instances held in the pool after the work", fn, held)
+		}
+	}
+}
