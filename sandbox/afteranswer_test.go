@@ -15,23 +15,6 @@ import (
 // close over, having forwarded the guest's output, and free the store
 // themselves when the caller does not take the work.
 
-// afterAnswerGuest prints, then returns (ok), traps (trap), exits 3
-// (exit) or spins (spin).
-const afterAnswerGuest = `(module
-  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
-  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 16) "printed\n")
-  (func $print
-    (i32.store (i32.const 0) (i32.const 16))
-    (i32.store (i32.const 4) (i32.const 8))
-    (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
-  (func (export "_start") (call $print))
-  (func (export "ok") (call $print))
-  (func (export "trap") (call $print) unreachable)
-  (func (export "exit") (call $print) (call $exit (i32.const 3)))
-  (func (export "spin") (call $print) (loop $l (br $l))))`
-
 // afterAnswer is a caller's AfterAnswer that takes the work (or not).
 type afterAnswer struct {
 	take  bool
@@ -54,7 +37,7 @@ func (a *afterAnswer) ctx() context.Context {
 // finds the store freed when Run returns.
 func TestRunFreesItsStoreAfterTheAnswer(t *testing.T) {
 	e := newEngine(t, sandbox.Config{})
-	m, _, err := e.Compile(context.Background(), sandbox.Source{WAT: afterAnswerGuest})
+	m, _, err := e.Compile(context.Background(), fixture(t, "print_then_end"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,23 +25,6 @@ import (
 	"github.com/sandboxd/sandboxd/rpc"
 )
 
-// afterGuest is a WASI module that prints, then: returns (ok), traps
-// (trap), exits with status 3 (exit), or loops for ever (spin).
-const afterGuest = `(module
-  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
-  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 16) "printed before the end\n")
-  (func $print
-    (i32.store (i32.const 0) (i32.const 16))
-    (i32.store (i32.const 4) (i32.const 23))
-    (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
-  (func (export "_start") (call $print))
-  (func (export "ok") (call $print))
-  (func (export "trap") (call $print) unreachable)
-  (func (export "exit") (call $print) (call $exit (i32.const 3)))
-  (func (export "spin") (call $print) (loop $l (br $l))))`
-
 // afterMix is one request of the mix, by i: its params and the outcome
 // kinds it may end with ("" for a result; cancelled always may).
 func afterMix(t *testing.T, i int, guest string) (map[string]any, []string) {
@@ -197,7 +180,7 @@ func containsKind(kinds []string, k string) bool {
 // sidecar holds no more descriptors and little more memory after many
 // rounds than after the first; shutdown then exit end it with 0.
 func TestAfterAnswerStorm(t *testing.T) {
-	guest := writeWAT(t, afterGuest)
+	guest := filepath.Join(watDir, "print_then_end.wat")
 	afterOpener = writeWAT(t, openerGuest)
 	for _, args := range [][]string{
 		{"--max-concurrency", "1"},
@@ -266,7 +249,7 @@ func TestAfterAnswerStorm(t *testing.T) {
 // and the sidecar exits cleanly (the engine is closed after the last
 // store is freed, never before).
 func TestAfterAnswerEndMidStorm(t *testing.T) {
-	guest := writeWAT(t, afterGuest)
+	guest := filepath.Join(watDir, "print_then_end.wat")
 	afterOpener = writeWAT(t, openerGuest)
 	for _, end := range []string{"eof", "sigterm", "shutdown", "exit"} {
 		t.Run(end, func(t *testing.T) {
