@@ -37,7 +37,11 @@ func afterMix(t *testing.T, i int, guest string) (map[string]any, []string) {
 }
 
 // printsFirst says whether request i of the mix prints before it ends.
-func printsFirst(i int) bool { return i%afterMixSize >= 1 && i%afterMixSize <= 5 }
+// The run stopped by its 20 ms deadline (case 5) may not have printed:
+// its deadline covers its instantiation, and on a loaded machine its
+// thread may not run before it passes (CI: r0-27 under --max-concurrency
+// 2). Its output, if any, is still held to come before its answer.
+func printsFirst(i int) bool { return i%afterMixSize >= 1 && i%afterMixSize <= 4 }
 
 // afterMixSize is how many kinds of request the mix has.
 const afterMixSize = 11
@@ -223,7 +227,13 @@ func TestAfterAnswerStorm(t *testing.T) {
 			for r := 1; r <= 8; r++ {
 				round(r, 90)
 			}
-			if n := openFDs(t, s.pid()); len(n) > len(fds) {
+			// The last runs' stores (their descriptors) may still be
+			// being freed after their answers: a hang bound, not a timing.
+			n := openFDs(t, s.pid())
+			for deadline := time.Now().Add(time.Minute); len(n) > len(fds) && time.Now().Before(deadline); n = openFDs(t, s.pid()) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if len(n) > len(fds) {
 				t.Errorf("%d descriptors open after the rounds, %d after the first:\n%q\n%q", len(n), len(fds), n, fds)
 			}
 			if after, err := vmRSS(s.pid()); err == nil && after > rss+64<<20 {
