@@ -24,7 +24,7 @@ import (
 // within microseconds and takes them with it in one write, so a run that
 // prints a line costs the parent one read, not two, and the sidecar no
 // wake-up of the writer goroutine. A timer wakes the writer if nothing
-// has taken them within soonDelay, so a run that prints and keeps running
+// has taken them within defaultSoonDelay, so a run that prints and keeps running
 // streams its output that much later at most.
 //
 // The bytes waiting (pending) are what back-pressure watches: the read
@@ -38,12 +38,13 @@ type outbox struct {
 	mu           sync.Mutex
 	cond         *sync.Cond
 	queue        [][]byte
-	pending      int64  // bytes queued or being written, framing included
-	total        uint64 // bytes written so far
-	writing      bool   // someone (the writer goroutine or a direct sender) owns w
-	belowWaiters int    // goroutines in waitBelow
-	soonArmed    bool   // soonTimer will wake the writer for what sendSoon queued
-	soonBytes    int64  // bytes sendSoon queued that the writer was not woken for
+	pending      int64         // bytes queued or being written, framing included
+	total        uint64        // bytes written so far
+	writing      bool          // someone (the writer goroutine or a direct sender) owns w
+	belowWaiters int           // goroutines in waitBelow
+	soonDelay    time.Duration // how long sendSoon's bodies wait (defaultSoonDelay; tests set their own)
+	soonArmed    bool          // soonTimer will wake the writer for what sendSoon queued
+	soonBytes    int64         // bytes sendSoon queued that the writer was not woken for
 	soonTimer    *time.Timer
 	closed       bool
 	broken       error
@@ -51,9 +52,9 @@ type outbox struct {
 }
 
 const (
-	// soonDelay is how long sendSoon's bodies wait for a direct sender to
-	// take them before the writer goroutine is woken for them.
-	soonDelay = time.Millisecond
+	// defaultSoonDelay is how long sendSoon's bodies wait for a direct
+	// sender to take them before the writer goroutine is woken for them.
+	defaultSoonDelay = time.Millisecond
 	// soonMaxBytes wakes the writer at once past this many such bytes.
 	soonMaxBytes = 64 << 10
 )
@@ -63,7 +64,7 @@ const (
 var errAbandoned = errors.New("output abandoned: the parent did not read it within the drain timeout")
 
 func newOutbox(w io.Writer, f framing.Framing) *outbox {
-	o := &outbox{dst: w, w: framing.NewWriter(w, f), f: f, done: make(chan struct{})}
+	o := &outbox{dst: w, w: framing.NewWriter(w, f), f: f, soonDelay: defaultSoonDelay, done: make(chan struct{})}
 	o.cond = sync.NewCond(&o.mu)
 	o.soonTimer = time.AfterFunc(time.Hour, o.wakeForSoon)
 	o.soonTimer.Stop()
@@ -87,7 +88,7 @@ func (o *outbox) send(body []byte) {
 }
 
 // sendSoon queues one JSON body as send does, but wakes the writer for it
-// only after soonDelay (or soonMaxBytes of such bodies), unless a direct
+// only after its soonDelay (or soonMaxBytes of such bodies), unless a direct
 // sender or the writer takes it first. It never blocks.
 func (o *outbox) sendSoon(body []byte) {
 	o.mu.Lock()
@@ -105,7 +106,7 @@ func (o *outbox) sendSoon(body []byte) {
 		o.cond.Broadcast()
 	case !o.soonArmed:
 		o.soonArmed = true
-		o.soonTimer.Reset(soonDelay)
+		o.soonTimer.Reset(o.soonDelay)
 	}
 }
 

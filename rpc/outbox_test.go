@@ -110,6 +110,7 @@ func TestOutboxSoonBodiesGoWithTheResponse(t *testing.T) {
 	t.Run("taken by the response", func(t *testing.T) {
 		var rec writeRecorder
 		o := newOutbox(&rec, framing.NDJSON)
+		o.soonDelay = time.Hour // the timer must not win: under -race on a loaded machine 1 ms passed between two sends
 		go o.run()
 		o.sendSoon([]byte(`"output 0"`))
 		o.sendSoon([]byte(`"output 1"`))
