@@ -319,15 +319,8 @@ func (e *Engine) CallOnce(ctx context.Context, req InstanceRequest, call CallReq
 	if err != nil {
 		return nil, err
 	}
-	defer in.releaseAfterAnswer(ctx)
+	defer in.s.freeAfterAnswer(ctx, in.Release) // no call runs: CallOnce's has returned
 	return in.Call(ctx, call)
-}
-
-// releaseAfterAnswer releases a one-shot instance whose call has
-// returned once the caller's answer is out (store.closeAfterAnswer).
-func (in *Instance) releaseAfterAnswer(ctx context.Context) {
-	in.s.wasi.output() // no call runs: CallOnce's has returned
-	protocol.DoAfterAnswer(ctx, in.Release)
 }
 
 // Call runs one call, after every call that reached Call before it. A

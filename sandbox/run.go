@@ -85,7 +85,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer s.closeAfterAnswer(ctx)
+	defer s.freeAfterAnswer(ctx, s.close)
 	call := callSpec{limits: req.Limits, output: req.Output, host: req.Host}
 	if req.Log != nil {
 		call.log = func(_ LogLevel, line string) { req.Log(line) }

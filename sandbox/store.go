@@ -463,14 +463,14 @@ func (s *store) close() {
 	s.wasi.close()
 }
 
-// closeAfterAnswer closes the store once the caller's answer is out,
-// when ctx lets it put that off (protocol.AfterAnswer), and now
-// otherwise. What the guest wrote is forwarded now: the answer's
+// freeAfterAnswer runs free (what closes the store) once the caller's
+// answer is out, when ctx lets it put that off (protocol.AfterAnswer),
+// and now otherwise. What the guest wrote is forwarded now: the answer's
 // recipient sees a run's output before its answer. Call it once the
 // store's last call has returned.
-func (s *store) closeAfterAnswer(ctx context.Context) {
+func (s *store) freeAfterAnswer(ctx context.Context, free func()) {
 	s.wasi.output()
-	protocol.DoAfterAnswer(ctx, s.close)
+	protocol.DoAfterAnswer(ctx, free)
 }
 
 // isExit says whether err is the guest's proc_exit (without freeing it).
