@@ -65,20 +65,20 @@ func TestRunFreesItsStoreAfterTheAnswer(t *testing.T) {
 				t.Errorf("%s (taken %v): output %q forwarded before Run returned, want %q", fn, take, out, "printed\n")
 			}
 			mu.Unlock()
-			held := sandbox.RunsShareInstances(e)
+			held := e.PoolInfo().RunsInUse
 			if !take {
 				if held != 0 || len(a.works) != 0 {
-					t.Errorf("%s, work not taken: %d instances held in the pool after Run", fn, held)
+					t.Errorf("%s, work not taken: %d memories held in the runs' share of the pool after Run", fn, held)
 				}
 				continue
 			}
 			if len(a.works) != 1 || held == 0 {
-				t.Fatalf("%s: %d works handed over, %d instances held in the pool after Run; want 1 and the store's", fn, len(a.works), held)
+				t.Fatalf("%s: %d works handed over, %d memories held in the runs' share of the pool after Run; want 1 and the store's", fn, len(a.works), held)
 			}
 			a.works[0]()
 			a.works[0]() // twice: freed once
-			if held := sandbox.RunsShareInstances(e); held != 0 {
-				t.Errorf("%s: %d instances held in the pool after the work", fn, held)
+			if held := e.PoolInfo().RunsInUse; held != 0 {
+				t.Errorf("%s: %d memories held in the runs' share of the pool after the work", fn, held)
 			}
 		}
 	}
@@ -108,15 +108,15 @@ func TestCallOnceReleasesAfterTheAnswer(t *testing.T) {
 		if fn == "echo" && (err != nil || string(res.PluginOutput) != "hi") {
 			t.Errorf("echo: %+v %v", res, err)
 		}
-		held := sandbox.RunsShareInstances(e)
+		held := e.PoolInfo().RunsInUse
 		fenced := fn == "spin" // a fence closes the instance, and frees its store, in the call
 		if len(a.works) != 1 || held == 0 && !fenced {
-			t.Fatalf("%s: %d works handed over, %d instances held in the pool after CallOnce; want 1 and the store's", fn, len(a.works), held)
+			t.Fatalf("%s: %d works handed over, %d memories held in the runs' share of the pool after CallOnce; want 1 and the store's", fn, len(a.works), held)
 		}
 		a.works[0]()
 		a.works[0]()
-		if held := sandbox.RunsShareInstances(e); held != 0 {
-			t.Errorf("%s: %d instances held in the pool after the work", fn, held)
+		if held := e.PoolInfo().RunsInUse; held != 0 {
+			t.Errorf("%s: %d memories held in the runs' share of the pool after the work", fn, held)
 		}
 	}
 }

@@ -46,14 +46,3 @@ func EvictNow(in *Instance) { in.evict() }
 // SetGuestDescriptorLimit sets how many host descriptors all of e's
 // guests may hold (normally RLIMIT_NOFILE less a reserve).
 func SetGuestDescriptorLimit(e *Engine, n int64) { e.fds.limit = n }
-
-// RunsShareInstances is how many instances the stores holding room in
-// e's pool's runs' share count (0 without a pool).
-func RunsShareInstances(e *Engine) int {
-	if e.pool == nil {
-		return 0
-	}
-	e.pool.runs.mu.Lock()
-	defer e.pool.runs.mu.Unlock()
-	return e.pool.runs.used.instances
-}

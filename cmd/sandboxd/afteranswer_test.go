@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,10 +142,10 @@ func checkAnswers(t *testing.T, s *rawSidecar, kinds map[string][]string, cancel
 				t.Errorf("request %s: protocol error %s", id, m.raw)
 				continue
 			}
-			if !(cancelledOK && k == "cancelled") && !containsKind(want, k) {
+			if !(cancelledOK && k == "cancelled") && !slices.Contains(want, k) {
 				t.Errorf("request %s ended %q, want one of %q: %s", id, k, want, trunc(m.raw))
 			}
-			if containsKind(want, "prints") && k != "cancelled" && !printed[id] {
+			if slices.Contains(want, "prints") && k != "cancelled" && !printed[id] {
 				t.Errorf("request %s ended %q with no output notification before its answer", id, k)
 			}
 			continue
@@ -166,15 +167,6 @@ func checkAnswers(t *testing.T, s *rawSidecar, kinds map[string][]string, cancel
 			t.Errorf("request %s never answered", id)
 		}
 	}
-}
-
-func containsKind(kinds []string, k string) bool {
-	for _, w := range kinds {
-		if w == k {
-			return true
-		}
-	}
-	return false
 }
 
 // TestAfterAnswerStorm: with one run slot (and without the pool), a
@@ -368,19 +360,8 @@ func TestAfterAnswerHostCallsOneSlot(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	ctx := ctxT(t, time.Minute)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		st, err := c.Stats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.InFlight == 0 && st.Queued == 0 && st.HostCalls.Waiting == 0 {
-			break
-		}
-		if time.Now().After(deadline) { // cancelled runs' answers may still be on their way: a hang bound
-			t.Fatalf("not idle after every run ended: %+v", st)
-		}
-	}
+	// Cancelled runs' answers may still be on their way.
+	waitStats(t, c, func(st *rpc.StatsResult) bool { return st.InFlight == 0 && st.Queued == 0 && st.HostCalls.Waiting == 0 })
 }
 
 // TestAfterAnswerParentNotReading: runs whose answers (with their
