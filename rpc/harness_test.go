@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,6 +211,29 @@ func (h *harness) response(id string) (*message, []*message) {
 		}
 		return m, notes
 	}
+}
+
+// responses collects the responses to ids, in whatever order they come
+// (what the server writes between them is skipped): each must come once,
+// and no response to another request before the last of them. For
+// answers whose order the server does not fix: a job's slot and its
+// instance's turn are given back before its answer is written, so the
+// job they let run may be answered first.
+func (h *harness) responses(ids ...string) map[string]*message {
+	h.t.Helper()
+	got := map[string]*message{}
+	for len(got) < len(ids) {
+		m := h.next(5 * time.Second)
+		if !m.isResponse() {
+			continue
+		}
+		id := string(m.ID)
+		if !slices.Contains(ids, id) || got[id] != nil {
+			h.t.Fatalf("waiting for the responses to %v, got one to %s: %+v", ids, id, m.Error)
+		}
+		got[id] = m
+	}
+	return got
 }
 
 // barrier sends a stats request and waits for its answer, failing on

@@ -54,15 +54,9 @@ func TestServerShutdown(t *testing.T) {
 	close(eng.Gate)
 	// 1's slot is free before its answer is written: 2 may be answered
 	// first (it was, about once in a hundred runs under -race).
-	runs := map[string]*message{}
-	for len(runs) < 2 {
-		if m := h.next(5 * time.Second); m.isResponse() {
-			runs[string(m.ID)] = m
-		}
-	}
-	for _, id := range []string{`1`, `2`} {
-		if m := runs[id]; m == nil || m.Error != nil {
-			t.Errorf("run %s: %+v (answers: %v)", id, m, runs)
+	for id, m := range h.responses(`1`, `2`) {
+		if m.Error != nil {
+			t.Errorf("run %s: %+v", id, m.Error)
 		}
 	}
 	m, _ = h.response(`10`)
