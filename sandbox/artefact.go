@@ -51,11 +51,15 @@ type storedArtefact struct {
 	Payload  int // the .cwasm's size
 	ID       string
 	WasmSize int
-	Info     *wasmbin.Info
-	Sum      string // sha256 of the .cwasm, hex
+	// SnapshotSize is Module.snapshotSize: an engine whose MaxModuleBytes
+	// is below it does not load the artefact (another engine, with a
+	// larger bound, may have written it).
+	SnapshotSize int
+	Info         *wasmbin.Info
+	Sum          string // sha256 of the .cwasm, hex
 }
 
-const artefactMagic = "sandboxd compiled module v2\n"
+const artefactMagic = "sandboxd compiled module v3\n"
 
 // buildDirPattern matches the per-build directories a store's parent
 // holds ("modules-" and 16 hex digits of buildFingerprint).
@@ -214,7 +218,9 @@ func (s *artefactStore) load(e *Engine, id string) *Module {
 		releaseWasmtimeError(err)
 		return nil
 	}
-	return e.newModule(id, a.WasmSize, a.Payload, wt, a.Info)
+	m := e.newModule(id, a.WasmSize, a.Payload, wt, a.Info)
+	m.snapshotSize = a.SnapshotSize
+	return m
 }
 
 // save writes m's artefact, the .cwasm before the .meta that vouches for
@@ -227,7 +233,7 @@ func (s *artefactStore) save(m *Module, compiled []byte) error {
 	var meta bytes.Buffer
 	w := bufio.NewWriter(&meta)
 	w.WriteString(artefactMagic)
-	hdr := storedArtefact{Payload: len(compiled), ID: m.ID, WasmSize: m.Size, Info: m.info, Sum: hex.EncodeToString(sum[:])}
+	hdr := storedArtefact{Payload: len(compiled), ID: m.ID, WasmSize: m.Size, SnapshotSize: m.snapshotSize, Info: m.info, Sum: hex.EncodeToString(sum[:])}
 	if err := writeFrame(w, hdr, moduleBytes{}); err != nil {
 		return err
 	}
@@ -331,7 +337,7 @@ func (e *Engine) compileMaybePreinit(ctx context.Context, src Source, id string,
 		return nil, nil, err
 	}
 	named := *m
-	named.ID, named.Size = id, len(src.Wasm)
+	named.ID, named.Size, named.snapshotSize = id, len(src.Wasm), m.Size
 	return &named, compiled, nil
 }
 

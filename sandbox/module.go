@@ -47,6 +47,11 @@ type Module struct {
 	// holds while cached. The cache is bounded by it.
 	CompiledSize int
 
+	// snapshotSize is a pre-initialised module's wasm as compiled, its
+	// snapshot applied: what MaxModuleBytes bounds (Size is its
+	// source's). 0 for other modules.
+	snapshotSize int
+
 	wt     *wasmtime.Module
 	info   *wasmbin.Info
 	engine *Engine // the engine that compiled it; only that one can run it

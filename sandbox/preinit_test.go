@@ -246,6 +246,31 @@ func TestPreinitializeSizeBomb(t *testing.T) {
 	}
 }
 
+// TestPreinitializeStoredSnapshotBound: a snapshot stored in CacheDir by
+// an engine with a larger MaxModuleBytes is not loaded by one with a
+// smaller bound: that engine pre-initialises the module again and refuses
+// it as it would have without the cache. Under the bound it is loaded.
+func TestPreinitializeStoredSnapshotBound(t *testing.T) {
+	dir := t.TempDir()
+	// 2 MiB of data in its memory: the snapshot is over 1 MiB, its source
+	// a few dozen bytes.
+	src := sandbox.Source{Preinitialize: true, Wasm: wat2wasm(t, `(module (memory 1)
+  (func (export "_initialize")
+    (drop (memory.grow (i32.const 31)))
+    (memory.fill (i32.const 0) (i32.const 0x5a) (i32.const 0x200000))))`)}
+	large := newEngine(t, sandbox.Config{CacheDir: dir, MaxModuleBytes: 4 << 20, CompileTimeout: compileHangBound})
+	if _, info, err := large.Compile(context.Background(), src); err != nil || info.FromDisk {
+		t.Fatalf("under a 4 MiB bound: %+v %v, want a compile", info, err)
+	}
+	small := newEngine(t, sandbox.Config{CacheDir: dir, MaxModuleBytes: 1 << 20, CompileTimeout: compileHangBound})
+	_, _, err := small.Compile(context.Background(), src)
+	wantSnapshotRefusal(t, err, "over 1048576 bytes")
+	again := newEngine(t, sandbox.Config{CacheDir: dir, MaxModuleBytes: 4 << 20, CompileTimeout: compileHangBound})
+	if _, info, err := again.Compile(context.Background(), src); err != nil || !info.FromDisk {
+		t.Fatalf("under a 4 MiB bound again: %+v %v, want it loaded from disk", info, err)
+	}
+}
+
 // TestPreinitializeRefusesWASIContextChanges: a call that changes the
 // WASI context (each instance gets a fresh one) refuses the snapshot:
 // stdout closed by the initialiser would be open in every instance.
