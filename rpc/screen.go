@@ -90,7 +90,7 @@ func (s *Server) screen(body []byte) (request, bool) {
 
 func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) {
 	var env envelope
-	trimmed := bytes.TrimSpace(body)
+	trimmed := jsonscan.TrimSpace(body) // not bytes.TrimSpace: "\v{}" is not JSON
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		if json.Valid(trimmed) {
 			send(errorBody(nil, CodeInvalidRequest, "batch requests are not supported: send one request per message"))

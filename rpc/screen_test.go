@@ -118,6 +118,9 @@ func TestScreen(t *testing.T) {
 		{"params array", `{"jsonrpc":"2.0","id":1,"method":"run","params":[]}`, true, none, ""},
 		{"params null", `{"jsonrpc":"2.0","id":1,"method":"run","params":null}`, true, none, ""},
 		{"whitespace around", " \n\t{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"run\"}\r\n ", true, none, ""},
+		// JSON's whitespace is space, tab, newline and return only.
+		{"vertical tab before", "\v{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"run\"}", false, CodeParseError, "null"},
+		{"no-break space after", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"run\"}\u00a0", false, CodeParseError, "null"},
 		{"invalid JSON", `{"jsonrpc":`, false, CodeParseError, "null"},
 		{"garbage", `hello`, false, CodeParseError, "null"},
 		{"empty", ``, false, CodeParseError, "null"},

@@ -18,6 +18,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 )
 
 // Framing is how messages are delimited on the byte stream.
@@ -225,14 +227,14 @@ func (r *Reader) readLine() ([]byte, error) {
 			continue
 		case err == io.EOF:
 			r.keep(line)
-			if len(bytes.TrimSpace(line)) == 0 {
+			if len(jsonscan.TrimSpace(line)) == 0 {
 				return nil, io.EOF
 			}
 			return line, nil // a last message without its newline; EOF comes next
 		case err != nil:
 			return nil, err
 		}
-		if len(bytes.TrimSpace(line)) == 0 { // blank line: keep reading
+		if len(jsonscan.TrimSpace(line)) == 0 { // blank line (JSON's whitespace; a vertical tab is not): keep reading
 			line = line[:0]
 			continue
 		}

@@ -161,6 +161,8 @@ func TestFrameReaderNDJSON(t *testing.T) {
 		{"blank lines", "\n\n  \n{}\n\r\n\n[]\n\n", 1024, []frameResult{ok("{}\n"), ok("[]\n"), eof}},
 		{"last line without newline", "{}\n{\"last\":true}", 1024, []frameResult{ok("{}\n"), ok(`{"last":true}`), eof}},
 		{"only whitespace", " \t \n \n ", 1024, []frameResult{eof}},
+		// Not JSON's whitespace: a line, which the server answers as not JSON.
+		{"a vertical tab", "\v\n{}\n", 1024, []frameResult{ok("\v\n"), ok("{}\n"), eof}},
 		{"oversized then next", strings.Repeat("x", 2000) + "\n{}\n", 1024, []frameResult{oversized, ok("{}\n"), eof}},
 		{"oversized longer than the buffer then next", strings.Repeat("x", 200<<10) + "\n{}\n", 1024, []frameResult{oversized, ok("{}\n"), eof}},
 		{"oversized with a large max", strings.Repeat("x", 300<<10) + "\n{}\n", 100 << 10, []frameResult{oversized, ok("{}\n"), eof}},

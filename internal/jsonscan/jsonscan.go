@@ -64,8 +64,22 @@ func stringEnd(b []byte, i int) int {
 	}
 }
 
+// TrimSpace returns b without the whitespace JSON allows around a value
+// (space, tab, newline, carriage return) at either end. bytes.TrimSpace
+// trims Unicode's, such as a vertical tab, which JSON does not allow:
+// "\v{}" is not a JSON object.
+func TrimSpace(b []byte) []byte {
+	i, j := skipSpace(b, 0), len(b)
+	for j > i && isSpace(b[j-1]) {
+		j--
+	}
+	return b[i:j]
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
 	return i

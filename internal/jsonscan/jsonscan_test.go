@@ -123,3 +123,14 @@ func TestLeadingMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestTrimSpace(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""}, {" \t\r\n", ""}, {" {} \n", "{}"}, {"\t[1, 2]\r\n", "[1, 2]"},
+		{"\v{}", "\v{}"}, {"{}\f", "{}\f"}, {"\u00a0{}\u0085", "\u00a0{}\u0085"}, {" \v ", "\v"},
+	} {
+		if got := string(TrimSpace([]byte(c.in))); got != c.want {
+			t.Errorf("TrimSpace(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
