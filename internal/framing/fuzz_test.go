@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/jsonscan"
 )
 
 // Seed corpora live in testdata/fuzz/<FuzzName>/; `go test` runs them.
@@ -44,7 +46,7 @@ func FuzzFrameReader(f *testing.F) {
 			n := int64(len(body))
 			if ndjson {
 				n = int64(len(bytes.TrimSuffix(body, []byte("\n"))))
-				if len(bytes.TrimSpace(body)) == 0 {
+				if len(jsonscan.TrimSpace(body)) == 0 { // JSON's whitespace: "\v" is a line
 					t.Fatalf("blank ndjson line returned as a message")
 				}
 				if bytes.IndexByte(bytes.TrimSuffix(body, []byte("\n")), '\n') >= 0 {
