@@ -9,9 +9,9 @@ import "context"
 // it reads its result. The caller runs the work it takes (returns true
 // for) once the answer is written, on the goroutine that wrote it,
 // while the request still holds its run slot (it no longer counts as in
-// flight: it is answered); it returns false
-// when the answer has already gone (the request was cancelled and
-// answered meanwhile), and the engine then does the work itself.
+// flight: it is answered); it returns false when the answer has already
+// gone (the request was cancelled and answered meanwhile), and the
+// engine then does the work itself.
 type AfterAnswer func(work func()) (taken bool)
 
 type afterAnswerKey struct{}

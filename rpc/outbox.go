@@ -24,8 +24,8 @@ import (
 // within microseconds and takes them with it in one write, so a run that
 // prints a line costs the parent one read, not two, and the sidecar no
 // wake-up of the writer goroutine. A timer wakes the writer if nothing
-// has taken them within defaultSoonDelay, so a run that prints and keeps running
-// streams its output that much later at most.
+// has taken them within soonDelay (defaultSoonDelay), so a run that
+// prints and keeps running streams its output that much later at most.
 //
 // The bytes waiting (pending) are what back-pressure watches: the read
 // loop, and each job before it runs, wait while they are above
