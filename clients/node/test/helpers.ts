@@ -36,6 +36,17 @@ export function watText(name: string): string {
   return readFileSync(watPath(name), "utf8");
 }
 
+/**
+ * The environment of a child whose printed output a test compares: `env`
+ * without FORCE_COLOR, which `node --test` sets when its own output is a
+ * terminal and a child would inherit, colouring what it prints.
+ */
+export function plainEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const plain = { ...env };
+  delete plain["FORCE_COLOR"];
+  return plain;
+}
+
 /** Fails loudly (never skips) when the binary is missing. */
 export function requireBinary(): string {
   if (!existsSync(binaryPath)) {

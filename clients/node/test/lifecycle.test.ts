@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 
 import { BUILD_HINT, Cancelled, ERROR_KINDS, FuelExhausted, Sidecar, SidecarError, findBinary, findCheckout } from "sandboxd";
 
-import { binaryPath, packageDir, rejection, requireBinary, sleep, spawnSidecar, waitFor, watPath } from "./helpers.js";
+import { binaryPath, packageDir, plainEnv, rejection, requireBinary, sleep, spawnSidecar, waitFor, watPath } from "./helpers.js";
 
 const run = promisify(execFile);
 
@@ -56,7 +56,7 @@ describe("close", () => {
       await sb.run({ wat: '(module (func (export "run")))' });
       await sb.close();
       console.log(JSON.stringify(process.getActiveResourcesInfo()));`;
-    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", program], { timeout: 20_000 });
+    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", program], { env: plainEnv(), timeout: 20_000 });
     const active = JSON.parse(stdout) as string[];
     assert.ok(!active.includes("Timeout"), `still active after close: ${stdout}`);
   });
@@ -264,7 +264,7 @@ describe("a missing binary", () => {
 describe("examples/quickstart.mjs", () => {
   it("runs and prints the results", async () => {
     const { stdout } = await run(process.execPath, [join(packageDir, "examples", "quickstart.mjs")], {
-      env: { ...process.env, SANDBOXD_BIN: requireBinary() },
+      env: { ...plainEnv(), SANDBOXD_BIN: requireBinary() },
       timeout: 20_000,
     });
     assert.match(stdout, /add\(2, 40\) = 42/);

@@ -11,13 +11,13 @@ import { delimiter, join, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { promisify } from "node:util";
 
-import { packageDir, readmeBlock, repoDir, requireBinary } from "./helpers.js";
+import { packageDir, plainEnv, readmeBlock, repoDir, requireBinary } from "./helpers.js";
 
 const exec = promisify(execFile);
 
 /** This environment as a user's would be: no $SANDBOXD_BIN and no sandboxd on PATH. */
 function userEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
+  const env = plainEnv();
   delete env["SANDBOXD_BIN"];
   env["PATH"] = (env["PATH"] ?? "")
     .split(delimiter)
