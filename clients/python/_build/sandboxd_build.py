@@ -95,6 +95,8 @@ def metadata() -> str:
         "Version: " + p["version"],
         "Summary: " + p.get("description", ""),
     ]
+    if "license" in p:
+        lines.append("License: " + p["license"])
     if "requires-python" in p:
         lines.append("Requires-Python: " + p["requires-python"])
     lines.append("Description-Content-Type: text/markdown")
