@@ -57,9 +57,9 @@ func New(stdout, stderr io.Writer) *Session {
 	return s
 }
 
-// Reseed gives the session's Math.random a seed from the host's entropy
-// (script.Random says why).
-func (s *Session) Reseed() { s.random.Reseed() }
+// StartInstance gives the session's Math.random a seed from the host's
+// entropy (script.InstanceStarter, script.Random say why).
+func (s *Session) StartInstance() { s.random.Reseed() }
 
 // Eval runs code with the global `input` set to input (JSON; nil is
 // null) and returns the snippet's value as JSON.

@@ -3,6 +3,7 @@ package lua
 import (
 	"io"
 	"strings"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -37,9 +38,10 @@ func (s *Session) openLibs() {
 
 	full := L.GetGlobal(lua.OsLibName).(*lua.LTable)
 	os := L.NewTable()
-	for _, name := range []string{"time", "clock", "date", "difftime"} {
+	for _, name := range []string{"time", "date", "difftime"} {
 		os.RawSetString(name, full.RawGetString(name))
 	}
+	os.RawSetString("clock", L.NewFunction(s.osClock))
 	L.SetGlobal(lua.OsLibName, os)
 
 	io := L.NewTable()
@@ -75,6 +77,17 @@ func (s *Session) write(L *lua.LState) int {
 	}
 	_, _ = io.WriteString(s.stdout, b.String())
 	return 0
+}
+
+// osClock is os.clock: the seconds since the session's instance began
+// (StartInstance; natively, New), on the monotonic clock. WASI gives a
+// guest no CPU-time clock, so in a session the time between evaluations
+// counts too. (gopher-lua's own counts from its package's init: in a
+// pre-initialised guest that ran when the snapshot was made, a reading of
+// another instance's monotonic clock, so it could be negative.)
+func (s *Session) osClock(L *lua.LState) int {
+	L.Push(lua.LNumber(time.Since(s.clockZero).Seconds()))
+	return 1
 }
 
 // mathRandom is math.random on the session's own source (script.Random),

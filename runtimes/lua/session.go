@@ -12,6 +12,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -53,6 +54,8 @@ type Session struct {
 	guard   script.Guard
 	random  *script.Random // math.random's
 
+	clockZero time.Time // os.clock's zero, on the monotonic clock
+
 	// The snippet's text and the buffer the parser reads it through,
 	// kept from one evaluation to the next: the parser takes a
 	// *bufio.Reader as it is, instead of allocating 4 KiB per parse.
@@ -75,16 +78,19 @@ func New(stdout io.Writer) *Session {
 		RegistryMaxSize:  registryMaxSize,
 		SkipOpenLibs:     true,
 	})
-	s := &Session{L: L, stdout: stdout, arrayMT: L.NewTable(), guard: script.Guard{Interpreter: "Lua"}, random: script.NewRandom()}
+	s := &Session{L: L, stdout: stdout, arrayMT: L.NewTable(), guard: script.Guard{Interpreter: "Lua"}, random: script.NewRandom(), clockZero: time.Now()}
 	s.buf = bufio.NewReaderSize(&s.src, parseBufferBytes)
 	s.arrayMT.RawSetString("__name", lua.LString("array"))
 	s.openLibs()
 	return s
 }
 
-// Reseed gives the session's math.random a seed from the host's entropy
-// (script.Random says why).
-func (s *Session) Reseed() { s.random.Reseed() }
+// StartInstance gives the session's math.random a seed from the host's
+// entropy and starts os.clock at zero (script.InstanceStarter says why).
+func (s *Session) StartInstance() {
+	s.random.Reseed()
+	s.clockZero = time.Now()
+}
 
 // Eval runs code with the global `input` set to input (JSON; nil is
 // null) and returns the snippet's value as JSON.

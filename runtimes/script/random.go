@@ -12,7 +12,8 @@ import (
 // The host pre-initialises the runtime guests (sandbox.Engine.Preinitialize):
 // every instance starts from the memory its _initialize left, with the
 // same state of every generator in it, so each instance reseeds its
-// session from the host's entropy (Reseed) before its first evaluation.
+// session from the host's entropy (Reseed, through InstanceStarter)
+// before its first evaluation.
 // A PCG: seeding it costs two words, where reseeding math/rand's global
 // source took a GODEBUG change and 600 k instructions of each instance's
 // first evaluation.
@@ -49,7 +50,11 @@ func (r *Random) Float64() float64 { return r.rng.Float64() }
 // Int64N is in [0, n); n > 0.
 func (r *Random) Int64N(n int64) int64 { return r.rng.Int64N(n) }
 
-// Reseeder is a Session with a Random of its own.
-type Reseeder interface {
-	Reseed()
+// InstanceStarter is a Session holding what a pre-initialised guest must
+// read from the host anew in each instance (a Random's seed, the zero of
+// Lua's os.clock): every instance starts from the memory _initialize
+// left, so a guest calls StartInstance once per instance, before its
+// first evaluation.
+type InstanceStarter interface {
+	StartInstance()
 }
