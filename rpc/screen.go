@@ -119,6 +119,9 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 			}
 			return request{}, false
 		}
+		if syn != nil && s.endHostCallNotJSON(body, trimmed, syn) { // an answer to a host call ends it, unanswered
+			return request{}, false
+		}
 		send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
 		return request{}, false
 	}
