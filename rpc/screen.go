@@ -196,7 +196,7 @@ func tooDeepAnswer(msg []byte) []byte {
 	if keyIs(deep, "params") {
 		return errorBody(id, CodeInvalidParams, "params: "+problem)
 	}
-	return errorBody(id, CodeInvalidRequest, fmt.Sprintf("invalid request: member %s is %s", deep, problem))
+	return errorBody(id, CodeInvalidRequest, fmt.Sprintf("invalid request: member %s is %s", protocol.Quote(jsonscan.String(deep)), problem))
 }
 
 // parseID reads an id by value: any JSON string (escapes decoded, so
