@@ -153,8 +153,8 @@ func (s *Server) endHostCallNotJSON(body, trimmed []byte, syn *json.SyntaxError)
 	}
 	where := "at its end"
 	if at := int(syn.Offset) - 1; syn.Offset > 0 && at < len(trimmed) && !strings.HasPrefix(syn.Error(), "unexpected end") {
-		rest := string(trimmed[at:])
-		excerpt := strconv.Quote(protocol.CutUTF8(rest, maxNotJSONExcerpt))
+		rest := trimmed[at:]
+		excerpt := strconv.Quote(protocol.CutUTF8(string(rest[:min(len(rest), maxNotJSONExcerpt+1)]), maxNotJSONExcerpt))
 		if len(rest) > maxNotJSONExcerpt {
 			excerpt += "…"
 		}
