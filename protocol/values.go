@@ -92,11 +92,11 @@ func decodeTyped(raw json.RawMessage, ty ValType) (Value, error) {
 		return Value{}, errors.New(`a typed value needs "type": "i32" | "i64" | "f32" | "f64"`)
 	}
 	if typ != string(ty) {
-		return Value{}, fmt.Errorf("type %q does not match the parameter type %s", typ, ty)
+		return Value{}, fmt.Errorf("type %s does not match the parameter type %s", Quote(typ), ty)
 	}
 	for k := range obj {
 		if k != "type" && k != "value" && k != "bits" {
-			return Value{}, fmt.Errorf("unknown field %q in a typed value", k)
+			return Value{}, fmt.Errorf("unknown field %s in a typed value", Quote(k))
 		}
 	}
 	bitsRaw, hasBits := obj["bits"]
@@ -130,7 +130,7 @@ func decodeBits(raw json.RawMessage, ty ValType) (Value, error) {
 	}
 	b, err := strconv.ParseUint(s[2:], 16, size)
 	if err != nil {
-		return Value{}, fmt.Errorf("bits %q do not fit %s", s, ty)
+		return Value{}, fmt.Errorf("bits %s do not fit %s", quoteBounded(s), ty)
 	}
 	return Value{Type: ty, Bits: b}, nil
 }
@@ -208,7 +208,7 @@ func decodeNumber(lit string, ty ValType) (Value, error) {
 // decodeAnyNumber is decodeNumber for every literal.
 func decodeAnyNumber(lit string, ty ValType) (Value, error) {
 	if !json.Valid([]byte(lit)) {
-		return Value{}, fmt.Errorf("expected %s, got %q", ty, lit)
+		return Value{}, fmt.Errorf("expected %s, got %s", ty, quoteBounded(lit))
 	}
 	switch ty {
 	case F32:

@@ -543,3 +543,28 @@ func TestShortIntegerAgreesWithTheGeneralPath(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeArgQuotesBriefly: an argument's error quotes what the parent
+// sent cut (Quote), whatever its length: a typed value's type, an unknown
+// member's name, its bits, each half a megabyte, give an error under
+// 1 KiB.
+func TestDecodeArgQuotesBriefly(t *testing.T) {
+	text, _ := json.Marshal(strings.Repeat("é\x1b\u202e<x", 1<<16))
+	big, digits := string(text), strings.Repeat("9", 1<<19)
+	for _, arg := range []string{
+		`{"type":` + big + `,"value":1}`,
+		`{"type":"i32",` + big + `:1}`,
+		`{"type":"i32","bits":"0x` + digits + `"}`,
+		`{"type":"i32","bits":` + big + `}`,
+		`{"type":"i32","value":` + big + `}`,
+		big,
+		`"` + digits + `"`,
+		digits,
+		`-` + digits + `.5`,
+	} {
+		_, err := DecodeArg(json.RawMessage(arg), I32)
+		if err == nil || len(err.Error()) > 1024 {
+			t.Errorf("%.60s…: an error of %d bytes: %.200s", arg, len(fmt.Sprint(err)), err)
+		}
+	}
+}

@@ -115,7 +115,7 @@ func (w *WASI) Check() error {
 	for _, k := range sortedKeys(w.Env) {
 		field := WASIField + ".env." + Escape(k) // the parent's name, shown as messages show names
 		if k == "" || strings.Contains(k, "=") {
-			return &GrantError{WASIField + ".env", fmt.Sprintf("name %q must be non-empty and contain no '='", k)}
+			return &GrantError{WASIField + ".env", fmt.Sprintf("name %s must be non-empty and contain no '='", Quote(k))}
 		}
 		if err := cString(field, k); err != nil {
 			return err
@@ -145,7 +145,7 @@ func (w *WASI) Check() error {
 			return err
 		}
 		if other, dup := guests[d.Guest]; dup {
-			return &GrantError{field + ".guest", fmt.Sprintf("%q is already preopened by %s", d.Guest, other)}
+			return &GrantError{field + ".guest", fmt.Sprintf("%s is already preopened by %s", Quote(d.Guest), other)}
 		}
 		guests[d.Guest] = field
 	}
@@ -157,7 +157,7 @@ func (w *WASI) Check() error {
 	}
 	paths := sortedKeys(w.Files)
 	for _, p := range paths {
-		field := WASIField + ".files[" + strconv.Quote(p) + "]"
+		field := WASIField + ".files[" + Quote(p) + "]"
 		if err := cString(field, p); err != nil {
 			return err
 		}
@@ -176,11 +176,11 @@ func (w *WASI) Check() error {
 		// sorted order but need not follow it ("/a", "/a-b", "/a/c": '-'
 		// sorts before '/'), so the first one is searched for.
 		if j := sort.SearchStrings(paths, p+"/"); j < len(paths) && strings.HasPrefix(paths[j], p+"/") {
-			return &GrantError{field, fmt.Sprintf("is a file, so %q cannot be under it", paths[j])}
+			return &GrantError{field, fmt.Sprintf("is a file, so %s cannot be under it", Quote(paths[j]))}
 		}
 		for g, other := range guests {
 			if g != "/" && (p == g || strings.HasPrefix(p, strings.TrimSuffix(g, "/")+"/")) {
-				return &GrantError{field, "lies under " + other + " (guest " + strconv.Quote(g) + "), which would hide it"}
+				return &GrantError{field, "lies under " + other + " (guest " + Quote(g) + "), which would hide it"}
 			}
 		}
 	}

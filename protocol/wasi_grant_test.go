@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -80,5 +81,27 @@ func TestWASIHostBytes(t *testing.T) {
 	want := uint64(5+WASIEntryBytes) + 1 + 3 + 2*WASIEntryBytes + 5 + WASIEntryBytes + 10 + (3+2+1+1)*WASIPageBytes + 2
 	if n := w.HostBytes(); n != want {
 		t.Errorf("HostBytes = %d, want %d", n, want)
+	}
+}
+
+// TestWASIGrantErrorsQuoteBriefly: a grant's error quotes the parent's
+// names and paths cut (Quote), whatever their length and content: half a
+// megabyte of a path, a name or a guest path of control characters gives
+// an error under 1 KiB.
+func TestWASIGrantErrorsQuoteBriefly(t *testing.T) {
+	long := "/" + strings.Repeat("x", 1<<19)
+	controls := "/" + strings.Repeat("\x01", MaxWASIPathBytes-1)
+	for i, w := range []WASI{
+		{Env: map[string]string{"=" + long: "v"}},
+		{Files: map[string][]byte{long[1:]: nil}},
+		{Files: map[string][]byte{long: nil}},
+		{Files: map[string][]byte{"/x": nil, "/x" + long: nil}},
+		{Dirs: []Dir{{Host: "/tmp", Guest: controls}, {Host: "/tmp", Guest: controls}}},
+		{Dirs: []Dir{{Host: "/tmp", Guest: controls}}, Files: map[string][]byte{controls + "/f": nil}},
+	} {
+		err := w.Check()
+		if err == nil || len(err.Error()) > 1024 {
+			t.Errorf("grant %d: an error of %d bytes: %.200s", i, len(fmt.Sprint(err)), err)
+		}
 	}
 }

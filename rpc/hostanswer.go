@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sandboxd/sandboxd/internal/framing"
 	"github.com/sandboxd/sandboxd/internal/jsonscan"
@@ -74,27 +75,48 @@ func (h *hostCalls) countUnexpected() {
 	h.mu.Unlock()
 }
 
-// refuseAnswer ends the host call that a message too large to read
-// answered, when the start of the message says which (its id, and a
-// result or an error, among its leading members: where clients write
-// them), and reports whether it did. The message is skipped unread,
-// answered nothing.
-func (s *Server) refuseAnswer(big *framing.TooLargeError) bool {
+// answeredCall reads, in the members at the start of msg that are valid
+// JSON (all of them when msg is valid; before the fault when it is not,
+// or before the cut of a message too large to read), the id of the host
+// call msg answers: msg must show a result or an error member (readable or
+// the one at the fault) and no method member, and its id must be a string
+// read before any fault, not the member at it. Host-call ids are the
+// sidecar's own ("sbx-N"): a message that shows a method is the parent's
+// request, which never ends a host call however it is broken, even with
+// an id equal to one.
+func answeredCall(msg []byte) (string, bool) {
 	var id json.RawMessage
 	isAnswer, isRequest := false, false
-	cut := jsonscan.LeadingMembers(big.Head, func(key, value []byte) {
+	look := func(key []byte) {
 		switch {
-		case keyIs(key, "id"):
-			id = value
 		case keyIs(key, "result"), keyIs(key, "error"):
 			isAnswer = true
 		case keyIs(key, "method"):
 			isRequest = true
 		}
+	}
+	cut := jsonscan.LeadingMembers(msg, func(key, value []byte) {
+		if keyIs(key, "id") {
+			id = value
+		}
+		look(key)
 	})
-	isAnswer = isAnswer || keyIs(cut, "result") || keyIs(cut, "error")
+	look(cut)
 	hid, ok := parseID(id)
-	if !isAnswer || isRequest || !ok || !hid.IsString {
+	if !isAnswer || isRequest || !ok || !hid.IsString || keyIs(cut, "id") {
+		return "", false
+	}
+	return hid.Str, true
+}
+
+// refuseAnswer ends the host call that a message too large to read
+// answered, when the start of the message says which (answeredCall: its
+// id, and a result or an error, among its leading members, where clients
+// write them), and reports whether it did. The message is skipped unread,
+// answered nothing.
+func (s *Server) refuseAnswer(big *framing.TooLargeError) bool {
+	hid, ok := answeredCall(big.Head)
+	if !ok {
 		return false
 	}
 	size := "longer than"
@@ -102,12 +124,44 @@ func (s *Server) refuseAnswer(big *framing.TooLargeError) bool {
 		size = strconv.FormatInt(big.Size, 10) + " bytes, more than"
 	}
 	a := hostAnswer{problem: fmt.Sprintf("the parent's answer to host call %s is %s --max-message-bytes (%d); it was not read",
-		protocol.Escape(hid.Str), size, big.Max)}
-	if s.hosts.deliver(hid.Str, a) {
+		protocol.Escape(hid), size, big.Max)}
+	if s.hosts.deliver(hid, a) {
 		return true
 	}
-	s.logDroppedAnswer("dropping an answer too large to read, to no host call in flight", id)
+	s.logDroppedAnswer("dropping an answer too large to read, to no host call in flight", json.RawMessage(strconv.Quote(hid)))
 	return true
+}
+
+// maxNotJSONExcerpt bounds the excerpt of an answer that is not JSON
+// that the error of its call quotes, from the byte at fault on.
+const maxNotJSONExcerpt = 16
+
+// endHostCallNotJSON ends the host call that body, a message that is not
+// JSON (syn says why and where in trimmed, body without the whitespace
+// around it), answers, when answeredCall finds which and that call waits,
+// and reports whether it did: the call's error says the answer was not
+// JSON, what is wrong, at which byte of body, and quotes a few bytes from
+// there. Nothing is sent back for such a message.
+func (s *Server) endHostCallNotJSON(body, trimmed []byte, syn *json.SyntaxError) bool {
+	hid, ok := answeredCall(trimmed)
+	if !ok || !s.hosts.inFlight(hid) {
+		return false
+	}
+	lead := 0 // the whitespace before trimmed
+	for lead < len(body) && strings.IndexByte(" \t\n\r", body[lead]) >= 0 {
+		lead++
+	}
+	where := "at its end"
+	if at := int(syn.Offset) - 1; syn.Offset > 0 && at < len(trimmed) && !strings.HasPrefix(syn.Error(), "unexpected end") {
+		rest := trimmed[at:]
+		excerpt := strconv.Quote(protocol.CutUTF8(string(rest[:min(len(rest), maxNotJSONExcerpt+1)]), maxNotJSONExcerpt))
+		if len(rest) > maxNotJSONExcerpt {
+			excerpt += "…"
+		}
+		where = fmt.Sprintf("at byte %d (%s)", lead+at, excerpt)
+	}
+	return s.hosts.deliver(hid, hostAnswer{problem: fmt.Sprintf("the parent's answer to host call %s is not JSON: %s %s",
+		protocol.Escape(hid), syn.Error(), where)})
 }
 
 // endHostCall ends the host call in flight under id, if any, with the

@@ -81,7 +81,7 @@ func decodeWASI(raw json.RawMessage) (*protocol.WASI, error) {
 		}
 		w.Files = make(map[string][]byte, len(es))
 		for _, e := range es {
-			if w.Files[e.key], err = bytesField(e.value, wasiField+".files["+strconv.Quote(e.key)+"]"); err != nil {
+			if w.Files[e.key], err = bytesField(e.value, wasiField+".files["+protocol.Quote(e.key)+"]"); err != nil {
 				return nil, err
 			}
 		}

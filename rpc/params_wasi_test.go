@@ -18,8 +18,8 @@ func TestDecodeWASIGrantRefusedAtDecode(t *testing.T) {
 	name256 := "/" + strings.Repeat("n", 256)
 	deep := strings.Repeat("/"+strings.Repeat("d", 200), 21)
 	cases := []struct{ wasi, want string }{
-		{`{"files":{"` + name256 + `":"x"}}`, `capabilities.wasi.files["` + name256 + `"]: has a name of 256 bytes; at most 255 per name`},
-		{`{"files":{"` + deep + `":"x"}}`, `capabilities.wasi.files["` + deep + `"]: is 4221 bytes long; at most 4096`},
+		{`{"files":{"` + name256 + `":"x"}}`, `capabilities.wasi.files[` + protocol.Quote(name256) + `]: has a name of 256 bytes; at most 255 per name`},
+		{`{"files":{"` + deep + `":"x"}}`, `capabilities.wasi.files[` + protocol.Quote(deep) + `]: is 4221 bytes long; at most 4096`},
 		{`{"files":{"rel":"x"}}`, `capabilities.wasi.files["rel"]: must be an absolute, clean file path`},
 		{`{"files":{"/a/../b":"x"}}`, `capabilities.wasi.files["/a/../b"]: must be an absolute, clean file path`},
 		{`{"files":{"/x":"1","/x/y":"2"}}`, `capabilities.wasi.files["/x"]: is a file, so "/x/y" cannot be under it`},

@@ -119,6 +119,9 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 			}
 			return request{}, false
 		}
+		if syn != nil && s.endHostCallNotJSON(body, trimmed, syn) { // an answer to a host call ends it, unanswered
+			return request{}, false
+		}
 		send(errorBody(nil, CodeParseError, "parse error: "+err.Error()))
 		return request{}, false
 	}
@@ -193,7 +196,7 @@ func tooDeepAnswer(msg []byte) []byte {
 	if keyIs(deep, "params") {
 		return errorBody(id, CodeInvalidParams, "params: "+problem)
 	}
-	return errorBody(id, CodeInvalidRequest, fmt.Sprintf("invalid request: member %s is %s", deep, problem))
+	return errorBody(id, CodeInvalidRequest, fmt.Sprintf("invalid request: member %s is %s", protocol.Quote(jsonscan.String(deep)), problem))
 }
 
 // parseID reads an id by value: any JSON string (escapes decoded, so

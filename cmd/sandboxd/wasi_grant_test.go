@@ -50,8 +50,8 @@ func TestWASIGrantFaultsAreTheParents(t *testing.T) {
 		field string
 		fs    bool // needs the file system: checked when the run starts, not at decode
 	}{
-		{"a name past NAME_MAX", map[string]any{"files": map[string]any{long: "x"}}, `capabilities.wasi.files["` + long + `"]: has a name of 256 bytes`, false},
-		{"a path past 4096 bytes", map[string]any{"files": map[string]any{deep: "x"}}, `capabilities.wasi.files["` + deep + `"]: is 4221 bytes long`, false},
+		{"a name past NAME_MAX", map[string]any{"files": map[string]any{long: "x"}}, `capabilities.wasi.files[` + protocol.Quote(long) + `]: has a name of 256 bytes`, false},
+		{"a path past 4096 bytes", map[string]any{"files": map[string]any{deep: "x"}}, `capabilities.wasi.files[` + protocol.Quote(deep) + `]: is 4221 bytes long`, false},
 		{"a NUL in an argument", map[string]any{"args": []any{"ok", "a\x00b"}}, "capabilities.wasi.args[1]: must not contain a NUL byte", false},
 		{"a NUL in an env value", map[string]any{"env": map[string]any{"K": "a\x00"}}, "capabilities.wasi.env.K: must not contain a NUL byte", false},
 		{"an env name with =", map[string]any{"env": map[string]any{"A=B": "c"}}, `capabilities.wasi.env: name "A=B"`, false},

@@ -3,7 +3,6 @@ package rpctest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -210,12 +209,12 @@ func (t *turn) Call(ctx context.Context, call protocol.Call) (*protocol.CallOutc
 			log := func(line string) { call.Log("", line) }
 			vals, err := callHost(ctx, n, in.fns, call.Host, timeout, log)
 			if err != nil {
-				in.shut(fmt.Sprintf("closed after a failed host call in a call of %q", call.Function))
+				in.shut("closed after a failed host call in a call of " + protocol.Quote(call.Function))
 				return nil, err
 			}
 			return &protocol.CallOutcome{RunOutcome: protocol.RunOutcome{Values: vals}}, nil
 		}
-		in.shut(fmt.Sprintf("closed after trap in a call of %q", call.Function))
+		in.shut("closed after trap in a call of " + protocol.Quote(call.Function))
 		return nil, &protocol.Error{Kind: protocol.KindTrap, Message: "unreachable", Data: protocol.ErrorData{InstanceClosed: true}}
 	}
 }

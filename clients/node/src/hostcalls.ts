@@ -194,7 +194,7 @@ export function encodeResults(fn: HostFunction, returned: unknown): unknown[] {
     );
   }
   return results.map((t, i) => {
-    const v = values[i];
+    let v = values[i];
     const wrong = (why: string) =>
       new HostCallProblem(
         HOST_CALL_CODES.handlerFailed,
@@ -205,10 +205,23 @@ export function encodeResults(fn: HostFunction, returned: unknown): unknown[] {
       throw wrong("a bytes result needs a Uint8Array or a string");
     }
     if (v !== null && typeof v === "object" && typeof (v as { type?: unknown }).type === "string") {
-      // a typed value from i32(), f64Bits(), …: its type must be the declared one
+      // A typed value from i32(), f64Bits(), … or written by hand: its type
+      // must be the declared one; a string (what i64() and f64() make) goes
+      // as it is, a number or bigint as the plain value would (NaN and
+      // ±Infinity as the protocol's strings), anything else is refused: it
+      // could hold what JSON cannot carry (NaN would become null, a bigint
+      // would throw).
       const typed = v as { type: string; value?: unknown; bits?: unknown };
       if (typed.type !== t) throw wrong(`an ${typed.type} where ${qualified(fn)} returns ${t}`);
-      return typed.bits !== undefined ? { type: t, bits: typed.bits } : { type: t, value: typed.value };
+      if (typed.bits !== undefined) {
+        if (typeof typed.bits !== "string") throw wrong(`a typed value's bits must be a "0x…" string`);
+        return { type: t, bits: typed.bits };
+      }
+      if (typeof typed.value === "string") return { type: t, value: typed.value };
+      if (typeof typed.value !== "number" && typeof typed.value !== "bigint") {
+        throw wrong("a typed value's value must be a number, a bigint or a string");
+      }
+      v = typed.value;
     }
     if (t === "f32" || t === "f64") {
       if (typeof v !== "number") throw wrong(`${t} needs a number`);

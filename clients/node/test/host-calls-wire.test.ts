@@ -152,6 +152,38 @@ describe("host calls on the wire", () => {
       assert.match(messages[5]!, /an i32 where env::wrapper returns i64/);
     }));
 
+  it("encodes typed results as run arguments are encoded, refuses what JSON cannot carry, and serves on", () =>
+    withFake(async (sb) => {
+      // Typed objects are the caller's: their value went out as it was, so
+      // JSON.stringify wrote NaN as null and threw on a bigint (an
+      // unhandled rejection: the process died, the call unanswered).
+      const functions = [
+        fn("nan", [], ["f64"], () => ({ type: "f64", value: NaN })),
+        fn("inf", [], ["f32"], () => ({ type: "f32", value: -Infinity })),
+        fn("plain", [], ["f64", "f32"], () => [NaN, Infinity]),
+        fn("big", [], ["i64"], () => ({ type: "i64", value: 2n ** 64n - 1n })),
+        fn("intnan", [], ["i32"], () => ({ type: "i32", value: NaN })),
+        fn("nested", [], ["f64"], () => ({ type: "f64", value: { x: NaN } }) as never),
+        fn("bits", [], ["f64"], () => ({ type: "f64", bits: 1n }) as never),
+        fn("after", [], ["i32"], () => 1),
+      ];
+      const { answers } = await hostRun(sb, functions.map((f) => step(f.name)), functions);
+      const [nan, inf, plain, big, intnan, nested, bits, after] = answers;
+      assert.deepEqual(nan!.result?.values, [{ type: "f64", value: "NaN" }]);
+      assert.deepEqual(inf!.result?.values, [{ type: "f32", value: "-Infinity" }]);
+      assert.deepEqual(plain!.result?.values, [{ type: "f64", value: "NaN" }, { type: "f32", value: "Infinity" }]);
+      assert.deepEqual(big!.result?.values, [{ type: "i64", value: "18446744073709551615" }]);
+      assert.equal(intnan!.error?.code, -32000);
+      assert.match(intnan!.error!.message, /the handler of env::intnan returned .* as its result: i32 needs an integer/);
+      assert.equal(nested!.error?.code, -32000);
+      assert.match(nested!.error!.message, /the handler of env::nested returned .*: a typed value's value must be a number, a bigint or a string/);
+      assert.equal(bits!.error?.code, -32000);
+      assert.match(bits!.error!.message, /the handler of env::bits returned .*: a typed value's bits must be a "0x…" string/);
+      assert.deepEqual(after!.result?.values, [{ type: "i32", value: 1 }]);
+      const again = await hostRun(sb, [step("after")], functions);
+      assert.deepEqual(again.answers[0]!.result?.values, [{ type: "i32", value: 1 }]);
+    }));
+
   it("answers at once what it cannot serve", () =>
     withFake(async (sb) => {
       const f = fn("f", ["i32"], [], () => undefined);

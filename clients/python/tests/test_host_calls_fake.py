@@ -96,6 +96,36 @@ class SyncHostCallsTest(unittest.TestCase):
         self.assertIn("an i32 where env::wrapper returns i64", messages[4])
         self.assertIn("not valid UTF-8", messages[5])
 
+    def test_what_json_cannot_carry_is_an_error_answer_and_serving_goes_on(self):
+        # A float result travels as a number or the protocol's "NaN" and
+        # "Infinity" strings; whatever would reach the encoder as a bare NaN
+        # (a wrapper whose wire form keeps the float), or cannot be a float
+        # at all, is answered with an error naming the handler, and the
+        # calls after it are served.
+        class RawF64(sandboxd.F64):
+            def _wire_value(self):
+                return self.value
+
+        functions = [
+            sandboxd.HostFunction("env", "nan", [], ["f64"], lambda: RawF64(float("nan"))),
+            sandboxd.HostFunction("env", "inf", [], ["f64"], lambda: RawF64(float("-inf"))),
+            sandboxd.HostFunction("env", "huge", [], ["f64"], lambda: 10 ** 400),
+            sandboxd.HostFunction("env", "plain", [], ["f64", "f32"], lambda: (float("nan"), float("inf"))),
+            sandboxd.HostFunction("env", "after", [], ["i32"], lambda: 1),
+        ]
+        r = self.host_run([step(f.name) for f in functions], functions)
+        nan, inf, huge, plain, after = r.raw["answers"]
+        for answer, name in ((nan, "nan"), (inf, "inf")):
+            self.assertEqual(answer["error"]["code"], -32000)
+            self.assertIn("the handler of env::%s returned RawF64(" % name, answer["error"]["message"])
+            self.assertIn("NaN/Infinity are not JSON", answer["error"]["message"])
+        self.assertEqual(huge["error"]["code"], -32000)
+        self.assertIn("the handler of env::huge returned 1000", huge["error"]["message"])
+        self.assertIn("an int too large for f64", huge["error"]["message"])
+        self.assertEqual(plain["result"]["values"], [{"type": "f64", "value": "NaN"}, {"type": "f32", "value": "Infinity"}])
+        self.assertEqual(after["result"]["values"], [i32(1)])
+        self.assertEqual(self.host_run([step("after")], functions[4:]).raw["answers"][0]["result"]["values"], [i32(1)])
+
     def test_a_handler_that_raises_sends_its_message_bounded(self):
         def fail(n):
             raise LookupError("no such key: %d" % n)
@@ -281,6 +311,32 @@ class AsyncHostCallsTest(unittest.TestCase):
         answers = self.run_async(main())
         self.assertEqual(seen, [True])
         self.assertNotIn("sbx-c", answers)
+
+    def test_what_json_cannot_carry_is_an_error_answer_and_the_reader_goes_on(self):
+        class RawF64(sandboxd.F64):
+            def _wire_value(self):
+                return self.value
+
+        async def later():
+            await asyncio.sleep(0)
+            return RawF64(float("nan"))
+
+        async def main():
+            async with sandboxd.AsyncSidecar(binary=fake_sidecar_bin()) as sb:
+                r = await sb.run(wat="(module)", function="host", args=[step("now"), step("later"), step("after")],
+                                 host_functions=[sandboxd.HostFunction("env", "now", [], ["f64"], lambda: RawF64(float("inf"))),
+                                                 sandboxd.HostFunction("env", "later", [], ["f64"], later),
+                                                 sandboxd.HostFunction("env", "after", [], ["i32"], lambda: 1)])
+                again = await sb.run(wat="(module)", function="add", args=[1, 2])
+                return r.raw["answers"], again.raw["params"]
+
+        (now, later_, after), again = self.run_async(main())
+        for answer, name in ((now, "now"), (later_, "later")):
+            self.assertEqual(answer["error"]["code"], -32000)
+            self.assertIn("the handler of env::%s returned RawF64(" % name, answer["error"]["message"])
+            self.assertIn("NaN/Infinity are not JSON", answer["error"]["message"])
+        self.assertEqual(after["result"]["values"], [i32(1)])
+        self.assertEqual(again["function"], "add")
 
     def test_requests_from_a_handler_name_its_host_call_and_raising_answers_an_error(self):
         async def main():

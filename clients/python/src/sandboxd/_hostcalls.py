@@ -435,7 +435,24 @@ def _encode_result(function: HostFunction, i: int, t: str, v: Any) -> Dict[str, 
         if not -(1 << (width - 1)) <= v < 1 << width:  # unsigned values wrap, as run's arguments do
             raise wrong("out of range for %s" % t)
         return {"type": t, "value": v if t == "i32" else str(v)}
-    return {"type": t, "value": encode_float(float(v))}
+    try:
+        x = float(v)
+    except OverflowError:
+        raise wrong("an int too large for %s" % t) from None
+    return {"type": t, "value": encode_float(x)}
+
+
+def unencodable(function: HostFunction, returned: Any, exc: Exception) -> HostCallProblem:
+    """The error answer for a handler's result that the codec let through
+    and the JSON encoder refused (``exc``): a bare NaN or Infinity, which
+    the encoder refuses (``allow_nan=False``: they are not JSON, and the
+    sidecar could not read the answer), or anything else it cannot write."""
+    why = describe_failure(exc)
+    if isinstance(exc, ValueError) and "Out of range float" in str(exc):
+        why = ("NaN/Infinity are not JSON (a float result given as a float or sandboxd.F64 "
+               "travels as the protocol's \"NaN\" or \"Infinity\")")
+    return HostCallProblem(HANDLER_FAILED, "the handler of %s returned %s, which cannot be sent: %s"
+                           % (function, _short(returned), why))
 
 
 def _short(value: Any) -> str:

@@ -23,7 +23,7 @@ from ._bytes import bytes_from_wire
 from ._framing import FrameDecoder, FramingError, encode_message
 from ._hostcalls import (
     BAD_ARGUMENTS, HANDLER_FAILED, NO_HANDLER, NO_HOST_FUNCTIONS, HostCall, HostCallProblem, HostFunctions,
-    answer_message, current_for, decode_args, describe_failure, encode_results, error_message,
+    answer_message, current_for, decode_args, describe_failure, encode_results, error_message, unencodable,
 )
 from ._process import describe_exit, sidecar_failure
 from ._results import Transform, parse_any
@@ -421,16 +421,19 @@ class Session:
         ``returned`` a value, or raised ``failure``, or it cannot be served
         (``problem``). None when no answer must be sent: the sidecar
         cancelled it (or the sidecar is gone, or it was answered)."""
+        frame = b""
         if problem is None and failure is None:
             try:
-                message = answer_message(host_call.id, encode_results(host_call.function, returned))
+                # outside the lock: may be megabytes
+                frame = encode_message(answer_message(host_call.id, encode_results(host_call.function, returned)))
             except HostCallProblem as p:
                 problem = p
+            except Exception as e:  # what the handler returned, the encoder refused: the guest still gets an answer
+                problem = unencodable(host_call.function, returned, e)
         if failure is not None:
-            message = error_message(host_call.id, HANDLER_FAILED, describe_failure(failure))
+            frame = encode_message(error_message(host_call.id, HANDLER_FAILED, describe_failure(failure)))
         elif problem is not None:
-            message = error_message(host_call.id, problem.code, str(problem))
-        frame = encode_message(message)  # outside the lock: may be megabytes
+            frame = encode_message(error_message(host_call.id, problem.code, str(problem)))
         with self._lock:
             if self._host_calls.get(host_call.id) is not host_call:
                 return None
