@@ -133,9 +133,17 @@ type Options struct {
 	NDJSON bool      // use --framing=ndjson
 }
 
-// Start spawns `binary serve` and connects to it. ctx is not used to bound
+// Start spawns `binary serve` and connects to it. binary is found by
+// FindBinary: a path, or a name looked up on PATH; empty, it is
+// $SANDBOXD_BIN, else `sandboxd` on PATH, else the checkout's
+// bin/sandboxd. A binary not found is an error wrapping
+// ErrBinaryNotFound that names what was tried. ctx is not used to bound
 // the process (Close ends it); it is kept for compatibility.
 func Start(ctx context.Context, binary string, opts Options) (*Client, error) {
+	binary, err := FindBinary(binary)
+	if err != nil {
+		return nil, err
+	}
 	args := append([]string{"serve"}, opts.Args...)
 	if opts.NDJSON {
 		args = append(args, "--framing=ndjson")
