@@ -138,8 +138,8 @@ func replaceDir(bi *debug.BuildInfo, cwd string) string {
 		return ""
 	}
 	for _, dep := range bi.Deps {
-		if dep.Path != goModule || dep.Replace == nil || dep.Replace.Version != "" {
-			continue // not us, or replaced by another module version, not a directory
+		if dep.Path != goModule || dep.Replace == nil || !isLocalPath(dep.Replace.Path) {
+			continue // not us, or replaced by another module, not a directory
 		}
 		dir := dep.Replace.Path
 		if filepath.IsAbs(dir) {
@@ -155,6 +155,16 @@ func replaceDir(bi *debug.BuildInfo, cwd string) string {
 		return filepath.Join(mainDir, dir)
 	}
 	return ""
+}
+
+// isLocalPath says whether a replacement names a directory, as go.mod's
+// replace directive tells them from module paths: an absolute path, or
+// one starting with ./ or ../ (the build info records the directory's
+// version as "(devel)").
+func isLocalPath(p string) bool {
+	return filepath.IsAbs(p) || p == "." || p == ".." ||
+		strings.HasPrefix(p, "./") || strings.HasPrefix(p, "../") ||
+		strings.HasPrefix(p, "."+string(filepath.Separator)) || strings.HasPrefix(p, ".."+string(filepath.Separator))
 }
 
 // findCheckout is the sandboxd checkout holding start: the nearest
