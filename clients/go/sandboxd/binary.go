@@ -106,7 +106,7 @@ func findDefault(starts []string) (string, error) {
 		where = "the sandboxd checkout at " + strings.Join(checkouts, " or ") + " has no bin/sandboxd"
 	case len(starts) > 0:
 		where = "no sandboxd checkout holds " + strings.Join(starts, " or ") +
-			" (the current directory, and the directory a `replace` of " + goModule + " in go.mod names)"
+			" (the directory go.mod's `replace` of " + goModule + " names, if the build info records one, and the current directory)"
 	default:
 		where = "the current directory is unknown and go.mod has no `replace` of " + goModule
 	}
