@@ -4,7 +4,18 @@
 // into *Error values carrying the kind.
 //
 // It serves the project's integration tests and benchmarks, and Go
-// programs that prefer a process boundary to linking wasmtime.
+// programs that prefer a process boundary to linking wasmtime. The module
+// is not published: a program uses it from a local checkout through a
+// `replace` line in its go.mod (clients/go/README.md).
+//
+// # Finding the sidecar
+//
+// Start(ctx, "", opts) runs the binary FindBinary finds: $SANDBOXD_BIN,
+// else `sandboxd` on PATH, else bin/sandboxd of the checkout the
+// program's go.mod replaces the module with, or that holds the current
+// directory. A non-empty binary is used instead (a path, or a name on
+// PATH). Nothing found is an error wrapping ErrBinaryNotFound that names
+// what was tried.
 //
 // # Compiling
 //
