@@ -56,7 +56,7 @@ install: binary runtimes
 demo: build
 	$(BIN) run testdata/wat/well_behaved.wat --invoke add --arg 2 --arg 40
 	$(BIN) run testdata/wat/logger.wat --allow-log
-	$(GO) run ./clients/go/examples/session
+	SANDBOXD_BIN=$(BIN) $(GO) run ./clients/go/examples/session
 
 # Every test: Go (engine, sidecar, CLI), every fuzz target briefly, the
 # Python client, the Node client, the interpreter runtimes.

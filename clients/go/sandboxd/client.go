@@ -4,7 +4,18 @@
 // into *Error values carrying the kind.
 //
 // It serves the project's integration tests and benchmarks, and Go
-// programs that prefer a process boundary to linking wasmtime.
+// programs that prefer a process boundary to linking wasmtime. The module
+// is not published: a program uses it from a local checkout through a
+// `replace` line in its go.mod (clients/go/README.md).
+//
+// # Finding the sidecar
+//
+// Start(ctx, "", opts) runs the binary FindBinary finds: $SANDBOXD_BIN,
+// else `sandboxd` on PATH, else bin/sandboxd of the checkout the
+// program's go.mod replaces the module with, or that holds the current
+// directory. A non-empty binary is used instead (a path, or a name on
+// PATH). Nothing found is an error wrapping ErrBinaryNotFound that names
+// what was tried.
 //
 // # Compiling
 //
@@ -13,7 +24,7 @@
 // which compiles a reactor (a Go PDK plugin, anything with _initialize)
 // pre-initialised, wizer-style (docs/preinit.md). The result's ModuleID
 // is the pre-initialised module's own; runs and instances use it through
-// protocol.ModuleSpec{ID: &id}. A module that cannot be pre-initialised
+// ModuleSpec{ID: &id}. A module that cannot be pre-initialised
 // is an *Error of kind invalid_module.
 //
 // # Design: the caller reads
@@ -133,9 +144,17 @@ type Options struct {
 	NDJSON bool      // use --framing=ndjson
 }
 
-// Start spawns `binary serve` and connects to it. ctx is not used to bound
+// Start spawns `binary serve` and connects to it. binary is found by
+// FindBinary: a path, or a name looked up on PATH; empty, it is
+// $SANDBOXD_BIN, else `sandboxd` on PATH, else the checkout's
+// bin/sandboxd. A binary not found is an error wrapping
+// ErrBinaryNotFound that names what was tried. ctx is not used to bound
 // the process (Close ends it); it is kept for compatibility.
 func Start(ctx context.Context, binary string, opts Options) (*Client, error) {
+	binary, err := FindBinary(binary)
+	if err != nil {
+		return nil, err
+	}
 	args := append([]string{"serve"}, opts.Args...)
 	if opts.NDJSON {
 		args = append(args, "--framing=ndjson")
@@ -246,13 +265,58 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	return c.call(ctx, method, params, result, RunHandlers{}, cancelGrace)
 }
 
-// RunParams are the params of a run; see docs/protocol.md.
-type RunParams = protocol.RunParams
+// The wire types a client fills in and reads, from package protocol (pure
+// Go, shared with the sidecar), under the client's own names so that a
+// program needs no other import; docs/protocol.md describes each.
+type (
+	// RunParams are the params of a run.
+	RunParams = protocol.RunParams
+	// ModuleSpec names a module: exactly one of WAT, Wasm (base64), ID (a
+	// module id from an earlier compile or run) and Path (a file on the
+	// sidecar's machine) is set; Str makes the pointers.
+	ModuleSpec = protocol.ModuleSpec
+	// CapabilitySpec grants host functions to a run or an instance; absent
+	// means none.
+	CapabilitySpec = protocol.CapabilitySpec
+	// RandomSpec seeds host::random.
+	RandomSpec = protocol.RandomSpec
+	// WASISpec grants WASI: args, env, stdin, files and directories
+	// (DirSpec).
+	WASISpec = protocol.WASISpec
+	// DirSpec is one directory a WASI guest sees.
+	DirSpec = protocol.DirSpec
+	// RunResult is the result of a run.
+	RunResult = protocol.RunResult
+	// WireValue is one typed value of a result.
+	WireValue = protocol.WireValue
+	// CompileParams are the params of CompileWith.
+	CompileParams = protocol.CompileParams
+	// CompileResult is the result of Compile.
+	CompileResult = protocol.CompileResult
+	// InitializeResult is what Initialize returns: the server, its engine,
+	// capabilities, default limits and concurrency.
+	InitializeResult = protocol.InitializeResult
+	// StatsResult is the result of Stats.
+	StatsResult = protocol.StatsResult
+	// Bytes is a byte string on the wire ({"text"} or {"base64"} in JSON),
+	// as a plugin's output or a WASI guest's stdout.
+	Bytes = protocol.Bytes
+)
+
+// Initialize calls `initialize`, which says what the sidecar is and
+// offers. Calling it is optional: the sidecar serves every method without.
+func (c *Client) Initialize(ctx context.Context) (*InitializeResult, error) {
+	var res InitializeResult
+	if err := c.Call(ctx, protocol.MethodInitialize, map[string]any{}, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
 
 // Run calls `run`. onLog, if set, receives the run's log lines in order
 // before Run returns. It is called on whichever calling goroutine is
 // reading at the time, so it must be quick and must not call the Client.
-func (c *Client) Run(ctx context.Context, p RunParams, onLog func(seq int, line string)) (*protocol.RunResult, error) {
+func (c *Client) Run(ctx context.Context, p RunParams, onLog func(seq int, line string)) (*RunResult, error) {
 	return c.RunWith(ctx, p, RunHandlers{Log: onLog})
 }
 
@@ -276,11 +340,11 @@ type RunHandlers struct {
 
 // RunWith calls `run` with handlers for its log and output notifications.
 // A WASI run's result has ExitCode, Stdout and Stderr set (WASIResult).
-func (c *Client) RunWith(ctx context.Context, p RunParams, h RunHandlers) (*protocol.RunResult, error) {
+func (c *Client) RunWith(ctx context.Context, p RunParams, h RunHandlers) (*RunResult, error) {
 	if c.closing.Load() {
 		return nil, ErrClosed
 	}
-	var res protocol.RunResult
+	var res RunResult
 	if p.HostCall == "" {
 		p.HostCall = hostCallOf(ctx)
 	}
@@ -291,16 +355,16 @@ func (c *Client) RunWith(ctx context.Context, p RunParams, h RunHandlers) (*prot
 }
 
 // Compile calls `compile` for m with the sidecar's default compile limits.
-func (c *Client) Compile(ctx context.Context, m protocol.ModuleSpec) (*protocol.CompileResult, error) {
-	return c.CompileWith(ctx, protocol.CompileParams{Module: m})
+func (c *Client) Compile(ctx context.Context, m ModuleSpec) (*CompileResult, error) {
+	return c.CompileWith(ctx, CompileParams{Module: m})
 }
 
 // CompileWith calls `compile` with all its params: compile limits
 // (compileTimeoutMs, compileMemoryBytes) and Preinitialize, which
 // compiles a reactor pre-initialised (docs/preinit.md) under a module id
 // of its own, the one later runs and instances name with ModuleSpec.ID.
-func (c *Client) CompileWith(ctx context.Context, p protocol.CompileParams) (*protocol.CompileResult, error) {
-	var res protocol.CompileResult
+func (c *Client) CompileWith(ctx context.Context, p CompileParams) (*CompileResult, error) {
+	var res CompileResult
 	if err := c.Call(ctx, protocol.MethodCompile, p, &res); err != nil {
 		return nil, err
 	}
@@ -308,8 +372,8 @@ func (c *Client) CompileWith(ctx context.Context, p protocol.CompileParams) (*pr
 }
 
 // Stats calls `stats`.
-func (c *Client) Stats(ctx context.Context) (*protocol.StatsResult, error) {
-	var res protocol.StatsResult
+func (c *Client) Stats(ctx context.Context) (*StatsResult, error) {
+	var res StatsResult
 	if err := c.Call(ctx, protocol.MethodStats, nil, &res); err != nil {
 		return nil, err
 	}

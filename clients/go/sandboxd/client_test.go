@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/rpctest"
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
 )
 
@@ -88,7 +89,7 @@ func serve(t *testing.T, ndjson bool, concurrency int) *fixture {
 	return f
 }
 
-var mod = rpc.ModuleSpec{WAT: Str("(module)")}
+var mod = ModuleSpec{WAT: Str("(module)")}
 
 func runP(fn string, args ...int) RunParams {
 	p := RunParams{Module: mod, Function: fn}
@@ -98,7 +99,7 @@ func runP(fn string, args ...int) RunParams {
 	return p
 }
 
-func value(t *testing.T, res *rpc.RunResult) string {
+func value(t *testing.T, res *RunResult) string {
 	t.Helper()
 	if res == nil || len(res.Values) != 1 {
 		t.Fatalf("want one value, got %+v", res)
@@ -144,8 +145,8 @@ func TestSequential(t *testing.T) {
 		if err != nil || st.Runs["ok"] != 100 {
 			t.Fatalf("stats: %+v %v", st, err)
 		}
-		var info rpc.InitializeResult
-		if err := f.c.Call(ctx, rpc.MethodInitialize, map[string]any{}, &info); err != nil || info.MaxConcurrency != 2 {
+		info, err := f.c.Initialize(ctx)
+		if err != nil || info.MaxConcurrency != 2 {
 			t.Fatalf("initialize: %+v %v", info, err)
 		}
 		// Errors carry code, message and data.
@@ -155,7 +156,7 @@ func TestSequential(t *testing.T) {
 			t.Fatalf("export error: %v", err)
 		}
 		err = f.c.Call(ctx, "no/such/method", nil, nil)
-		if !errors.As(err, &e) || e.Code != rpc.CodeMethodNotFound || e.Kind() != "" {
+		if !errors.As(err, &e) || e.Code != protocol.CodeMethodNotFound || e.Kind() != "" {
 			t.Fatalf("unknown method: %v", err)
 		}
 	})
@@ -247,7 +248,7 @@ func TestCancel(t *testing.T) {
 	}()
 	_, err := f.c.Run(ctx, runP("block"), nil)
 	var e *Error
-	if !errors.As(err, &e) || e.Code != rpc.CodeCancelled || e.Kind() != "cancelled" {
+	if !errors.As(err, &e) || e.Code != protocol.CodeCancelled || e.Kind() != "cancelled" {
 		t.Fatalf("cancelled run: %v", err)
 	}
 	if n := f.sent.count(`"method":"$/cancelRequest","params":{"id":1}`); n != 1 {
@@ -267,7 +268,7 @@ func TestCancel(t *testing.T) {
 		cancel2()
 	}()
 	_, err = f.c.Run(ctx2, runP("block"), nil)
-	if !errors.As(err, &e) || e.Code != rpc.CodeCancelled {
+	if !errors.As(err, &e) || e.Code != protocol.CodeCancelled {
 		t.Fatalf("second cancelled run: %v", err)
 	}
 	if n := f.sent.count(`"method":"$/cancelRequest","params":{"id":3}`); n != 1 {

@@ -14,6 +14,16 @@ import (
 // (NewSession). The value of a snippet is JSON, kept as it came
 // (EvalResult.Value).
 
+// Language names a snippet language.
+type Language = protocol.Language
+
+// The snippet languages.
+const (
+	LanguageJS       = protocol.LanguageJS       // JavaScript (ES2015+), goja
+	LanguageLua      = protocol.LanguageLua      // Lua 5.1, gopher-lua
+	LanguageStarlark = protocol.LanguageStarlark // Starlark, the Python dialect
+)
+
 // EvalParams are the params of a one-shot `eval`: Language, Code, and
 // optionally Input (one JSON value, the snippet's global input) and
 // Limits (by their wire names; unset ones take the language's defaults).
@@ -57,7 +67,7 @@ type Session struct {
 	// ID is the session's instance id.
 	ID string
 	// Language is the session's language.
-	Language protocol.Language
+	Language Language
 	// Result is instantiate's answer: what starting the interpreter
 	// consumed.
 	Result *SessionResult
@@ -107,7 +117,7 @@ func (s *Session) Close(ctx context.Context) error {
 // ScriptError is a snippet's own failure (kind script_error, code 13): a
 // syntax error, an uncaught exception, Lua's error. A session stays open.
 type ScriptError struct {
-	Language protocol.Language
+	Language Language
 	Message  string // the language's one line
 	Line     int    // 1-based; 0 when the language gives none
 	Column   int

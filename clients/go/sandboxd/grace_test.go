@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxd/sandboxd/rpc"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // silentServer reads requests and answers only when told, over os.Pipes
@@ -80,7 +80,7 @@ func TestCancelGraceRunsOut(t *testing.T) {
 	if m := <-s.reqs; m["method"] != "run" {
 		t.Fatalf("first request %v", m)
 	}
-	if m := <-s.reqs; m["method"] != rpc.MethodCancel || m["params"].(map[string]any)["id"] != 1.0 {
+	if m := <-s.reqs; m["method"] != protocol.MethodCancel || m["params"].(map[string]any)["id"] != 1.0 {
 		t.Fatalf("second message %v, want a cancel of id 1", m)
 	}
 

@@ -111,7 +111,7 @@ func TestHostHandlerLeavesReadingToOthers(t *testing.T) {
 		return []HostValue{HostI32(7)}, nil
 	}
 	type outcome struct {
-		res *protocol.RunResult
+		res *RunResult
 		err error
 	}
 	first := make(chan outcome, 1)

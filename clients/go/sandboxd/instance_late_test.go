@@ -40,7 +40,7 @@ func TestInstantiateAnsweredAfterTheGraceIsReleased(t *testing.T) {
 	returned := false
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := s.c.InstantiateWith(ctx, InstantiateParams{Module: protocol.ModuleSpec{WAT: Str("(module)")}},
+	_, err := s.c.InstantiateWith(ctx, InstantiateParams{Module: ModuleSpec{WAT: Str("(module)")}},
 		RunHandlers{LevelLog: func(seq int, level, line string) {
 			if returned {
 				afterReturn = append(afterReturn, line)
@@ -59,7 +59,7 @@ func TestInstantiateAnsweredAfterTheGraceIsReleased(t *testing.T) {
 	// A second one, answered late with an error: nothing to release.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel2()
-	if _, err := s.c.Instantiate(ctx2, InstantiateParams{Module: protocol.ModuleSpec{WAT: Str("(module)")}}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.c.Instantiate(ctx2, InstantiateParams{Module: ModuleSpec{WAT: Str("(module)")}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second: %v", err)
 	}
 	s.nextReq(t) // instantiate, id 2

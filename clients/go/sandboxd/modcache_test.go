@@ -23,7 +23,7 @@ func plainRequest(t *testing.T, id uint64, method string, params any) []byte {
 func TestEncodeRequestModuleCache(t *testing.T) {
 	var c Client
 	wat := "(module\n  (func (export \"add\") (param i32 i32) (result i32)\n    local.get 0 local.get 1 i32.add))\n<&>\u2028"
-	run := RunParams{Module: protocol.ModuleSpec{WAT: &wat}, Function: "add",
+	run := RunParams{Module: ModuleSpec{WAT: &wat}, Function: "add",
 		Args: []json.RawMessage{json.RawMessage("1"), json.RawMessage("2")}, Limits: map[string]uint64{"fuel": 1000}}
 
 	first, err := c.encodeRequest(1, protocol.MethodRun, run)
@@ -68,10 +68,10 @@ func TestEncodeRequestModuleCache(t *testing.T) {
 		method string
 		params any
 	}{
-		{protocol.MethodCompile, protocol.CompileParams{Module: protocol.ModuleSpec{Wasm: &wasm}}},
-		{protocol.MethodInstantiate, InstantiateParams{Module: protocol.ModuleSpec{WAT: &wat}, Config: map[string]string{"k": "v"}}},
-		{protocol.MethodRun, RunParams{Module: protocol.ModuleSpec{ID: Str("sha256:00")}}},
-		{protocol.MethodRun, RunParams{Module: protocol.ModuleSpec{WAT: &wat, Wasm: &wasm}}},
+		{protocol.MethodCompile, CompileParams{Module: ModuleSpec{Wasm: &wasm}}},
+		{protocol.MethodInstantiate, InstantiateParams{Module: ModuleSpec{WAT: &wat}, Config: map[string]string{"k": "v"}}},
+		{protocol.MethodRun, RunParams{Module: ModuleSpec{ID: Str("sha256:00")}}},
+		{protocol.MethodRun, RunParams{Module: ModuleSpec{WAT: &wat, Wasm: &wasm}}},
 		{protocol.MethodRun, &run},
 		{protocol.MethodStats, nil},
 	} {
@@ -91,7 +91,7 @@ func TestModuleCacheBounded(t *testing.T) {
 	var c Client
 	for i := range 3 * moduleCacheEntries {
 		wat := fmt.Sprintf("(module) ;; %d", i)
-		if _, err := c.encodeRequest(uint64(i), protocol.MethodRun, RunParams{Module: protocol.ModuleSpec{WAT: &wat}}); err != nil {
+		if _, err := c.encodeRequest(uint64(i), protocol.MethodRun, RunParams{Module: ModuleSpec{WAT: &wat}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestModuleCacheBounded(t *testing.T) {
 		t.Fatalf("%d modules cached, want at most %d", n, moduleCacheEntries)
 	}
 	big := strings.Repeat("x", moduleCacheBytes/2)
-	if _, err := c.encodeRequest(1, protocol.MethodRun, RunParams{Module: protocol.ModuleSpec{WAT: &big}}); err != nil {
+	if _, err := c.encodeRequest(1, protocol.MethodRun, RunParams{Module: ModuleSpec{WAT: &big}}); err != nil {
 		t.Fatal(err)
 	}
 	size := 0
@@ -115,7 +115,7 @@ func TestModuleCacheBounded(t *testing.T) {
 // text: cached (the client's path) and encoded in full each time.
 func BenchmarkEncodeRunWAT(b *testing.B) {
 	wat := strings.Repeat("  (func $f (param i32) (result i32)\n    local.get 0)\n", 48)
-	run := RunParams{Module: protocol.ModuleSpec{WAT: &wat}, Function: "add",
+	run := RunParams{Module: ModuleSpec{WAT: &wat}, Function: "add",
 		Args: []json.RawMessage{json.RawMessage("1"), json.RawMessage("2")}}
 	b.Run("cached", func(b *testing.B) {
 		var c Client

@@ -1,6 +1,8 @@
 // Command session shows a whole sidecar session from Go: spawn, initialize,
 // a run with streamed logs, a run that fails, a guest calling a function
-// this program serves, a plugin instance called twice, shutdown. It is the last step of `make demo`.
+// this program serves, a plugin instance called twice, shutdown. It is the
+// last step of `make demo`, run from the checkout's root: the modules it
+// runs are files of the checkout's testdata, named relative to it.
 package main
 
 import (
@@ -12,7 +14,6 @@ import (
 	"os"
 
 	"github.com/sandboxd/sandboxd/clients/go/sandboxd"
-	"github.com/sandboxd/sandboxd/rpc"
 )
 
 func main() {
@@ -23,34 +24,32 @@ func main() {
 }
 
 func session() error {
-	bin := os.Getenv("SANDBOXD_BIN")
-	if bin == "" {
-		bin = "bin/sandboxd"
-	}
 	ctx := context.Background()
-	c, err := sandboxd.Start(ctx, bin, sandboxd.Options{})
+	// "": $SANDBOXD_BIN, else sandboxd on PATH, else this checkout's
+	// bin/sandboxd (sandboxd.FindBinary).
+	c, err := sandboxd.Start(ctx, "", sandboxd.Options{})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 
-	var info rpc.InitializeResult
-	if err := c.Call(ctx, rpc.MethodInitialize, map[string]any{}, &info); err != nil {
+	info, err := c.Initialize(ctx)
+	if err != nil {
 		return err
 	}
 	fmt.Printf("initialize: %s %s on wasmtime-go %s, %d workers\n", info.ServerInfo.Name, info.ServerInfo.Version, info.Engine.Wasmtime, info.MaxConcurrency)
 
-	res, err := c.Run(ctx, rpc.RunParams{
-		Module:       rpc.ModuleSpec{Path: sandboxd.Str("testdata/wat/logger.wat")},
-		Capabilities: &rpc.CapabilitySpec{Log: true},
+	res, err := c.Run(ctx, sandboxd.RunParams{
+		Module:       sandboxd.ModuleSpec{Path: sandboxd.Str("testdata/wat/logger.wat")},
+		Capabilities: &sandboxd.CapabilitySpec{Log: true},
 	}, func(seq int, line string) { fmt.Printf("log %d: %s\n", seq, line) })
 	if err != nil {
 		return err
 	}
 	fmt.Printf("run logger: %d log line(s), fuel %d, peak memory %d bytes\n", res.LogLines, res.FuelConsumed, res.PeakMemoryBytes)
 
-	res, err = c.Run(ctx, rpc.RunParams{
-		Module:   rpc.ModuleSpec{Path: sandboxd.Str("testdata/wat/well_behaved.wat")},
+	res, err = c.Run(ctx, sandboxd.RunParams{
+		Module:   sandboxd.ModuleSpec{Path: sandboxd.Str("testdata/wat/well_behaved.wat")},
 		Function: "add", Args: []json.RawMessage{json.RawMessage("2"), json.RawMessage("40")},
 	}, nil)
 	if err != nil {
@@ -58,8 +57,8 @@ func session() error {
 	}
 	fmt.Printf("run add(2, 40): %s, fuel %d\n", res.Values[0].Value, res.FuelConsumed)
 
-	_, err = c.Run(ctx, rpc.RunParams{
-		Module: rpc.ModuleSpec{Path: sandboxd.Str("testdata/wat/infinite_loop.wat")},
+	_, err = c.Run(ctx, sandboxd.RunParams{
+		Module: sandboxd.ModuleSpec{Path: sandboxd.Str("testdata/wat/infinite_loop.wat")},
 		Limits: map[string]uint64{"fuel": 1_000_000},
 	}, nil)
 	var e *sandboxd.Error
@@ -88,8 +87,8 @@ func hostFunction(ctx context.Context, c *sandboxd.Client) error {
 	lookup := func(_ context.Context, call sandboxd.HostCall) ([]sandboxd.HostValue, error) {
 		return []sandboxd.HostValue{sandboxd.HostI32(int32(call.Args[0].I64()) * 10)}, nil
 	}
-	res, err := c.RunWith(ctx, rpc.RunParams{
-		Module:   rpc.ModuleSpec{Path: sandboxd.Str("testdata/wat/host_lookup.wat")},
+	res, err := c.RunWith(ctx, sandboxd.RunParams{
+		Module:   sandboxd.ModuleSpec{Path: sandboxd.Str("testdata/wat/host_lookup.wat")},
 		Function: "sum", Args: []json.RawMessage{json.RawMessage("4")},
 		HostFunctions: []sandboxd.HostFunction{{Module: "env", Name: "lookup", Params: []string{"i64"}, Results: []string{"i32"}}},
 	}, sandboxd.RunHandlers{Host: lookup})
@@ -104,8 +103,8 @@ func hostFunction(ctx context.Context, c *sandboxd.Client) error {
 // persists between the calls), shows its own error, and releases it.
 func plugin(ctx context.Context, c *sandboxd.Client) error {
 	in, err := c.Instantiate(ctx, sandboxd.InstantiateParams{
-		Module:       rpc.ModuleSpec{Path: sandboxd.Str("testdata/plugins/wat/plugin.wat")},
-		Capabilities: &rpc.CapabilitySpec{Log: true},
+		Module:       sandboxd.ModuleSpec{Path: sandboxd.Str("testdata/plugins/wat/plugin.wat")},
+		Capabilities: &sandboxd.CapabilitySpec{Log: true},
 	})
 	if err != nil {
 		return err
