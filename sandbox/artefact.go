@@ -51,6 +51,8 @@ import (
 type artefactStore struct {
 	dir string
 	uid int // the user whose files, with root's, are loaded
+	// open opens a file of the store: openTrustedFile, or a test's.
+	open func(path string, uid int) (*os.File, os.FileInfo, error)
 }
 
 // storedArtefact is the header of a .meta file.
@@ -83,7 +85,7 @@ func artefactStoreAt(dir string) (*artefactStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &artefactStore{dir: filepath.Join(abs, "modules-"+build), uid: os.Geteuid()}, nil
+	return &artefactStore{dir: filepath.Join(abs, "modules-"+build), uid: os.Geteuid(), open: openTrustedFile}, nil
 }
 
 // openArtefactStore opens Config.CacheDir's store, making its directories
@@ -129,7 +131,7 @@ func (s *artefactStore) checkTrustedIfPresent() error {
 // readSmall reads the store's file at path, at most max bytes, opened
 // and checked as openTrustedFile does.
 func (s *artefactStore) readSmall(path string, max int64) ([]byte, error) {
-	f, _, err := openTrustedFile(path, s.uid)
+	f, _, err := s.open(path, s.uid)
 	if err != nil {
 		return nil, err
 	}
@@ -183,16 +185,38 @@ func (s *artefactStore) aliasPath(key string) string {
 	return filepath.Join(s.dir, strings.Replace(key, ":", "-", 1)+".id")
 }
 
-// idOfText returns the id a text compiled to, from the persistent cache.
-func (e *Engine) idOfText(key string) string {
+// idOfText returns the id a text compiled to, from the persistent cache,
+// or "" (also when ctx ends first: readFromDisk).
+func (e *Engine) idOfText(ctx context.Context, key string) string {
 	if e.store == nil {
 		return ""
 	}
-	b, err := e.store.readSmall(e.store.aliasPath(key), int64(len(IDPrefix)+64+1))
-	if id := string(b); err == nil && strings.HasPrefix(id, IDPrefix) && len(id) == len(IDPrefix)+64 {
-		return id
+	return readFromDisk(ctx, func() string {
+		b, err := e.store.readSmall(e.store.aliasPath(key), int64(len(IDPrefix)+64+1))
+		if id := string(b); err == nil && strings.HasPrefix(id, IDPrefix) && len(id) == len(IDPrefix)+64 {
+			return id
+		}
+		return ""
+	})
+}
+
+// readFromDisk returns what read, a read of the persistent cache, returns,
+// or the zero value once ctx ends: read runs on a goroutine of its own,
+// which nothing waits for, so that a system call no cancellation reaches
+// (an open or a read of a file that never answers) holds that goroutine
+// only, not the compile flight, nor Engine.Close, which waits for the
+// flights, nor so the process's exit. What read returns after ctx ended
+// is dropped (a Module with it, to the garbage collector).
+func readFromDisk[T any](ctx context.Context, read func() T) T {
+	done := make(chan T, 1)
+	go func() { done <- read() }()
+	select {
+	case v := <-done:
+		return v
+	case <-ctx.Done():
+		var zero T
+		return zero
 	}
-	return ""
 }
 
 // saveAlias records the id a text compiled to.
@@ -226,7 +250,7 @@ func (s *artefactStore) writeAtomically(path string, b []byte) error {
 // .cwasm, checking it has the size the .meta records; the caller closes
 // it. Both are opened and checked as openTrustedFile does.
 func (s *artefactStore) header(id string) (*storedArtefact, *os.File, bool) {
-	f, _, err := openTrustedFile(s.path(id, ".meta"), s.uid)
+	f, _, err := s.open(s.path(id, ".meta"), s.uid)
 	if err != nil {
 		return nil, nil, false
 	}
@@ -237,7 +261,7 @@ func (s *artefactStore) header(id string) (*storedArtefact, *os.File, bool) {
 	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != artefactMagic || readFrameHeader(r, &a) != nil || a.ID != id || a.Info == nil {
 		return nil, nil, false
 	}
-	code, st, err := openTrustedFile(s.path(id, ".cwasm"), s.uid)
+	code, st, err := s.open(s.path(id, ".cwasm"), s.uid)
 	if err != nil {
 		return nil, nil, false
 	}
@@ -296,12 +320,13 @@ func (s *artefactStore) save(m *Module, compiled []byte) error {
 	return s.writeAtomically(s.path(m.ID, ".meta"), meta.Bytes())
 }
 
-// loadFromDisk returns the module id from the persistent cache, or nil.
-func (e *Engine) loadFromDisk(id string) *Module {
+// loadFromDisk returns the module id from the persistent cache, or nil
+// (also when ctx ends first: readFromDisk).
+func (e *Engine) loadFromDisk(ctx context.Context, id string) *Module {
 	if e.store == nil {
 		return nil
 	}
-	return e.store.load(e, id)
+	return readFromDisk(ctx, func() *Module { return e.store.load(e, id) })
 }
 
 // saveToDisk writes m's artefact to the persistent cache. A failure only
@@ -344,20 +369,22 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 		}
 		stores = append(stores, s)
 	}
-	load := func() *Module {
-		for _, s := range stores {
-			if m := s.load(e, id); m != nil {
-				return m
+	load := func(ctx context.Context) *Module {
+		return readFromDisk(ctx, func() *Module {
+			for _, s := range stores {
+				if m := s.load(e, id); m != nil {
+					return m
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	}
-	if m := load(); m != nil {
+	if m := load(ctx); m != nil {
 		return m, CompileInfo{FromDisk: true, Elapsed: time.Since(start)}, nil
 	}
 	lim := e.compileLimits(src)
 	r, shared, err := e.flight.do(ctx, "stored:"+id, func(ctx context.Context) (flightResult, error) {
-		if m := load(); m != nil { // saved while we looked
+		if m := load(ctx); m != nil { // saved while we looked
 			return flightResult{m: m, fromDisk: true}, nil
 		}
 		if compiling != nil {

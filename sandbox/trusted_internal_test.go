@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRootInstallIsTrustedByOtherUsers: what root installed for everyone
@@ -49,5 +51,51 @@ func TestRootInstallIsTrustedByOtherUsers(t *testing.T) {
 	}
 	if err := checkTrustedDir(install, user); err == nil || !strings.Contains(err.Error(), "chmod go-w "+install) {
 		t.Errorf("root's group-writable directory: %v, want it refused with the fix", err)
+	}
+}
+
+// TestCloseDoesNotWaitForAHungCacheRead: a read of the persistent cache
+// that never returns (an open or a read no cancellation reaches, here
+// the store's open held) keeps neither the cancelled compile nor
+// Engine.Close waiting.
+func TestCloseDoesNotWaitForAHungCacheRead(t *testing.T) {
+	e, err := NewEngine(Config{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := make(chan struct{})
+	defer close(hung)
+	entered := make(chan struct{}, 1)
+	e.store.open = func(string, int) (*os.File, os.FileInfo, error) {
+		entered <- struct{}{}
+		<-hung
+		return nil, nil, os.ErrNotExist
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	compiled := make(chan error, 1)
+	go func() {
+		_, _, err := e.Compile(ctx, Source{WAT: `(module (func (export "hung")))`})
+		compiled <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the compile did not read the cache")
+	}
+	cancel()
+	select {
+	case err := <-compiled:
+		if KindOf(err) != KindCancelled {
+			t.Errorf("compile: %v, want cancelled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the cancelled compile waited for the hung read")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close waited for the hung read")
 	}
 }
