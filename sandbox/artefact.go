@@ -96,11 +96,14 @@ func openArtefactStore(dir string) (*artefactStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("cache dir: %w", err)
-	}
-	if err := s.checkTrusted(); err != nil {
-		return nil, fmt.Errorf("cache dir %s: %w", dir, err)
+	// The operator's directory is checked before anything is made in it.
+	for _, d := range []string{filepath.Dir(s.dir), s.dir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("cache dir: %w", err)
+		}
+		if err := checkTrustedDir(d, s.uid); err != nil {
+			return nil, fmt.Errorf("cache dir %s: %w", dir, err)
+		}
 	}
 	return s, nil
 }
