@@ -17,8 +17,9 @@ import (
 )
 
 // TestCacheDirOthersCanWriteIsRefused: serve and mcp refuse to start on a
-// --cache-dir that group or others can write, or one below a parent
-// anyone can write, naming the directory and the fix.
+// --cache-dir or a --runtimes directory that group or others can write,
+// or one below a parent anyone can write, naming the directory and the
+// fix.
 func TestCacheDirOthersCanWriteIsRefused(t *testing.T) {
 	base := t.TempDir()
 	open := filepath.Join(base, "open")
@@ -31,14 +32,22 @@ func TestCacheDirOthersCanWriteIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range []struct{ dir, names string }{{open, open}, {filepath.Join(shared, "cache"), shared}} {
+	for _, c := range []struct{ flag, dir, names string }{
+		{"--cache-dir", open, open}, {"--cache-dir", filepath.Join(shared, "cache"), shared},
+		{"--runtimes", open, open}, {"--runtimes", filepath.Join(shared, "runtimes"), shared},
+	} {
+		if c.flag == "--runtimes" {
+			if err := os.MkdirAll(c.dir, 0o755); err != nil { // a runtimes' directory that does not exist is not checked
+				t.Fatal(err)
+			}
+		}
 		for _, cmdName := range []string{"serve", "mcp"} {
-			cmd := exec.Command(binPath, cmdName, "--cache-dir", c.dir)
+			cmd := exec.Command(binPath, cmdName, c.flag, c.dir)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run() // stdin is /dev/null: a server that started would end at once, status 0
 			if code := exitCode(err); code != 1 || !strings.Contains(stderr.String(), c.names) || !strings.Contains(stderr.String(), "chmod go-w "+c.names) {
-				t.Errorf("%s --cache-dir %s: status %d, stderr %q; want 1 and a message naming %s and the fix", cmdName, c.dir, code, stderr.String(), c.names)
+				t.Errorf("%s %s %s: status %d, stderr %q; want 1 and a message naming %s and the fix", cmdName, c.flag, c.dir, code, stderr.String(), c.names)
 			}
 		}
 	}
