@@ -42,6 +42,9 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 install: binary runtimes
 	install -d $(DESTDIR)$(PREFIX)/lib/sandboxd/runtimes
 	cp -R bin/runtimes/. $(DESTDIR)$(PREFIX)/lib/sandboxd/runtimes/
+	# readable by every user, writable by the installer alone: the sidecar
+	# loads only runtimes no other user can change (docs/snippets.md)
+	chmod -R u+rwX,go+rX,go-w $(DESTDIR)$(PREFIX)/lib/sandboxd/runtimes
 	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/man/man1 $(SHARE)/bash-completion/completions \
 		$(SHARE)/zsh/site-functions $(SHARE)/fish/vendor_completions.d
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/sandboxd

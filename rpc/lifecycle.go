@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/sandboxd/sandboxd/internal/framing"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // ErrExitWithoutShutdown is returned by Serve when `exit` came before
@@ -75,6 +77,10 @@ type Server struct {
 	// and by bytes) and the slots they number at most about MaxQueue +
 	// MaxConcurrency. Serve waits for them.
 	tasks errgroup.Group
+	// tasksLive counts the tasks of tasks not yet returned, and
+	// unfinished those that had not when Serve gave up on them (drain).
+	tasksLive  atomic.Int64
+	unfinished atomic.Int64
 	// loops are the reader (and each goroutine that takes the reader's
 	// role over, see runInline) and the dispatcher. Serve waits for them.
 	loops sync.WaitGroup
@@ -83,11 +89,23 @@ type Server struct {
 // goJob runs fn, the work of an admitted job, on a goroutine of tasks.
 // The job answers its own errors: fn returns none.
 func (s *Server) goJob(fn func()) {
+	s.tasksLive.Add(1)
 	s.tasks.Go(func() error {
+		defer s.tasksLive.Add(-1)
 		fn()
 		return nil
 	})
 }
+
+// Unfinished is how many jobs' tasks had not returned when Serve did.
+// The drain waits half of DrainTimeout for the tasks it cancelled (the
+// rest is for the answers to reach the parent); a task still running
+// then (stuck in a system call no cancellation reaches, such as an open
+// or a read of a file that never answers) is left behind: its job is
+// answered cancelled, and the answer the task may give later is dropped.
+// A program whose Engine such a task still uses should not close the
+// engine (its Close waits for what runs in it): it should exit.
+func (s *Server) Unfinished() int { return int(s.unfinished.Load()) }
 
 // NewServer validates opts and returns a server over eng.
 func NewServer(eng Engine, opts Options) (*Server, error) {
@@ -113,8 +131,9 @@ func NewServer(eng Engine, opts Options) (*Server, error) {
 // gone). Serve then gives the output DrainTimeout to reach the parent and
 // abandons it after that (a write deadline on out if it has one, else
 // closing it if it is an io.Closer). To stop reading early (exit, ctx),
-// Serve closes rd if it is an io.Closer. Serve returns only once every
-// goroutine it started has ended.
+// Serve closes rd if it is an io.Closer. Serve returns once every
+// goroutine it started has ended, except the task of a job that has not
+// returned DrainTimeout/2 after the drain cancelled it (Unfinished).
 func (s *Server) Serve(ctx context.Context, rd io.Reader, out io.Writer) error {
 	s.mu.Lock()
 	if s.served {
@@ -171,7 +190,7 @@ func (s *Server) Serve(ctx context.Context, rd io.Reader, out io.Writer) error {
 	// dispatcher blocked on it, so nothing below can wait for longer.
 	abandon := time.AfterFunc(s.opts.DrainTimeout, s.out.abandon)
 	in.stop()
-	s.drain(rd, !isClosed(inputEnded))
+	s.drain(rd, !isClosed(inputEnded), time.Now().Add(s.opts.DrainTimeout/2))
 	if err := s.out.close(); err != nil {
 		s.log.Warn("output not fully written", "error", err)
 	}
@@ -237,10 +256,13 @@ func isClosed(c <-chan struct{}) bool {
 
 // drain is the end: it stops admitting work, answers what is queued as
 // cancelled, cancels what is preparing or running (its goroutine answers),
-// stops the read loop if it still runs, and waits for every task. (Serve
-// abandons the output DrainTimeout after the drain began, so a job
-// blocked writing to a parent that does not read returns.)
-func (s *Server) drain(in io.Reader, reading bool) {
+// stops the read loop if it still runs, and waits for every task until
+// giveUp. (Serve abandons the output DrainTimeout after the drain began,
+// so a job blocked writing to a parent that does not read returns.) A
+// task still running at giveUp is deaf to its cancellation: it is left
+// behind and counted in Unfinished, so that nothing a job waits for can
+// keep the server past the end of its input.
+func (s *Server) drain(in io.Reader, reading bool, giveUp time.Time) {
 	s.mu.Lock()
 	s.state = stateDraining
 	var queued []*job
@@ -261,7 +283,29 @@ func (s *Server) drain(in io.Reader, reading bool) {
 		}
 	}
 	s.loops.Wait() // then no job is admitted any more
-	_ = s.tasks.Wait()
+	tasksDone := make(chan struct{})
+	go func() {
+		_ = s.tasks.Wait()
+		close(tasksDone)
+	}()
+	wait := time.NewTimer(time.Until(giveUp))
+	select {
+	case <-tasksDone:
+	case <-wait.C:
+		n := s.tasksLive.Load()
+		s.unfinished.Store(n)
+		s.log.Warn("jobs did not end after they were cancelled (stuck in a system call?): answering them cancelled and ending without them", "jobs", n)
+		s.mu.Lock()
+		left := make([]*job, 0, len(s.jobs))
+		for _, j := range s.jobs {
+			left = append(left, j)
+		}
+		s.mu.Unlock()
+		for _, j := range left { // respond answers a job once: the task's own answer, if it ever comes, is dropped
+			s.respond(j, nil, ErrorObject(s.explainCancel(&protocol.Error{Kind: protocol.KindCancelled, Message: "run cancelled"})))
+		}
+	}
+	wait.Stop()
 	// Shutdown requests still unanswered (ctx ended, or the parent stopped
 	// reading) are answered now: nothing is left to wait for.
 	s.answerShutdowns()

@@ -248,3 +248,26 @@ func TestServeEndsWhenCancelledBetweenReads(t *testing.T) {
 		outR.Close()
 	}
 }
+
+// TestServeEndsWithoutAStuckJob: at the end of input, a job whose task
+// does not end when cancelled (a compile stuck in a system call) neither
+// keeps Serve from returning nor goes unanswered: it is answered
+// cancelled, and Unfinished counts it.
+func TestServeEndsWithoutAStuckJob(t *testing.T) {
+	eng := rpctest.NewEngine()
+	defer close(eng.Gate) // the stuck compile ends with the test
+	h := startServer(t, eng, rpc.Options{DrainTimeout: 100 * time.Millisecond})
+	h.request(`"stuck"`, "compile", map[string]any{"module": map[string]any{"wat": "compile:stuck"}})
+	h.waitStarted()
+	h.inW.Close()
+	wantError(t, h.next(hangFloor), -32800, "cancelled")
+	if err := h.serveResult(hangFloor); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
+	}
+	if n := h.srv.Unfinished(); n != 1 {
+		t.Errorf("Unfinished = %d, want the stuck job", n)
+	}
+	if m, ok := <-h.msgs; ok {
+		t.Errorf("extra message: %+v", m)
+	}
+}

@@ -28,10 +28,16 @@ import (
 // artefactStore keeps compiled modules in a directory named after the
 // build of this program: the rewrite and wasmtime's code generation are
 // part of the artefact, so another build must not read it. Deserializing
-// trusts the bytes (they are machine code), so the directory must be
-// writable only by the operator; a checksum guards against torn or
-// corrupted files, and a file that fails to load is compiled again and
-// replaced.
+// trusts the bytes (they are machine code), so the directory and its
+// path must be trusted (trusted.go: owned by the process's user or root,
+// writable by no one else), checked when the store is opened, and every
+// file is opened without blocking or following a link and checked on its
+// descriptor before it is read (openTrustedFile); a checksum guards against
+// torn or corrupted files. A file that fails any check (a FIFO, a link,
+// another user's file, one writable by others, a bad checksum) is a miss:
+// the module is compiled again and its files replaced by renaming new
+// ones over them. Files are created 0600 (the directory 0700) with
+// O_EXCL, so nothing planted is followed.
 //
 // A module is two files: <hex>.cwasm, exactly the module as wasmtime
 // serialized it, and <hex>.meta, artefactMagic then a frame header (see
@@ -44,6 +50,9 @@ import (
 // the store only ever replaces one by renaming a new file over it.
 type artefactStore struct {
 	dir string
+	uid int // the user whose files, with root's, are loaded
+	// open opens a file of the store: openTrustedFile, or a test's.
+	open func(path string, uid int) (*os.File, os.FileInfo, error)
 }
 
 // storedArtefact is the header of a .meta file.
@@ -76,18 +85,61 @@ func artefactStoreAt(dir string) (*artefactStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &artefactStore{dir: filepath.Join(abs, "modules-"+build)}, nil
+	return &artefactStore{dir: filepath.Join(abs, "modules-"+build), uid: os.Geteuid(), open: openTrustedFile}, nil
 }
 
+// openArtefactStore opens Config.CacheDir's store, making its directories
+// (0700) if need be, and refuses a directory that is not trusted, with
+// what to do about it.
 func openArtefactStore(dir string) (*artefactStore, error) {
 	s, err := artefactStoreAt(dir)
 	if err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("cache dir: %w", err)
+	// The operator's directory is checked before anything is made in it.
+	for _, d := range []string{filepath.Dir(s.dir), s.dir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("cache dir: %w", err)
+		}
+		if err := checkTrustedDir(d, s.uid); err != nil {
+			return nil, fmt.Errorf("cache dir %s: %w", dir, err)
+		}
 	}
 	return s, nil
+}
+
+// checkTrusted checks the store's directory and the directory above it
+// (the one the operator named) by the rule of trusted.go.
+func (s *artefactStore) checkTrusted() error {
+	if err := checkTrustedDir(filepath.Dir(s.dir), s.uid); err != nil {
+		return err
+	}
+	return checkTrustedDir(s.dir, s.uid)
+}
+
+// checkTrustedIfPresent is checkTrusted for the directories that exist:
+// one that does not is made (0700) and checked when an artefact is saved.
+func (s *artefactStore) checkTrustedIfPresent() error {
+	for _, d := range []string{filepath.Dir(s.dir), s.dir} {
+		if _, err := os.Lstat(d); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err := checkTrustedDir(d, s.uid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readSmall reads the store's file at path, at most max bytes, opened
+// and checked as openTrustedFile does.
+func (s *artefactStore) readSmall(path string, max int64) ([]byte, error) {
+	f, _, err := s.open(path, s.uid)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // buildFingerprint names this build of the program: the build IDs the Go
@@ -136,16 +188,38 @@ func (s *artefactStore) aliasPath(key string) string {
 	return filepath.Join(s.dir, strings.Replace(key, ":", "-", 1)+".id")
 }
 
-// idOfText returns the id a text compiled to, from the persistent cache.
-func (e *Engine) idOfText(key string) string {
+// idOfText returns the id a text compiled to, from the persistent cache,
+// or "" (also when ctx ends first: readFromDisk).
+func (e *Engine) idOfText(ctx context.Context, key string) string {
 	if e.store == nil {
 		return ""
 	}
-	b, err := os.ReadFile(e.store.aliasPath(key))
-	if id := string(b); err == nil && strings.HasPrefix(id, IDPrefix) && len(id) == len(IDPrefix)+64 {
-		return id
+	return readFromDisk(ctx, func() string {
+		b, err := e.store.readSmall(e.store.aliasPath(key), int64(len(IDPrefix)+64+1))
+		if id := string(b); err == nil && strings.HasPrefix(id, IDPrefix) && len(id) == len(IDPrefix)+64 {
+			return id
+		}
+		return ""
+	})
+}
+
+// readFromDisk returns what read, a read of the persistent cache, returns,
+// or the zero value once ctx ends: read runs on a goroutine of its own,
+// which nothing waits for, so that a system call no cancellation reaches
+// (an open or a read of a file that never answers) holds that goroutine
+// only, not the compile flight, nor Engine.Close, which waits for the
+// flights, nor so the process's exit. What read returns after ctx ended
+// is dropped (a Module with it, to the garbage collector).
+func readFromDisk[T any](ctx context.Context, read func() T) T {
+	done := make(chan T, 1)
+	go func() { done <- read() }()
+	select {
+	case v := <-done:
+		return v
+	case <-ctx.Done():
+		var zero T
+		return zero
 	}
-	return ""
 }
 
 // saveAlias records the id a text compiled to.
@@ -175,45 +249,48 @@ func (s *artefactStore) writeAtomically(path string, b []byte) error {
 	return nil
 }
 
-// header reads the .meta of id, checking it names id and that the .cwasm
-// has the size it records.
-func (s *artefactStore) header(id string) (*storedArtefact, bool) {
-	f, err := os.Open(s.path(id, ".meta"))
+// header reads the .meta of id, checking it names id, and opens the
+// .cwasm, checking it has the size the .meta records; the caller closes
+// it. Both are opened and checked as openTrustedFile does.
+func (s *artefactStore) header(id string) (*storedArtefact, *os.File, bool) {
+	f, _, err := s.open(s.path(id, ".meta"), s.uid)
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)
 	magic := make([]byte, len(artefactMagic))
 	var a storedArtefact
 	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != artefactMagic || readFrameHeader(r, &a) != nil || a.ID != id || a.Info == nil {
-		return nil, false
+		return nil, nil, false
 	}
-	if st, err := os.Stat(s.path(id, ".cwasm")); err != nil || st.Size() != int64(a.Payload) {
-		return nil, false
+	code, st, err := s.open(s.path(id, ".cwasm"), s.uid)
+	if err != nil {
+		return nil, nil, false
 	}
-	return &a, true
+	if st.Size() != int64(a.Payload) {
+		code.Close()
+		return nil, nil, false
+	}
+	return &a, code, true
 }
 
 // load returns module id from the store, or nil: the .cwasm's checksum
-// verified, then mapped by wasmtime.
+// verified on the descriptor checked, then that same file mapped by
+// wasmtime (through /proc/self/fd, so a file renamed over it meanwhile
+// is not what is loaded).
 func (s *artefactStore) load(e *Engine, id string) *Module {
-	a, ok := s.header(id)
+	a, f, ok := s.header(id)
 	if !ok {
 		return nil
 	}
-	path := s.path(id, ".cwasm")
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
+	defer f.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, f)
-	f.Close()
 	if err != nil || n != int64(a.Payload) || hex.EncodeToString(h.Sum(nil)) != a.Sum {
 		return nil
 	}
-	wt, err := wasmtime.NewModuleDeserializeFile(e.wt, path)
+	wt, err := wasmtime.NewModuleDeserializeFile(e.wt, descriptorPath(f, s.path(id, ".cwasm")))
 	if err != nil {
 		releaseWasmtimeError(err)
 		return nil
@@ -227,6 +304,9 @@ func (s *artefactStore) load(e *Engine, id string) *Module {
 // it, each atomically.
 func (s *artefactStore) save(m *Module, compiled []byte) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	if err := s.checkTrusted(); err != nil {
 		return err
 	}
 	sum := sha256.Sum256(compiled)
@@ -243,12 +323,13 @@ func (s *artefactStore) save(m *Module, compiled []byte) error {
 	return s.writeAtomically(s.path(m.ID, ".meta"), meta.Bytes())
 }
 
-// loadFromDisk returns the module id from the persistent cache, or nil.
-func (e *Engine) loadFromDisk(id string) *Module {
+// loadFromDisk returns the module id from the persistent cache, or nil
+// (also when ctx ends first: readFromDisk).
+func (e *Engine) loadFromDisk(ctx context.Context, id string) *Module {
 	if e.store == nil {
 		return nil
 	}
-	return e.store.load(e, id)
+	return readFromDisk(ctx, func() *Module { return e.store.load(e, id) })
 }
 
 // saveToDisk writes m's artefact to the persistent cache. A failure only
@@ -268,7 +349,9 @@ func (e *Engine) saveToDisk(m *Module, compiled []byte) {
 // interpreter runtimes: the module is not put in the engine's cache (the
 // caller holds it; the parent's modules do not evict it) nor in
 // Config.CacheDir, and MaxModuleBytes and ModulePathDirs, which bound
-// what a parent sends, do not apply.
+// what a parent sends, do not apply. A directory of dirs that exists and
+// is not trusted (CheckTrustedDir) is a host error naming it; one that is
+// not a directory is passed over.
 func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, compiling func()) (*Module, CompileInfo, error) {
 	start := time.Now()
 	if countSources(src) != 1 || !isWasmBinary(src.Wasm) {
@@ -280,24 +363,31 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 	}
 	stores := make([]*artefactStore, 0, len(dirs))
 	for _, d := range dirs {
-		if s, err := artefactStoreAt(d); err == nil {
-			stores = append(stores, s)
+		s, err := artefactStoreAt(d)
+		if fi, serr := os.Stat(d); err != nil || serr == nil && !fi.IsDir() {
+			continue // cannot hold a store
 		}
+		if err := s.checkTrustedIfPresent(); err != nil {
+			return nil, CompileInfo{}, newError(KindHost, "compiled modules' directory %s: %v", d, err)
+		}
+		stores = append(stores, s)
 	}
-	load := func() *Module {
-		for _, s := range stores {
-			if m := s.load(e, id); m != nil {
-				return m
+	load := func(ctx context.Context) *Module {
+		return readFromDisk(ctx, func() *Module {
+			for _, s := range stores {
+				if m := s.load(e, id); m != nil {
+					return m
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	}
-	if m := load(); m != nil {
+	if m := load(ctx); m != nil {
 		return m, CompileInfo{FromDisk: true, Elapsed: time.Since(start)}, nil
 	}
 	lim := e.compileLimits(src)
 	r, shared, err := e.flight.do(ctx, "stored:"+id, func(ctx context.Context) (flightResult, error) {
-		if m := load(); m != nil { // saved while we looked
+		if m := load(ctx); m != nil { // saved while we looked
 			return flightResult{m: m, fromDisk: true}, nil
 		}
 		if compiling != nil {
@@ -349,7 +439,10 @@ func StoredArtefact(dir, id string) bool {
 	if err != nil {
 		return false
 	}
-	_, ok := s.header(id)
+	_, f, ok := s.header(id)
+	if ok {
+		f.Close()
+	}
 	return ok
 }
 

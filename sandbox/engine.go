@@ -38,15 +38,20 @@ type Config struct {
 	CacheBytes int64
 	// CacheDir, if set, keeps every compiled module in that directory too,
 	// so a restarted process loads modules it compiled before instead of
-	// compiling them. The files are machine code the engine loads as it
-	// finds them: the directory must be writable only by the operator.
+	// compiling them. The files are machine code the engine loads, so
+	// NewEngine refuses a directory that is not trusted (trusted.go: it
+	// and each directory above it owned by the process's user or root and
+	// not writable by group or others, a parent may be sticky like /tmp),
+	// and a file in it that is not a regular file owned by that user or
+	// root and writable only by its owner is not loaded: the module is
+	// compiled again and the file replaced.
 	CacheDir string
 	// MaxModuleBytes bounds the size of a module's bytes (wasm or WAT, and
 	// the wasm a WAT text becomes). Default 64 MiB.
 	MaxModuleBytes int
 	// CompileTimeout and CompileMemoryBytes are the compile limits of a
-	// Source that sets none. Defaults limits.DefaultCompileTimeout (30 s)
-	// and limits.DefaultCompileMemoryBytes (1 GiB).
+	// Source that sets none. Defaults limits.DefaultCompileTimeout and
+	// limits.DefaultCompileMemoryBytes.
 	CompileTimeout     time.Duration
 	CompileMemoryBytes uint64
 	// MaxCompiles bounds the compiles running at once, each a child

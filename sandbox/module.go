@@ -151,10 +151,10 @@ func (e *Engine) compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		e.cache.miss() // once per compile, however many callers wait on it
 		diskID, text := id, id == ""
 		if text { // a text: its id, if this build compiled it before
-			diskID = e.idOfText(key)
+			diskID = e.idOfText(ctx, key)
 		}
 		if diskID != "" {
-			if m := e.loadFromDisk(diskID); m != nil {
+			if m := e.loadFromDisk(ctx, diskID); m != nil {
 				e.cache.put(m, h, mod)
 				return flightResult{m: m, fromDisk: true}, nil
 			}

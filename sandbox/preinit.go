@@ -300,7 +300,7 @@ func (e *Engine) compilePreinit(ctx context.Context, src Source) (*Module, Compi
 		e.cache.miss()
 		// A snapshot stored by an engine with a larger MaxModuleBytes is
 		// pre-initialised again, and refused as this engine's would be.
-		if m := e.loadFromDisk(id); m != nil && m.snapshotSize <= e.cfg.MaxModuleBytes {
+		if m := e.loadFromDisk(ctx, id); m != nil && m.snapshotSize <= e.cfg.MaxModuleBytes {
 			e.cache.put(m, 0, moduleBytes{})
 			return flightResult{m: m, fromDisk: true}, nil
 		}

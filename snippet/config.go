@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/limits"
 	"github.com/sandboxd/sandboxd/protocol"
+	"github.com/sandboxd/sandboxd/sandbox"
 )
 
 // Config configures a Runner. The zero value is valid: every zero field
@@ -169,4 +170,23 @@ func (c Config) SpareStores() int {
 		return 0
 	}
 	return c.Spares * len(protocol.Languages())
+}
+
+// checkRuntimeDirs refuses runtimes another user could change: Dir and
+// each of CompiledDirs that exists must be trusted by the rule of
+// sandbox.CheckTrustedDir (owned by the process's user or root, writable
+// by no one else, and so every directory above them unless sticky). One
+// that does not exist yet is not checked: without runtimes the sidecar
+// serves everything else, and a compiled directory is made (0700) and
+// checked when a runtime is first stored there.
+func checkRuntimeDirs(c Config) error {
+	for _, dir := range append([]string{c.Dir}, c.CompiledDirs...) {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			continue
+		}
+		if err := sandbox.CheckTrustedDir(dir); err != nil {
+			return fmt.Errorf("snippet runtimes' directory %s: %w", dir, err)
+		}
+	}
+	return nil
 }

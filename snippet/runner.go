@@ -36,10 +36,16 @@ type Runner struct {
 }
 
 // New returns a Runner that evaluates on eng under cfg. Nothing is read
-// or compiled until a language is first used (or Load).
+// or compiled until a language is first used (or Load), but the runtimes'
+// directory and the compiled ones that exist are checked now: one another
+// user could write or replace is an error naming it and the fix
+// (checkRuntimeDirs).
 func New(eng *sandbox.Engine, cfg Config) (*Runner, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkRuntimeDirs(cfg); err != nil {
 		return nil, err
 	}
 	r := &Runner{eng: eng, cfg: cfg, runtimes: map[protocol.Language]*runtime{}}

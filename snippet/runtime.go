@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sync"
 	"time"
@@ -55,9 +54,13 @@ func (rt *runtime) load(ctx context.Context, r *Runner) (*sandbox.Module, error)
 		return m, nil
 	}
 	wasm, err := readRuntime(rt.file)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: fmt.Sprintf(
 			"the %s runtime is not installed: %v (make build builds and compiles the runtimes; docs/snippets.md says where they are looked for)", rt.lang, err)}
+	}
+	if err != nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindHost, Message: fmt.Sprintf(
+			"the %s runtime cannot be used: %v (docs/snippets.md says what a runtime's file and directory must be)", rt.lang, err)}
 	}
 	var compileStart time.Time
 	compiling := func() {
@@ -112,18 +115,13 @@ func (rt *runtime) sparePool() *sparePool {
 	return rt.spares
 }
 
-// readRuntime reads a runtime's file, bounded.
+// readRuntime reads a runtime's file, bounded, opened as the compiled
+// artefacts are (sandbox.ReadTrustedFile): without blocking (a FIFO there
+// would otherwise hang the load) or following a link, and only a regular
+// file of the process's user or root that no one else can write, since
+// every snippet of every caller runs in what it holds.
 func readRuntime(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxRuntimeBytes+1))
-	if err == nil && len(b) > MaxRuntimeBytes {
-		err = fmt.Errorf("%s is larger than %d bytes", path, MaxRuntimeBytes)
-	}
-	return b, err
+	return sandbox.ReadTrustedFile(path, MaxRuntimeBytes)
 }
 
 // checkRuntime refuses a module that is not a runtime: what the file

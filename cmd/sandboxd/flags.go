@@ -231,7 +231,7 @@ func newSidecarFlags(fs *flag.FlagSet, pathDirDefault string) *sidecarFlags {
 	f.outputHighWater = fs.Int64("output-high-water", rpc.DefaultOutputHighWater, "bytes of output waiting for a client that is not reading before no further request is read and no run starts")
 	f.cacheEntries = fs.Int("cache-entries", sandbox.DefaultCacheEntries, "compiled modules kept in memory (0: none, the cache is off)")
 	f.cacheBytes = fs.Int64("cache-bytes", sandbox.DefaultCacheBytes, "bytes the module cache may hold in memory: compiled sizes plus the texts and binaries it knows each module by")
-	f.cacheDir = fs.String("cache-dir", "", "directory that keeps compiled modules across restarts (off when empty; must be writable only by the operator)")
+	f.cacheDir = fs.String("cache-dir", "", "directory that keeps compiled modules across restarts (off when empty); machine code the sidecar loads, so it and each directory above it must be owned by you or root and writable by no one else (a parent may be sticky, like /tmp), or the sidecar refuses to start: chmod go-w, chown")
 	f.maxCompiles = fs.Int("max-compiles", sandbox.DefaultMaxCompiles(), "compiles running at once, each a child process on one core")
 	f.maxModule = fs.Int("max-module-bytes", sandbox.DefaultMaxModuleBytes, "largest accepted module")
 	fs.Var(&f.pathDirs, "allow-path-dir", "read module.path files only inside this directory (repeatable; default: "+pathDirDefault+")")

@@ -85,13 +85,26 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
-	defer eng.Close()
+	// A job Serve left behind (Unfinished: stuck in a system call) may
+	// still use the engine, whose Close would wait for it: then the
+	// process exits without closing it (the compile children end with
+	// it: PDEATHSIG, and their stdin closes).
+	leftBehind := false
+	defer func() {
+		if !leftBehind {
+			eng.Close()
+		}
+	}()
 	snippets, err := newSnippetRunner(eng, *runtimes, def, maxLimits, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
 		return exitServeNoShutdown
 	}
-	defer snippets.Close() // before the engine's
+	defer func() { // before the engine's
+		if !leftBehind {
+			snippets.Close()
+		}
+	}()
 	srv, err := rpc.NewServer(sidecarEngine{eng: eng, idle: *instanceIdle, snippets: snippets}, rpc.Options{
 		Framing: rpc.Framing(*framing), MaxConcurrency: *shared.maxConc, MaxQueue: *shared.maxQueue,
 		MaxMessageBytes: *shared.maxMsg, MaxQueueBytes: *shared.maxQueueBytes, OutputHighWater: *shared.outputHighWater,
@@ -122,6 +135,10 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer restore()
 	}
 	err = srv.Serve(ctx, stdin, stdout)
+	if n := srv.Unfinished(); n > 0 {
+		leftBehind = true
+		logger.Warn("exiting without closing the engine: jobs stuck after their cancellation still use it", "jobs", n)
+	}
 	var fe *rpc.FramingError
 	switch {
 	case err == nil:

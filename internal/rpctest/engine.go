@@ -38,8 +38,9 @@ import (
 //	host:N       calls its first host function N times (host.go)
 //
 // A module given as the WAT text "compile:gate" compiles until Gate is
-// closed (reporting "compile" on Started); the id "sha256:unknown" was
-// never compiled.
+// closed (reporting "compile" on Started); "compile:stuck" too, but deaf
+// to its context, as a compile stuck in a system call no cancellation
+// reaches; the id "sha256:unknown" was never compiled.
 type Engine struct {
 	Started chan string   // "block", "gate", "compile", as each begins
 	Gate    chan struct{} // closed to release "gate" runs and "compile:gate" compiles
@@ -81,6 +82,10 @@ func (e *Engine) Compile(ctx context.Context, src protocol.Source) (rpc.Module, 
 			return nil, protocol.CompileInfo{}, &protocol.Error{Kind: protocol.KindCancelled, Message: "compile cancelled"}
 		}
 	}
+	if src.WAT == "compile:stuck" {
+		e.Started <- "compile"
+		<-e.Gate
+	}
 	mod := &Module{protocol.ModuleInfo{
 		ID:      ModuleID,
 		Imports: []protocol.Import{{Module: "host", Name: "log", Kind: "func", Type: "(i32, i32) -> ()"}},
@@ -96,7 +101,7 @@ func (e *Engine) CompileCached(src protocol.Source) (rpc.Module, bool) {
 	if src.Encoded != nil && src.WAT == "" && src.Wasm == nil {
 		return nil, false // knows no wire literals: the server decodes and asks again
 	}
-	if src.WAT == "compile:gate" || src.ID == "sha256:unknown" {
+	if src.WAT == "compile:gate" || src.WAT == "compile:stuck" || src.ID == "sha256:unknown" {
 		return nil, false
 	}
 	m, _, err := e.Compile(context.Background(), src)

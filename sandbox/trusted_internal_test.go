@@ -1,0 +1,101 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRootInstallIsTrustedByOtherUsers: what root installed for everyone
+// (0755 directories, 0644 files, as make install leaves the runtimes) is
+// trusted by any user; a directory or file of root's that its group can
+// write is not.
+func TestRootInstallIsTrustedByOtherUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making root's files needs root")
+	}
+	const user = 65534 // not root, and owns nothing here
+	install := filepath.Join(t.TempDir(), "lib", "sandboxd", "runtimes")
+	if err := os.MkdirAll(filepath.Join(install, "modules-0123456789abcdef"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(filepath.Dir(filepath.Dir(install))), filepath.Dir(filepath.Dir(install)), filepath.Dir(install), install} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(install, "modules-0123456789abcdef", "x.cwasm")
+	if err := os.WriteFile(file, []byte("code"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkTrustedDir(filepath.Join(install, "modules-0123456789abcdef"), user); err != nil {
+		t.Errorf("root's 0755 install refused for uid %d: %v", user, err)
+	}
+	f, _, err := openTrustedFile(file, user)
+	if err != nil {
+		t.Errorf("root's 0644 file refused for uid %d: %v", user, err)
+	} else {
+		f.Close()
+	}
+	if err := os.Chmod(file, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openTrustedFile(file, user); err == nil || !strings.Contains(err.Error(), "chmod go-w "+file) {
+		t.Errorf("root's group-writable file: %v, want it refused with the fix", err)
+	}
+	if err := os.Chmod(install, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkTrustedDir(install, user); err == nil || !strings.Contains(err.Error(), "chmod go-w "+install) {
+		t.Errorf("root's group-writable directory: %v, want it refused with the fix", err)
+	}
+}
+
+// TestCloseDoesNotWaitForAHungCacheRead: a read of the persistent cache
+// that never returns (an open or a read no cancellation reaches, here
+// the store's open held) keeps neither the cancelled compile nor
+// Engine.Close waiting.
+func TestCloseDoesNotWaitForAHungCacheRead(t *testing.T) {
+	e, err := NewEngine(Config{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := make(chan struct{})
+	defer close(hung)
+	entered := make(chan struct{}, 1)
+	e.store.open = func(string, int) (*os.File, os.FileInfo, error) {
+		entered <- struct{}{}
+		<-hung
+		return nil, nil, os.ErrNotExist
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	compiled := make(chan error, 1)
+	go func() {
+		_, _, err := e.Compile(ctx, Source{WAT: `(module (func (export "hung")))`})
+		compiled <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the compile did not read the cache")
+	}
+	cancel()
+	select {
+	case err := <-compiled:
+		if KindOf(err) != KindCancelled {
+			t.Errorf("compile: %v, want cancelled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the cancelled compile waited for the hung read")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close waited for the hung read")
+	}
+}
