@@ -24,25 +24,21 @@ package script
 // with it the memory limit leaves room under the cap for the chunks a
 // heap at its limit still takes.
 
-// gcPercent is the guests' GOGC once they know their cap: the heap may
-// grow to five times what the last collection kept before the next one
-// (at least 16 MB), within the memory limit.
-const gcPercent = 400
-
 // heapChunkBytes is the unit the Go runtime grows its heap by (its page
 // allocator's chunk: 512 pages of 8 KiB).
 const heapChunkBytes = 4 << 20
 
 // collectorSlack is what the memory limit leaves under the cap beyond
-// the memory below the Go heap: two of the heap's growth chunks, for the
-// heap's growth past its soft limit (measured up to 7.9 MiB under a Lua
-// cap of 32 MiB, for tables of up to 100,000 numbers made and dropped in
-// a loop: runtimes/README.md, "The collector").
-const collectorSlack = 2 * heapChunkBytes
+// the memory below the Go heap: three of the heap's growth chunks, for
+// the heap's growth past its soft limit (measured up to 7.9 MiB, for
+// tables of up to 100,000 numbers or a string grown to 2 MB, made and
+// dropped in a loop: runtimes/README.md, "The collector"), and one more
+// for the next chunk.
+const collectorSlack = 3 * heapChunkBytes
 
 // minGCPercentLimit is the least memory limit under which a guest takes
-// gcPercent: under a smaller one Go's default GOGC collects before the
-// limit anyway.
+// gcPercent (gc_wasip1.go): under a smaller one Go's default GOGC
+// collects before the limit anyway.
 const minGCPercentLimit = 16 << 20
 
 // collectorCap is the cap FitCollector last fitted the collector to.

@@ -7,6 +7,11 @@ import (
 	"unsafe"
 )
 
+// gcPercent is the guests' GOGC once they know their cap: the heap may
+// grow to five times what the last collection kept before the next one
+// (at least 16 MB), within the memory limit.
+const gcPercent = 400
+
 // heapArenaBytes is the Go runtime's heap arena on wasm: the heap is made
 // of arenas of 512 KiB, each aligned to its size.
 const heapArenaBytes = 512 << 10
