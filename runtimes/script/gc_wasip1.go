@@ -7,25 +7,33 @@ import (
 	"unsafe"
 )
 
+// gcPercent is the guests' GOGC once they know their cap: the heap may
+// grow to five times what the last collection kept before the next one
+// (at least 16 MB), within the memory limit.
+const gcPercent = 400
+
+// heapArenaBytes is the Go runtime's heap arena on wasm: the heap is made
+// of arenas of 512 KiB, each aligned to its size.
+const heapArenaBytes = 512 << 10
+
 // heapBase is where the Go heap begins in linear memory, rounded down to
-// its 4 MiB arenas: below it lie the module's data and the runtime's
-// static structures, which the cap counts and the memory limit does not.
+// its arena: below it lie the module's data and the runtime's static
+// structures, which the cap counts and the memory limit does not.
 var heapBase = func() uintptr {
 	p := new([64]byte)
 	heapProbe = p
-	const arena = 4 << 20
-	return uintptr(unsafe.Pointer(p)) &^ (arena - 1)
+	return uintptr(unsafe.Pointer(p)) &^ (heapArenaBytes - 1)
 }()
 
 var heapProbe *[64]byte // keeps the probe on the heap
 
 func fitCollector(capBytes uint64) {
-	below := uint64(heapBase) + collectorSlack
-	if capBytes <= below+16<<20 {
-		// Too little room for a larger heap goal to pay: keep Go's
-		// default collector.
+	limit, raise := CollectorLimit(capBytes, uint64(heapBase))
+	if limit == 0 {
 		return
 	}
-	debug.SetMemoryLimit(int64(capBytes - below))
-	debug.SetGCPercent(gcPercent)
+	debug.SetMemoryLimit(int64(limit))
+	if raise {
+		debug.SetGCPercent(gcPercent)
+	}
 }
