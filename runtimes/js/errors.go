@@ -2,7 +2,6 @@ package js
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -15,28 +14,33 @@ import (
 )
 
 // scriptError describes what RunScript (or a conversion) returned.
+//
+// It tells the errors apart by their types, never with errors.As or
+// Error(): (*goja.Exception).Unwrap asks whether the thrown value is a
+// GoError (instanceof, then its "value" property) and Error() converts it
+// to a string, and either runs the snippet's code (proxy traps, getters,
+// toString) outside any catch, so what that code threw would reach the
+// guard as an interpreter failure. A thrown value is described by thrown,
+// which runs such code under catch.
 func (s *Session) scriptError(err error) *script.Error {
-	var syntax *goja.CompilerSyntaxError
-	var reference *goja.CompilerReferenceError
-	var overflow *goja.StackOverflowError
-	var ex *goja.Exception
-	var parse parser.ErrorList
-	switch {
-	case errors.As(err, &parse) && len(parse) > 0:
-		first := parse[0]
-		return script.NewError("SyntaxError: "+first.Message, first.Position.Line, first.Position.Column, "SyntaxError: "+parse.Error())
-	case errors.As(err, &syntax):
-		line, col := compilePosition(syntax.CompilerError)
-		return script.NewError("SyntaxError: "+syntax.Message, line, col, syntax.Error())
-	case errors.As(err, &reference):
-		line, col := compilePosition(reference.CompilerError)
-		return script.NewError("ReferenceError: "+reference.Message, line, col, reference.Error())
-	case errors.As(err, &overflow):
+	switch e := err.(type) {
+	case parser.ErrorList:
+		if len(e) > 0 {
+			first := e[0]
+			return script.NewError("SyntaxError: "+first.Message, first.Position.Line, first.Position.Column, "SyntaxError: "+e.Error())
+		}
+	case *goja.CompilerSyntaxError:
+		line, col := compilePosition(e.CompilerError)
+		return script.NewError("SyntaxError: "+e.Message, line, col, e.Error())
+	case *goja.CompilerReferenceError:
+		line, col := compilePosition(e.CompilerError)
+		return script.NewError("ReferenceError: "+e.Message, line, col, e.Error())
+	case *goja.StackOverflowError:
 		const msg = "RangeError: Maximum call stack size exceeded"
-		line, col := framePosition(overflow.Stack())
-		return script.NewError(msg, line, col, msg+stackText(overflow.Stack()))
-	case errors.As(err, &ex):
-		return s.thrown(ex.Value(), ex, "")
+		line, col := framePosition(e.Stack())
+		return script.NewError(msg, line, col, msg+stackText(e.Stack()))
+	case *goja.Exception:
+		return s.thrown(e.Value(), e, "")
 	}
 	return script.Errorf(err.Error())
 }

@@ -130,3 +130,74 @@ func TestThrownErrorsAreNotFatal(t *testing.T) {
 		}
 	}
 }
+
+// Describing what a snippet throws, converting what it returns and
+// printing what it logs run the snippet's own code (proxy traps, getters,
+// toString, Symbol.toPrimitive, toJSON): whatever that code throws, or a
+// recursion in it, is the snippet's script error (or, for a thrown value,
+// a fallback description), and the session goes on. want is the error's
+// message, "" for none.
+func TestHostileValuesAreScriptErrors(t *testing.T) {
+	const threw = "a value whose conversion to a string threw"
+	for _, c := range []struct{ code, want string }{
+		// thrown
+		{"throw new Proxy({}, {getPrototypeOf() { throw 2 }})", "[object Object]"},
+		{"throw new Proxy({}, {getPrototypeOf() { throw new Proxy({}, {getPrototypeOf() { throw 2 }}) }})", "[object Object]"},
+		{"var p = new Proxy({}, {getPrototypeOf() { return Object.getPrototypeOf(p) }}); throw p", "[object Object]"},
+		{"throw new Proxy({}, {get() { throw 2 }})", threw},
+		{"throw new Proxy({}, {ownKeys() { throw 2 }, getOwnPropertyDescriptor() { throw 2 }})", "[object Object]"},
+		{"throw new Proxy(new Error('x'), {getPrototypeOf() { throw 2 }})", "Error: x"},
+		{"throw new Proxy(new Error('x'), {get() { throw 2 }})", threw},
+		{"throw new Proxy(new Error('x'), {get(t, k) { if (k === 'stack') throw 2; return t[k] }})", "Error: x"},
+		{"throw Object.create(Error.prototype, {message: {get() { throw 2 }}})", threw},
+		{"throw Object.create(Error.prototype, {name: {get() { throw 2 }}})", threw},
+		{"throw Object.create(Error.prototype, {stack: {get() { throw 2 }}})", "Error"},
+		{"var e = new Error('x'); Object.defineProperty(e, 'stack', {get() { throw 2 }}); throw e", "Error: x"},
+		{"throw {[Symbol.toPrimitive]() { throw 2 }}", threw},
+		{"throw {toString() { return String(this) }}", threw},
+		{"throw {toString() { throw new Proxy({}, {getPrototypeOf() { throw 2 }}) }}", threw},
+		{"throw new Proxy(function f() {}, {get() { throw 2 }})", threw},
+		// rejected
+		{"Promise.reject(new Proxy({}, {getPrototypeOf() { throw 2 }}))", "Uncaught (in promise) [object Object]"},
+		{"Promise.reject(new Proxy({}, {get() { throw 2 }}))", "Uncaught (in promise) " + threw},
+		{"Promise.reject(Object.create(Error.prototype, {stack: {get() { throw 2 }}}))", "Uncaught (in promise) Error"},
+		// returned
+		{"new Proxy({}, {getPrototypeOf() { throw 2 }})", ""},
+		{"new Proxy({}, {get() { throw 2 }})", "2"},
+		{"new Proxy({}, {ownKeys() { throw 2 }})", "2"},
+		{"new Proxy({a: 1}, {getOwnPropertyDescriptor() { throw 2 }})", "2"},
+		{"new Proxy([1], {get() { throw 2 }})", "2"},
+		{"new Proxy(new Number(1), {get() { throw 2 }})", "2"},
+		{"({get x() { throw 2 }})", "2"},
+		{"({x: new Proxy({}, {ownKeys() { throw 2 }})})", "2"},
+		{"[new Proxy({}, {get() { throw 2 }})]", "2"},
+		{"({toJSON() { return new Proxy({}, {ownKeys() { throw 2 }}) }})", "2"},
+		{"Promise.resolve(new Proxy({}, {ownKeys() { throw 2 }}))", "2"},
+		{"({get x() { return this.x }})", "RangeError: Maximum call stack size exceeded"},
+		// logged
+		{"console.log(new Proxy({}, {getPrototypeOf() { throw 2 }}))", ""},
+		{"console.log(new Proxy({}, {get() { throw 2 }}))", "2"},
+		{"console.log(new Proxy({}, {ownKeys() { throw 2 }}))", "2"},
+		{"console.log(new Proxy(function f() {}, {get() { throw 2 }}))", "2"},
+		{"console.log(new Proxy(new Error('x'), {get() { throw 2 }}))", "2"},
+		{"console.log({get x() { throw 2 }})", "2"},
+		{"console.log({[Symbol.toPrimitive]() { throw 2 }, toJSON() { throw 2 }})", "2"},
+	} {
+		t.Run(c.code, func(t *testing.T) {
+			s := js.New(nil, nil)
+			if _, err := s.Eval("var keep = 42", nil); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.Eval(c.code, nil)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%+v, want no error", err)
+			case c.want != "" && (err == nil || err.Fatal || err.Message != c.want):
+				t.Errorf("%+v, want the script error %q", err, c.want)
+			}
+			if v, err := s.Eval("keep", nil); err != nil || string(v) != "42" {
+				t.Fatalf("the next evaluation: %s, %+v", v, err)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package js
 
 import (
 	"encoding/json"
-	"errors"
 	"math/big"
 	"strconv"
 
@@ -74,10 +73,14 @@ func (s *Session) catch(f func()) (err error) {
 	return nil
 }
 
+// isUncatchable tells by its type (scriptError says why not errors.As)
+// whether err is one that JavaScript cannot catch.
 func isUncatchable(err error) bool {
-	var so *goja.StackOverflowError
-	var in *goja.InterruptedError
-	return errors.As(err, &so) || errors.As(err, &in)
+	switch err.(type) {
+	case *goja.StackOverflowError, *goja.InterruptedError:
+		return true
+	}
+	return false
 }
 
 type writer struct {
