@@ -89,7 +89,7 @@ func TestACallRunningWhenTheInputEndsIsAnsweredCancelled(t *testing.T) {
 	if res == nil || res["isError"] != true || !strings.Contains(fmt.Sprint(res["structuredContent"]), "kind:cancelled") {
 		t.Errorf("the blocked call: %v", got["2"])
 	}
-	if took < drainGrace || took > drainTimeout+time.Second/2 {
+	if took < drainGrace || took > drainTimeout+4*time.Second { // the upper bound catches a hang, timing nothing
 		t.Errorf("Serve took %v; want drainGrace (%v) to about drainTimeout (%v)", took, drainGrace, drainTimeout)
 	}
 }
