@@ -81,7 +81,7 @@ type Bytes []byte
 // length, plus the wrapper.
 func (b Bytes) MarshalJSON() ([]byte, error) {
 	b64 := base64.StdEncoding.EncodedLen(len(b))
-	if jsonTextCost(b, b64) <= b64 {
+	if b.AsText() {
 		return json.Marshal(struct {
 			Text string `json:"text"`
 		}{string(b)})
@@ -90,6 +90,15 @@ func (b Bytes) MarshalJSON() ([]byte, error) {
 	out = append(out, `{"base64":"`...)
 	out = base64.StdEncoding.AppendEncode(out, b)
 	return append(out, `"}`...), nil
+}
+
+// AsText says whether MarshalJSON writes b as {"text"} rather than
+// {"base64"}: b is valid UTF-8 and its JSON string is no longer than its
+// base64. It reads b only until that is known (what escapes dearly, or
+// is not UTF-8, decides early).
+func (b Bytes) AsText() bool {
+	b64 := base64.StdEncoding.EncodedLen(len(b))
+	return jsonTextCost(b, b64) <= b64
 }
 
 // jsonTextCost is the length of b as the contents of a JSON string as

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,9 +31,10 @@ const hang = time.Minute
 // engine is the fake engine, recording what it is asked. Its module
 // compiled from the WAT "plugin" is a plugin (rpctest.PluginModule);
 // every other is rpctest's. A run of "_start" is a WASI program: it
-// writes each argument to stdout (one that starts "2>" to stderr) and
-// stdin to stderr, one output call each, and exits with the number of its
-// arguments.
+// writes each argument to stdout (one that starts "2>" to stderr; one
+// "zeros:N", N NUL bytes) and stdin to stderr, one output call each, each
+// stream cut at limits.outputBytes as the engine's, and exits with the
+// number of its arguments. A run of "nullog:N" logs N lines of 100 NULs.
 type engine struct {
 	*rpctest.Instances
 
@@ -74,15 +76,25 @@ func (e *engine) Run(ctx context.Context, mod rpc.Module, run protocol.Run) (*pr
 			if rest, ok := strings.CutPrefix(a, "2>"); ok {
 				stream, to, a = "stderr", &res.Output.Stderr, rest
 			}
-			if run.Output != nil {
-				run.Output(stream, []byte(a))
+			data := zeros(a)
+			if room := int(run.Limits.OutputBytes) - len(*to); run.Limits.OutputBytes != 0 && len(data) > room {
+				data, res.Output.Truncated = data[:room], true
 			}
-			*to = append(*to, a...)
+			if run.Output != nil {
+				run.Output(stream, data)
+			}
+			*to = append(*to, data...)
 		}
 		if run.Output != nil && len(run.Capabilities.WASI.Stdin) > 0 {
 			run.Output("stderr", run.Capabilities.WASI.Stdin)
 		}
 		res.Output.Stderr = append(res.Output.Stderr, run.Capabilities.WASI.Stdin...)
+	} else if n, ok := strings.CutPrefix(run.Function, "nullog:"); ok {
+		lines, _ := strconv.Atoi(n)
+		for range lines {
+			run.Log(strings.Repeat("\x00", 100))
+		}
+		res = &protocol.RunOutcome{LogLines: lines}
 	} else {
 		res, err = e.Instances.Run(ctx, mod, run)
 	}
@@ -92,8 +104,19 @@ func (e *engine) Run(ctx context.Context, mod rpc.Module, run protocol.Run) (*pr
 	return res, err
 }
 
+// zeros is arg as a guest's output: "zeros:N" is N NUL bytes.
+func zeros(arg string) []byte {
+	if n, ok := strings.CutPrefix(arg, "zeros:"); ok {
+		k, _ := strconv.Atoi(n)
+		return make([]byte, k)
+	}
+	return []byte(arg)
+}
+
 // CallOnce: "count" outputs the input upper-cased and logs it, "fail" is
-// a plugin error, "block" waits for its context.
+// a plugin error, "block" waits for its context, "zeros" outputs as many
+// NUL bytes as its input says (cut at limits.outputBytes) and logs a line
+// of 100.
 func (e *engine) CallOnce(ctx context.Context, _ rpc.Module, req protocol.InstanceRequest, call protocol.Call) (*protocol.CallOutcome, error) {
 	e.mu.Lock()
 	e.onces = append(e.onces, req)
@@ -107,6 +130,15 @@ func (e *engine) CallOnce(ctx context.Context, _ rpc.Module, req protocol.Instan
 		msg, rc := "no "+string(call.Input), int32(1)
 		return nil, &protocol.Error{Kind: protocol.KindPluginError, Message: "plugin error: " + msg,
 			Data: protocol.ErrorData{Message: &msg, ReturnCode: &rc}}
+	case "zeros":
+		out := zeros("zeros:" + string(call.Input))
+		cut := len(out) > int(req.Limits.OutputBytes)
+		if cut {
+			out = out[:req.Limits.OutputBytes]
+		}
+		call.Log("info", strings.Repeat("\x00", 100))
+		return &protocol.CallOutcome{Plugin: true, PluginOutput: out, PluginOutputTruncated: cut,
+			RunOutcome: protocol.RunOutcome{LogLines: 1}}, nil
 	case "block":
 		e.Started <- "block"
 		<-ctx.Done()
@@ -255,6 +287,16 @@ func newRawClient(t testing.TB, srv *Server) *rawClient {
 	}
 	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return c
+}
+
+// readLine returns the next message as it was written.
+func (c *rawClient) readLine() []byte {
+	c.t.Helper()
+	line, err := c.r.ReadBytes('\n')
+	if err != nil {
+		c.t.Fatalf("reading: %v", err)
+	}
+	return line
 }
 
 func (c *rawClient) send(line string) {

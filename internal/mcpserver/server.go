@@ -197,12 +197,17 @@ func (s *Server) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			// tools only, and the list never changes
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		})
+	// calls ends the calls running: when serving ends, or drainGrace
+	// after the input ended (transport.go).
+	calls, endCalls := context.WithCancel(ctx)
+	defer endCalls()
 	for _, t := range s.tools() {
-		srv.AddTool(t.def, s.handler(ctx, t))
+		srv.AddTool(t.def, s.handler(calls, t))
 	}
 	conn := newTransport(in, out, transportLimits{maxMessage: s.opts.MaxMessageBytes, maxQueue: s.opts.MaxQueue,
-		maxQueueBytes: s.opts.MaxQueueBytes}, s.out, s.opts.Logger)
+		maxQueueBytes: s.opts.MaxQueueBytes}, s.out, s.opts.Logger, endCalls)
 	err := srv.Run(ctx, conn)
+	conn.finished()
 	if errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil // the client closed its end: the usual way to stop
 	}

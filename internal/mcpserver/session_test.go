@@ -111,7 +111,7 @@ func (t fakeTurn) Eval(ctx context.Context, e protocol.SessionEval) (*protocol.E
 		return nil, &protocol.Error{Kind: protocol.KindTimeout, Message: "deadline of 5 ms exceeded",
 			Data: protocol.ErrorData{TimeoutMs: &ms, InstanceClosed: true}}
 	}
-	return fakeEval(ctx, s.e.started, s.lang, e.Snippet)
+	return fakeEval(ctx, s.e.started, s.lang, e.Snippet, e.Limits.OutputBytes)
 }
 
 func TestASessionKeepsItsStateUntilClosed(t *testing.T) {

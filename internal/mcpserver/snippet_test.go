@@ -19,8 +19,11 @@ import (
 // snippetEngine is the test engine with snippets in js and lua (no
 // starlark runtime installed). A snippet's code says what it does:
 // "error" fails at line 2, column 5; "spin" waits for its context;
-// "print:TEXT" writes TEXT to stdout; any other code is its own value
-// (JSON), or the input when it is "input".
+// "print:TEXT" writes TEXT to stdout; "zeros:N" writes N NUL bytes (cut
+// at limits.outputBytes, the engine's default if 0) to stdout and to
+// stderr, and "zeros-error:N" as much before a script error; any other
+// code is its own value (JSON; a syntax error quoting it if it is not),
+// or the input when it is "input".
 type snippetEngine struct {
 	*engine
 	started chan string
@@ -52,12 +55,33 @@ func (e *snippetEngine) Eval(ctx context.Context, ev protocol.Eval) (*protocol.E
 	e.mu.Lock()
 	e.evals = append(e.evals, ev)
 	e.mu.Unlock()
-	return fakeEval(ctx, e.started, ev.Language, ev.Snippet)
+	return fakeEval(ctx, e.started, ev.Language, ev.Snippet, ev.Limits.OutputBytes)
 }
 
-func fakeEval(ctx context.Context, started chan string, lang protocol.Language, sn protocol.Snippet) (*protocol.EvalOutcome, error) {
+func fakeEval(ctx context.Context, started chan string, lang protocol.Language, sn protocol.Snippet, outputBytes uint64) (*protocol.EvalOutcome, error) {
 	o := &protocol.EvalOutcome{Usage: protocol.Usage{FuelConsumed: 7}, Elapsed: time.Millisecond, Output: &protocol.Output{}}
+	if outputBytes == 0 {
+		outputBytes = limits.Defaults().OutputBytes
+	}
+	nuls := func(n string) []byte {
+		out := zeros("zeros:" + n)
+		if uint64(len(out)) > outputBytes {
+			out, o.Output.Truncated = out[:outputBytes], true
+		}
+		return out
+	}
 	switch code := sn.Code; {
+	case strings.HasPrefix(code, "zeros:"):
+		out := nuls(strings.TrimPrefix(code, "zeros:"))
+		o.Value, o.Output.Stdout, o.Output.Stderr = json.RawMessage("null"), out, out
+	case strings.HasPrefix(code, "zeros-error:"):
+		msg := "Error: " + strings.Repeat("\x00", protocol.MaxScriptMessageBytes)
+		text := strings.Repeat("\x00", protocol.MaxScriptTextBytes)
+		line := 1
+		out := nuls(strings.TrimPrefix(code, "zeros-error:"))
+		return nil, &protocol.Error{Kind: protocol.KindScriptError, Message: msg,
+			Data: protocol.ErrorData{Language: string(lang), Message: &msg, Line: &line, Column: &line, Text: &text,
+				WASIOutput: &protocol.WASIOutput{Stdout: out, Stderr: out, OutputTruncated: o.Output.Truncated}}}
 	case code == "error":
 		line, column, text := 2, 5, "Error: boom\n  at snippet:2:5"
 		msg := "Error: boom"
@@ -76,6 +100,8 @@ func fakeEval(ctx context.Context, started chan string, lang protocol.Language, 
 		o.Value, o.Output.Stdout = json.RawMessage("null"), text
 	case code == "input":
 		o.Value = sn.Input
+	case !json.Valid([]byte(code)): // quoted whole, as an interpreter's syntax error may quote its line
+		return nil, &protocol.Error{Kind: protocol.KindScriptError, Message: "SyntaxError: " + code}
 	default:
 		o.Value = json.RawMessage(code)
 	}

@@ -102,11 +102,13 @@ func (s *Server) runExport(ctx context.Context, c *call) outcome {
 	for i, v := range res.Values {
 		texts[i] = v.String()
 	}
-	text := "result: " + strings.Join(texts, ", ")
+	head := "result: " + strings.Join(texts, ", ")
 	if len(res.Values) == 0 {
-		text = "returned no values"
+		head = "returned no values"
 	}
-	return outcome{output: out, text: text + logText(lines)}
+	text := newText(head)
+	text.lines("log", "log", len(lines), func(i int) string { return lines[i] })
+	return outcome{output: out, text: text.String()}
 }
 
 // readCapabilities reads the host functions a run_export call grants.
@@ -167,12 +169,4 @@ func (s *Server) checkGrant(src protocol.Source, caps protocol.Capabilities) err
 		return g.CheckGrant(src, caps)
 	}
 	return nil
-}
-
-// logText is a run's log lines for the text content.
-func logText(lines []string) string {
-	if len(lines) == 0 {
-		return ""
-	}
-	return "\n--- log ---\n" + strings.Join(lines, "\n")
 }

@@ -113,19 +113,23 @@ func (s *Server) runPlugin(ctx context.Context, c *call) outcome {
 		stdout, stderr := protocol.Bytes(res.Output.Stdout), protocol.Bytes(res.Output.Stderr)
 		out.Stdout, out.Stderr = &stdout, &stderr
 	}
-	text := "output: " + bytesText(res.PluginOutput)
+	text := newText("")
+	text.output("output", "output", res.PluginOutput, true)
 	if res.PluginOutputTruncated {
-		text += "\n(output truncated at limits.outputBytes)"
+		text.add("\n(output truncated at limits.outputBytes)")
 	}
 	if res.Output != nil {
-		text += streamsText(res.Output.Stdout, res.Output.Stderr, "")
+		streamsText(text, res.Output.Stdout, res.Output.Stderr, "")
 	}
-	texts := make([]string, len(lines))
-	for i, l := range lines {
-		texts[i] = l.Level + ": " + l.Line
-	}
+	n := len(lines)
 	if res.LogDropped > 0 {
-		texts = append(texts, "("+strconv.Itoa(res.LogDropped)+" lines dropped: the call did not grant log)")
+		n++
 	}
-	return outcome{output: out, text: text + logText(texts)}
+	text.lines("log", "log", n, func(i int) string {
+		if i == len(lines) {
+			return "(" + strconv.Itoa(res.LogDropped) + " lines dropped: the call did not grant log)"
+		}
+		return lines[i].Level + ": " + lines[i].Line
+	})
+	return outcome{output: out, text: text.String()}
 }

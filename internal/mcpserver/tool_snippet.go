@@ -127,15 +127,16 @@ func evalOutcome(lang protocol.Language, o *protocol.EvalOutcome) outcome {
 	if len(out.Value) == 0 {
 		out.Value = json.RawMessage("null")
 	}
-	text := "value: " + string(out.Value)
+	text := newText("")
+	text.output("value", "value", out.Value, true)
 	if o.Output != nil {
 		out.Stdout, out.Stderr, out.OutputTruncated = o.Output.Stdout, o.Output.Stderr, o.Output.Truncated
-		text += streamsText(o.Output.Stdout, o.Output.Stderr, "")
 		if o.Output.Truncated {
-			text += "\n(output truncated at limits.outputBytes)"
+			text.add("\n(output truncated at limits.outputBytes)")
 		}
+		streamsText(text, o.Output.Stdout, o.Output.Stderr, "")
 	}
-	return outcome{output: out, text: text}
+	return outcome{output: out, text: text.String()}
 }
 
 func (s *Server) languageNames() string {

@@ -76,12 +76,13 @@ func (s *Server) runWASI(ctx context.Context, c *call) outcome {
 		output = *res.Output
 	}
 	out := wasiOutput{ExitCode: res.ExitCode, Stdout: output.Stdout, Stderr: output.Stderr, OutputTruncated: output.Truncated, usage: usageOf(res)}
-	text := "exit code " + strconv.Itoa(res.ExitCode) + streamsText(output.Stdout, output.Stderr, "")
+	text := newText("exit code " + strconv.Itoa(res.ExitCode))
 	if output.Truncated {
-		text += "\n(output truncated at limits.outputBytes)"
+		text.add("\n(output truncated at limits.outputBytes)")
 	}
+	streamsText(text, output.Stdout, output.Stderr, "")
 	// A program that exits non-zero ran: its exit code is its answer.
-	return outcome{output: out, text: text}
+	return outcome{output: out, text: text.String()}
 }
 
 // readWASI reads the grant's arguments: args, env, stdin, files, dirs.
@@ -138,24 +139,17 @@ func readWASI(args *object) (*protocol.WASI, error) {
 	return w, nil
 }
 
-// streamsText is a program's stdout and stderr for the text content.
-func streamsText(stdout, stderr []byte, when string) string {
-	var b strings.Builder
+// streamsText adds a program's stdout and stderr to the text content
+// (those it wrote: an empty stream is not shown).
+func streamsText(t *text, stdout, stderr []byte, when string) {
 	for _, st := range []struct {
 		name string
 		data []byte
 	}{{"stdout", stdout}, {"stderr", stderr}} {
-		if len(st.data) == 0 {
-			continue
+		if len(st.data) > 0 {
+			t.output(st.name+when, st.name, st.data, false)
 		}
-		b.WriteString("\n--- " + st.name)
-		if when != "" {
-			b.WriteString(" " + when)
-		}
-		b.WriteString(" ---\n")
-		b.WriteString(bytesText(st.data))
 	}
-	return b.String()
 }
 
 // dirsNote says which host directories a program may be given.

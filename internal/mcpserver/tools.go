@@ -3,11 +3,9 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -36,8 +34,8 @@ type call struct {
 }
 
 // outcome is what a call answers: the structured output (which the
-// output schema describes), a short text for clients that read only
-// text, and whether it failed.
+// output schema describes), a text for clients that read only text,
+// within maxTextBytes (answer.go), and whether it failed.
 type outcome struct {
 	output any
 	text   string
@@ -120,14 +118,15 @@ func failure(e *toolError) *mcp.CallToolResult { return result(failed(e, nil)) }
 // failed is the outcome of a call that failed with e; partial is a WASI
 // guest's output until it stopped, if it had started.
 func failed(e *toolError, partial *protocol.WASIOutput) outcome {
+	e = e.bounded()
 	out := failedOutput{Error: e}
-	text := e.text()
+	text := newText(e.text())
 	if partial != nil {
 		truncated := partial.OutputTruncated
 		out.Stdout, out.Stderr, out.OutputTruncated = &partial.Stdout, &partial.Stderr, &truncated
-		text += streamsText(partial.Stdout, partial.Stderr, "until it stopped")
+		streamsText(text, partial.Stdout, partial.Stderr, " until it stopped")
 	}
-	return outcome{output: out, text: text, failed: true}
+	return outcome{output: out, text: text.String(), failed: true}
 }
 
 // fail is the outcome of a call that failed with err (errorOf).
@@ -260,12 +259,3 @@ func pathProblem(src protocol.Source, err error) error {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
-
-// bytesText is b as text for a text content: the bytes themselves when
-// they are UTF-8, else a note (the structured output has them in base64).
-func bytesText(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return fmt.Sprintf("(%d bytes, not UTF-8: base64 in the structured output)", len(b))
-}

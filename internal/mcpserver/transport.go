@@ -38,9 +38,19 @@ import (
 //   - A client that does not read its output is pushed back: while more
 //     than the high water waits to be written, no further call is read
 //     and no run starts (backpressure.go).
-//   - When the input ends, what is owed is written for at most
-//     drainTimeout; then the output is abandoned (its write deadline, or
-//     Close), so the server exits even if the client never reads.
+//   - A request the SDK would answer by quoting it at length (a long
+//     method or tool name, params that do not decode) is answered by the
+//     reader, briefly, and every error response is cut as it is written
+//     (screen.go).
+//   - When the input ends, every call read is still answered: the SDK
+//     cancels its calls, and fails every write, as soon as Read reports
+//     the end, which lost the answers owed (`printf '<initialize>\n
+//     <tools/call>\n' | sandboxd mcp` answered nothing 19 times in 20).
+//     So Read reports the end only once no call it admitted is
+//     unanswered. The calls still running drainGrace after the end are
+//     cancelled (answered cancelled), and the output is abandoned after
+//     drainTimeout (its write deadline, or Close), so the server exits
+//     within drainTimeout even if the client never reads.
 //
 // Only protocol messages are ever written to out.
 
@@ -52,8 +62,13 @@ type transportLimits struct {
 }
 
 // drainTimeout is how long the output is kept, once the input has ended,
-// for the client to read what it is owed.
-const drainTimeout = time.Second
+// for the client to read what it is owed; the calls still running
+// drainGrace after the end are cancelled, so that their answers (kind
+// cancelled) have the rest of it to be written.
+const (
+	drainTimeout = time.Second
+	drainGrace   = drainTimeout / 2
+)
 
 type transport struct {
 	in  io.Reader
@@ -62,16 +77,37 @@ type transport struct {
 	log *slog.Logger
 	// gate counts what waits to be written (backpressure.go).
 	gate *outputGate
+	// endCalls cancels the calls still running (drainGrace after the
+	// input ended).
+	endCalls func()
+	conn     *conn // once connected
 }
 
-func newTransport(in io.Reader, out io.Writer, lim transportLimits, gate *outputGate, log *slog.Logger) *transport {
-	return &transport{in: in, out: out, lim: lim, gate: gate, log: log}
+func newTransport(in io.Reader, out io.Writer, lim transportLimits, gate *outputGate, log *slog.Logger, endCalls func()) *transport {
+	return &transport{in: in, out: out, lim: lim, gate: gate, log: log, endCalls: endCalls}
 }
 
 // Connect implements mcp.Transport: it is called once.
 func (t *transport) Connect(context.Context) (mcp.Connection, error) {
-	return &conn{r: framing.NewReader(t.in, framing.NDJSON, t.lim.maxMessage), in: t.in, out: t.out, lim: t.lim, log: t.log,
-		gate: t.gate, inFlight: map[jsonrpc.ID]int64{}, closed: make(chan struct{})}, nil
+	t.conn = &conn{r: framing.NewReader(t.in, framing.NDJSON, t.lim.maxMessage), in: t.in, out: t.out, lim: t.lim, log: t.log,
+		gate: t.gate, endCalls: t.endCalls, inFlight: map[jsonrpc.ID]int64{}, closed: make(chan struct{}),
+		abandoned: make(chan struct{})}
+	return t.conn, nil
+}
+
+// finished stops the drain's timers once the session is over (every
+// write has returned): the output is not abandoned after Serve returns.
+func (t *transport) finished() {
+	if t.conn == nil {
+		return
+	}
+	t.conn.mu.Lock()
+	defer t.conn.mu.Unlock()
+	for _, tm := range []*time.Timer{t.conn.drain, t.conn.grace} {
+		if tm != nil {
+			tm.Stop()
+		}
+	}
 }
 
 // conn is the connection: one goroutine reads (the SDK's), any writes.
@@ -83,15 +119,22 @@ type conn struct {
 	log  *slog.Logger
 	gate *outputGate
 
+	endCalls func()
+
 	wmu sync.Mutex // one message at a time on out
 
 	mu       sync.Mutex
 	inFlight map[jsonrpc.ID]int64 // calls read and not answered: their sizes
 	queued   int64                // their sum
-	drain    *time.Timer          // set when the input ended
+	drain    *time.Timer          // set when the input ended: abandons the output
+	grace    *time.Timer          // set when the input ended: ends the calls still running
+	answered chan struct{}        // set when the input ended: closed once inFlight is empty
 
-	closeOnce sync.Once
-	closed    chan struct{}
+	closeOnce     sync.Once
+	closed        chan struct{}
+	abandonOnce   sync.Once
+	abandoned     chan struct{} // closed when the output is abandoned
+	answeredClose sync.Once
 }
 
 // Read returns the next message to handle, answering at once what cannot
@@ -107,6 +150,7 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			continue
 		case err != nil:
 			c.inputEnded()
+			c.awaitAnswers()
 			select {
 			case <-c.closed:
 				return nil, io.EOF
@@ -128,7 +172,11 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.refuse(jsonrpc.ID{}, protocol.CodeInvalidRequest, problem)
 			continue
 		}
-		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			return msg, nil
+		}
+		if req.IsCall() {
 			if err := c.gate.wait(ctx); err != nil {
 				return nil, err
 			}
@@ -140,6 +188,14 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 				c.refuse(id, protocol.CodeBusy, problem)
 				continue
 			}
+		}
+		if problem, code := screen(req); problem != "" {
+			if req.IsCall() {
+				c.refuse(req.ID, code, problem) // its answer releases its place
+			} else {
+				c.log.Warn("dropped a notification", "problem", problem)
+			}
+			continue
 		}
 		return msg, nil
 	}
@@ -206,6 +262,30 @@ func (c *conn) release(id jsonrpc.ID) {
 		delete(c.inFlight, id)
 		c.queued -= size
 	}
+	if c.answered != nil && len(c.inFlight) == 0 {
+		c.answeredClose.Do(func() { close(c.answered) })
+	}
+}
+
+// awaitAnswers waits, once the input has ended, until every call admitted
+// has been handed its answer to write (a response releases its call as
+// its write begins; the SDK finishes the writes it began before it
+// closes), or the output has been abandoned, or the connection closed.
+func (c *conn) awaitAnswers() {
+	c.mu.Lock()
+	if c.answered == nil {
+		c.answered = make(chan struct{})
+		if len(c.inFlight) == 0 {
+			c.answeredClose.Do(func() { close(c.answered) })
+		}
+	}
+	answered := c.answered
+	c.mu.Unlock()
+	select {
+	case <-answered:
+	case <-c.abandoned:
+	case <-c.closed:
+	}
 }
 
 // refuse answers a message the server will not handle.
@@ -221,16 +301,20 @@ func (c *conn) refuse(id jsonrpc.ID, code int64, message string) {
 func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok {
 		c.release(resp.ID)
+		if resp.Error != nil {
+			msg = boundError(resp)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err // a notification of a cancelled call (answers come with a context that is never done)
 	}
-	data, err := encodeMessage(msg)
+	parts, err := encodeParts(msg)
 	if err != nil {
 		return fmt.Errorf("encoding a message: %w", err)
 	}
-	c.gate.add(int64(len(data)))
-	defer c.gate.done(int64(len(data)))
+	size := int64(len(parts[0]) + len(parts[1]) + len(parts[2]))
+	c.gate.add(size)
+	defer c.gate.done(size)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
@@ -238,17 +322,29 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return mcp.ErrConnectionClosed
 	default:
 	}
-	_, err = c.out.Write(data)
-	return err
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		if _, err := c.out.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// inputEnded starts the drain: the client has drainTimeout to read what
-// it is owed, then the output is abandoned so no writer stays blocked.
+// inputEnded starts the drain: the calls still running after drainGrace
+// are cancelled (their answers say so), and the client has drainTimeout
+// to read what it is owed, then the output is abandoned so no writer
+// stays blocked.
 func (c *conn) inputEnded() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.drain == nil {
 		c.drain = time.AfterFunc(drainTimeout, c.abandonOutput)
+		if c.endCalls != nil {
+			c.grace = time.AfterFunc(drainGrace, c.endCalls)
+		}
 	}
 }
 
@@ -256,6 +352,7 @@ func (c *conn) inputEnded() {
 // deadline in the past where out has one (a pipe in non-blocking mode),
 // else by closing out.
 func (c *conn) abandonOutput() {
+	c.abandonOnce.Do(func() { close(c.abandoned) })
 	if d, ok := c.out.(interface{ SetWriteDeadline(time.Time) error }); ok && d.SetWriteDeadline(time.Now()) == nil {
 		return
 	}

@@ -146,29 +146,47 @@ func trimSpace(b []byte) []byte {
 // encoded it: valid JSON) and a request's params are copied as they are;
 // an error response goes through the SDK's encoder.
 func encodeMessage(msg jsonrpc.Message) ([]byte, error) {
+	parts, err := encodeParts(msg)
+	if err != nil || parts[1] == nil {
+		return parts[0], err
+	}
+	return append(append(append(make([]byte, 0, len(parts[0])+len(parts[1])+len(parts[2])), parts[0]...), parts[1]...), parts[2]...), nil
+}
+
+// bigBody is the size of a result or params from which a message is
+// written in three pieces (encodeParts) rather than copied into one: a
+// tool's answer of megabytes of output is then not copied once more.
+const bigBody = 64 << 10
+
+// encodeParts is msg's line as its head, its result or params (the
+// SDK's bytes, not copied; nil when the head is the whole line) and the
+// rest.
+func encodeParts(msg jsonrpc.Message) (parts [3][]byte, err error) {
 	var body json.RawMessage
 	var head string
 	var id jsonrpc.ID
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
 		if m.Error != nil || m.Result == nil {
-			return encodeBySDK(msg)
+			parts[0], err = encodeBySDK(msg)
+			return parts, err
 		}
 		id, head, body = m.ID, `,"result":`, m.Result
 	case *jsonrpc.Request:
 		id, body = m.ID, m.Params
 		name, err := json.Marshal(m.Method)
 		if err != nil {
-			return nil, err
+			return parts, err
 		}
 		head = `,"method":` + string(name)
 		if body != nil {
 			head += `,"params":`
 		}
 	default:
-		return encodeBySDK(msg)
+		parts[0], err = encodeBySDK(msg)
+		return parts, err
 	}
-	out := make([]byte, 0, len(body)+len(head)+48)
+	out := make([]byte, 0, len(head)+48)
 	out = append(out, `{"jsonrpc":"2.0"`...)
 	if id.IsValid() {
 		out = append(out, `,"id":`...)
@@ -178,15 +196,18 @@ func encodeMessage(msg jsonrpc.Message) ([]byte, error) {
 		case string:
 			s, err := json.Marshal(v)
 			if err != nil {
-				return nil, err
+				return parts, err
 			}
 			out = append(out, s...)
 		}
 	}
 	out = append(out, head...)
-	out = append(out, body...)
-	out = append(out, '}', '\n')
-	return out, nil
+	if len(body) < bigBody {
+		out = append(append(out, body...), '}', '\n')
+		parts[0] = out
+		return parts, nil
+	}
+	return [3][]byte{out, body, []byte("}\n")}, nil
 }
 
 func encodeBySDK(msg jsonrpc.Message) ([]byte, error) {
