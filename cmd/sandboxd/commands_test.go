@@ -49,7 +49,7 @@ func TestEveryCommandHasUsage(t *testing.T) {
 		if code := dispatch(append(strings.Fields(c.name), "-h"), nil, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
 			t.Errorf("sandboxd %s -h: exit %d, stderr %q", c.name, code, stderr.String())
 		}
-		if sets[c.name] != nil && !strings.HasPrefix(stdout.String(), "Usage: sandboxd "+c.name+" "+c.synopsis+"\n") {
+		if sets[c.name] != nil && !strings.HasPrefix(stdout.String(), strings.TrimSpace("Usage: sandboxd "+c.name+" "+c.synopsis)+"\n\n") {
 			t.Errorf("sandboxd %s -h does not print its usage:\n%s", c.name, stdout.String())
 		}
 		if !strings.Contains(usage(), "sandboxd "+c.name) {
@@ -207,6 +207,21 @@ complete_line sandboxd run ""
 	}
 }
 
+// sandboxd completion without a shell prints its usage and nothing else,
+// on stderr (nothing a shell would source reaches stdout), and exits 1; a
+// shell it does not know, one error line.
+func TestCompletionWithoutAShell(t *testing.T) {
+	help := sandboxdCLI(t, "completion", "-h")
+	r := sandboxdCLI(t, "completion")
+	if r.code != 1 || r.stdout != "" || r.stderr != help.stdout || !strings.HasPrefix(r.stderr, "Usage: sandboxd completion bash|zsh|fish\n") ||
+		strings.Contains(r.stderr, "Exit codes") || strings.Contains(r.stderr, "Flags:") {
+		t.Errorf("sandboxd completion: want exit 1 and its usage only on stderr (that of -h: %q), got %s", help.stdout, r)
+	}
+	if r := sandboxdCLI(t, "completion", "tcsh"); r.code != 1 || r.stdout != "" || r.stderr != "sandboxd: unknown shell \"tcsh\": give bash, zsh or fish\n" {
+		t.Errorf("sandboxd completion tcsh: %s", r)
+	}
+}
+
 // zsh and fish parse their scripts, and fish completes from it, where they
 // are installed (Debian's zsh and fish packages; CI has neither).
 func TestZshAndFishScriptsParse(t *testing.T) {
@@ -325,9 +340,9 @@ func TestCLIUsageStatuses(t *testing.T) {
 			t.Errorf("sandboxd %s: want exit 1 with the problem on stderr only, got %s", strings.Join(args, " "), r)
 		}
 	}
-	// A bad flag: the problem, then where the flags are (a parent that
-	// keeps the tail of a sidecar's stderr keeps the problem).
-	if r := sandboxdCLI(t, "serve", "--bogus"); r.stderr != "flag provided but not defined: -bogus\nRun \"sandboxd serve -h\" for its flags.\n" {
+	// A bad flag: the problem and where the flags are, in one line (a
+	// parent that keeps the tail of a sidecar's stderr keeps the problem).
+	if r := sandboxdCLI(t, "serve", "--bogus"); r.stderr != "sandboxd: unknown flag: --bogus (sandboxd serve -h lists the flags)\n" {
 		t.Errorf("sandboxd serve --bogus: stderr %q", r.stderr)
 	}
 	// No command: the usage on stdout, exit 2; an unknown one: on stderr.

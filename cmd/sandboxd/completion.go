@@ -9,7 +9,9 @@ import (
 )
 
 // completionMain is `sandboxd completion bash|zsh|fish`: a completion
-// script for the shell, made from the FlagSets of the commands.
+// script for the shell, made from the FlagSets of the commands. Without a
+// shell it prints its usage (the -h text) on stderr and exits 1: nothing
+// that a shell would source reaches stdout.
 func completionMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd completion", flag.ContinueOnError)
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
@@ -17,9 +19,15 @@ func completionMain(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	scripts := map[string]func([]shellCommand) string{"bash": bashCompletion, "zsh": zshCompletion, "fish": fishCompletion}
-	if len(positional) != 1 || scripts[positional[0]] == nil {
-		fmt.Fprintln(stderr, "sandboxd completion: give one shell: bash, zsh or fish")
+	switch {
+	case len(positional) == 0:
 		fs.Usage()
+		return exitUsage
+	case len(positional) > 1:
+		sayf(stderr, "give one shell, not %d: bash, zsh or fish", len(positional))
+		return exitUsage
+	case scripts[positional[0]] == nil:
+		sayf(stderr, "unknown shell %q: give bash, zsh or fish", positional[0])
 		return exitUsage
 	}
 	fmt.Fprint(stdout, scripts[positional[0]](shellCommands()))

@@ -18,7 +18,7 @@ func manMain(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if len(positional) != 0 {
-		fmt.Fprintf(stderr, "sandboxd man: unexpected argument %q\n", positional[0])
+		sayf(stderr, "unexpected argument %q", positional[0])
 		return exitUsage
 	}
 	fmt.Fprint(stdout, manPage())

@@ -69,7 +69,7 @@ func runWASIMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sandboxd run: "+format+"\n", a...)
+		sayf(stderr, format, a...)
 		return exitUsage
 	}
 	if len(positional) != 1 {
@@ -183,7 +183,7 @@ func runWASIMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return res.ExitCode
 	}
 	if res.Output != nil && res.Output.Truncated {
-		fmt.Fprintf(stderr, "sandboxd run: output truncated: at most %d bytes per stream (--output-bytes), and its pieces' wire size at most %d\n",
+		sayf(stderr, "output truncated: at most %d bytes per stream (--output-bytes), and its pieces' wire size at most %d",
 			l.OutputBytes, sandbox.OutputWireBudget(l.OutputBytes))
 	}
 	return res.ExitCode
@@ -265,12 +265,8 @@ func readBounded(path string, max int64) ([]byte, error) {
 // wasiFailure prints a failed run on stderr (after the guest's output) and
 // returns its kind's exit code.
 func wasiFailure(stderr io.Writer, err error) int {
-	kind := sandbox.KindOf(err)
-	fmt.Fprintf(stderr, "sandboxd: %s\n", escapeText(err.Error()))
-	if kind == sandbox.KindDisallowedImport && strings.Contains(err.Error(), sandbox.WASIModule) {
-		fmt.Fprintln(stderr, "sandboxd: (run WASI programs with --wasi)")
-	}
-	return kind.Info().ExitCode
+	sayf(stderr, "%s", escapeText(err.Error())) // WASI is granted: no flag mends a WASI import refused here
+	return sandbox.KindOf(err).Info().ExitCode
 }
 
 // streamPrinter writes the guest's output through a printQueue:
