@@ -100,7 +100,7 @@ same engine as Model Context Protocol tools to AI agents and editors;
 		}
 		for _, f := range flagInfos(fs) {
 			b.WriteString(".TP\n")
-			fmt.Fprintf(&b, "\\fB\\-\\-%s\\fR", roff(f.name))
+			fmt.Fprintf(&b, "\\fB%s\\fR", roff(flagWord(f.name)))
 			if f.arg != "" {
 				fmt.Fprintf(&b, " \\fI%s\\fR", roff(f.arg))
 			}
