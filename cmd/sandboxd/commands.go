@@ -163,6 +163,7 @@ var exitCodeNotes = map[protocol.Kind]string{
 	protocol.KindHost:        " (or a usage error)",
 	protocol.KindCancelled:   " (SIGINT)",
 	protocol.KindPluginError: " (sandboxd call)",
+	protocol.KindScriptError: " (sandboxd eval)",
 }
 
 // wrap fills text into lines of at most width columns.

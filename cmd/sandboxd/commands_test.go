@@ -392,3 +392,21 @@ func TestCLIUsageStatuses(t *testing.T) {
 		t.Errorf("sandboxd bogus: want exit 2 with the usage on stderr, got %s", r)
 	}
 }
+
+// The README's list of exit codes is the table of kinds (with the notes
+// -h shows): exitCodes, backquotes aside.
+func TestReadmeExitCodes(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(string(readme), "checks this\nlist against the table of kinds): ")
+	if !ok {
+		t.Fatal("README.md has no list of exit codes (after \"checks this list against the table of kinds): \")")
+	}
+	list, _, _ = strings.Cut(list, ". ")
+	list = strings.Join(strings.Fields(strings.ReplaceAll(list, "`", "")), " ")
+	if list != exitCodes() {
+		t.Errorf("README.md lists the exit codes\n%s\nthe table of kinds has\n%s", list, exitCodes())
+	}
+}
