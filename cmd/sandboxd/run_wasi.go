@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -201,7 +202,6 @@ func guestArgv0(path string) string {
 func cliGrantField(ge *sandbox.GrantError, dirs []string, fileFlags map[string]string) string {
 	field := strings.TrimPrefix(ge.Field, protocol.WASIField)
 	var i int
-	var p string
 	switch {
 	case strings.HasPrefix(field, ".dirs["):
 		if _, err := fmt.Sscanf(field, ".dirs[%d]", &i); err == nil && i < len(dirs) {
@@ -209,9 +209,16 @@ func cliGrantField(ge *sandbox.GrantError, dirs []string, fileFlags map[string]s
 		}
 		return "--dir"
 	case strings.HasPrefix(field, ".files["):
-		if _, err := fmt.Sscanf(field, ".files[%q]", &p); err == nil {
-			if f, ok := fileFlags[p]; ok {
-				return fmt.Sprintf("--file %q", f)
+		// The field quotes the guest path, cut when it is long
+		// (protocol.Quote): find the flag whose path quotes the same.
+		guests := make([]string, 0, len(fileFlags))
+		for g := range fileFlags {
+			guests = append(guests, g)
+		}
+		sort.Strings(guests)
+		for _, g := range guests {
+			if field == ".files["+protocol.Quote(g)+"]" || field == ".files["+strconv.Quote(g)+"]" {
+				return fmt.Sprintf("--file %q", fileFlags[g])
 			}
 		}
 		return "--file"
