@@ -64,7 +64,14 @@ func TestCLIErrorLinesArePrefixed(t *testing.T) {
 		{[]string{"completion", "--bogus"}, 1, nil},
 		{[]string{"man", "extra"}, 1, nil},
 		{[]string{"serve", "--bogus"}, 1, nil},
+		{[]string{"serve", "extra"}, 1, nil},
+		{[]string{"serve", "--max-compiles", "0"}, 1, nil},
+		{[]string{"serve", "--log-level", "bogus"}, 1, nil},
+		{[]string{"serve", "--cpuprofile", filepath.Join(dir, "missing", "cpu.pprof")}, 1, nil},
 		{[]string{"mcp", "--bogus"}, 1, nil},
+		{[]string{"mcp", "extra"}, 1, nil},
+		{[]string{"mcp", "--max-instances", "0"}, 1, nil},
+		{[]string{"mcp", "--log-level", "bogus"}, 1, nil},
 	} {
 		r := sandboxdCLI(t, append(c.args, hangFlagsFor(c.args)...)...)
 		name := "sandboxd " + strings.Join(c.args, " ")
