@@ -46,7 +46,7 @@ func callMain(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sandboxd call: "+format+"\n", a...)
+		sayf(stderr, format, a...)
 		return exitUsage
 	}
 	if len(positional) != 2 {
@@ -105,18 +105,19 @@ func callMain(args []string, stdout, stderr io.Writer) int {
 	defer flush()
 	report := func(err error) int {
 		flush() // the guest's lines come before ours
-		kind := sandbox.KindOf(err)
-		fmt.Fprintf(stderr, "sandboxd call: %s\n", escapeText(err.Error()))
-		if kind == sandbox.KindDisallowedImport && strings.Contains(err.Error(), sandbox.WASIModule) {
-			fmt.Fprintln(stderr, "sandboxd call: (grant WASI with --allow-wasi)")
+		msg := err.Error()
+		closed := errors.Is(err, sandbox.ErrInstanceClosed)
+		switch {
+		case !*allowWASI && wasiRefused(err):
+			msg += ": grant WASI with --allow-wasi"
+		case closed && fn == sandbox.StartExport && *loop > 1:
+			msg += fmt.Sprintf(": %s runs once per instance (a WASI command's main cannot run again): drop --loop", fn)
 		}
-		if errors.Is(err, sandbox.ErrInstanceClosed) {
-			if fn == sandbox.StartExport && *loop > 1 {
-				fmt.Fprintf(stderr, "sandboxd call: (%s runs once per instance: a WASI command's main cannot run again; drop --loop)\n", fn)
-			}
+		sayf(stderr, "%s", escapeText(msg))
+		if closed {
 			return sandbox.KindHost.Info().ExitCode
 		}
-		return kind.Info().ExitCode
+		return sandbox.KindOf(err).Info().ExitCode
 	}
 	if err := eng.CheckWASIGrant(sandbox.Source{Path: file}, caps); err != nil {
 		return report(err) // before spending seconds compiling it
@@ -141,7 +142,7 @@ func callMain(args []string, stdout, stderr io.Writer) int {
 		return fail("%s is not an Extism plugin (it imports nothing from %s)", file, sandbox.ExtismEnvModule)
 	}
 	if exp, ok := mod.Export(fn); ok && !exp.PluginFunction() {
-		fmt.Fprintf(stderr, "sandboxd call: export: %q is not a plugin function (%s; it is %s)\n", fn, protocol.PluginFunctionShape, exportShape(exp))
+		sayf(stderr, "export: %q is not a plugin function (%s; it is %s)", fn, protocol.PluginFunctionShape, exportShape(exp))
 		return sandbox.KindExport.Info().ExitCode
 	}
 	for i := 0; i < *loop; i++ {
@@ -156,10 +157,10 @@ func callMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout)
 		}
 		if res.PluginOutputTruncated {
-			fmt.Fprintf(stderr, "sandboxd call: output truncated to %d bytes (--output-bytes)\n", l.OutputBytes)
+			sayf(stderr, "output truncated to %d bytes (--output-bytes)", l.OutputBytes)
 		}
 		if res.LogDropped > 0 {
-			fmt.Fprintf(stderr, "sandboxd call: %d log lines dropped (--allow-log shows them)\n", res.LogDropped)
+			sayf(stderr, "%d log lines dropped (--allow-log shows them)", res.LogDropped)
 		}
 	}
 	return 0

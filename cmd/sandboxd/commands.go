@@ -114,8 +114,8 @@ func usage() string {
 }
 
 // printCommandUsage is the -h of the command whose FlagSet is fs: its
-// synopsis, what it does, its flags and, for the commands that run a
-// guest, the exit codes.
+// synopsis, what it does, its flags (if it has any) and, for the commands
+// that run a guest, the exit codes.
 func printCommandUsage(fs *flag.FlagSet) {
 	w := fs.Output()
 	c := findCommand(strings.TrimPrefix(fs.Name(), "sandboxd "))
@@ -124,12 +124,30 @@ func printCommandUsage(fs *flag.FlagSet) {
 		fs.PrintDefaults()
 		return
 	}
-	fmt.Fprintf(w, "Usage: sandboxd %s %s\n\n%s\n\nFlags:\n", c.name, c.synopsis, c.about)
-	fs.PrintDefaults()
-	if c.name != "serve" && c.name != "mcp" {
+	about := c.about
+	if about == "" {
+		about = strings.ToUpper(c.summary[:1]) + c.summary[1:] + "."
+	}
+	fmt.Fprintf(w, "%s\n\n%s\n", usageLine(*c), about)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprint(w, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if runsGuest[c.name] {
 		fmt.Fprintf(w, "\n%s\n", wrap("Exit codes: "+exitCodes()+".", 80))
 	}
 }
+
+// usageLine is the first line of c's -h: "Usage: sandboxd run FILE [flags]".
+func usageLine(c command) string {
+	return strings.TrimSpace("Usage: sandboxd " + c.name + " " + c.synopsis)
+}
+
+// runsGuest lists the commands whose exit status is a run's: their -h
+// lists the exit codes.
+var runsGuest = map[string]bool{"run": true, "run --wasi": true, "call": true, "eval": true}
 
 // exitCodes lists the exit codes of the commands that run a guest, from
 // the table of kinds: "0 ok, 1 host (or a usage error), 2 fuel_exhausted, …".
@@ -145,6 +163,7 @@ var exitCodeNotes = map[protocol.Kind]string{
 	protocol.KindHost:        " (or a usage error)",
 	protocol.KindCancelled:   " (SIGINT)",
 	protocol.KindPluginError: " (sandboxd call)",
+	protocol.KindScriptError: " (sandboxd eval)",
 }
 
 // wrap fills text into lines of at most width columns.

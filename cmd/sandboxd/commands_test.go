@@ -13,11 +13,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // withFlags lists the commands that take flags, with their FlagSets.
@@ -49,7 +51,7 @@ func TestEveryCommandHasUsage(t *testing.T) {
 		if code := dispatch(append(strings.Fields(c.name), "-h"), nil, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
 			t.Errorf("sandboxd %s -h: exit %d, stderr %q", c.name, code, stderr.String())
 		}
-		if sets[c.name] != nil && !strings.HasPrefix(stdout.String(), "Usage: sandboxd "+c.name+" "+c.synopsis+"\n") {
+		if sets[c.name] != nil && !strings.HasPrefix(stdout.String(), strings.TrimSpace("Usage: sandboxd "+c.name+" "+c.synopsis)+"\n\n") {
 			t.Errorf("sandboxd %s -h does not print its usage:\n%s", c.name, stdout.String())
 		}
 		if !strings.Contains(usage(), "sandboxd "+c.name) {
@@ -155,14 +157,18 @@ func TestCompletionScriptsListEveryFlag(t *testing.T) {
 		if word == "completion" || word == "man" { // no flags but -h
 			return
 		}
-		if flags := section(t, bash, "\n    "+word+")\n        flags=\"", "\"\n"); !strings.Contains(" "+flags+" ", " --"+name+" ") {
-			t.Errorf("bash: %s has no --%s", word, name)
+		typed, fishOption := flagWord(name), " -l " // -e, --lang
+		if len(name) == 1 {
+			fishOption = " -s "
 		}
-		if z := section(t, zsh, "\n        "+word+")\n", ";;"); !regexp.MustCompile(`'--` + regexp.QuoteMeta(name) + `[=\[]`).MatchString(z) {
-			t.Errorf("zsh: %s has no --%s", word, name)
+		if flags := section(t, bash, "\n    "+word+")\n        flags=\"", "\"\n"); !strings.Contains(" "+flags+" ", " "+typed+" ") {
+			t.Errorf("bash: %s has no %s", word, typed)
 		}
-		if !strings.Contains(fish, "'__fish_seen_subcommand_from "+word+"' -l "+name+" ") {
-			t.Errorf("fish: %s has no --%s", word, name)
+		if z := section(t, zsh, "\n        "+word+")\n", ";;"); !regexp.MustCompile(`'` + regexp.QuoteMeta(typed) + `[=\[]`).MatchString(z) {
+			t.Errorf("zsh: %s has no %s", word, typed)
+		}
+		if !strings.Contains(fish, "'__fish_seen_subcommand_from "+word+"'"+fishOption+name+" ") {
+			t.Errorf("fish: %s has no %s", word, typed)
 		}
 	})
 	for _, c := range cmds {
@@ -185,7 +191,7 @@ func TestBashCompletionCompletes(t *testing.T) {
 		writeFile(t, dir, f, "")
 	}
 	script := bashCompletion(shellCommands()) + `
-complete_line() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _sandboxd; echo "${COMPREPLY[*]}"; }
+complete_line() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _sandboxd; printf '%s\n' "${COMPREPLY[*]}"; }
 complete_line sandboxd ru
 complete_line sandboxd run --table-e
 complete_line sandboxd run guest.wasm --wasi --tab
@@ -194,6 +200,10 @@ complete_line sandboxd serve --framing ""
 complete_line sandboxd serve --default-fuel ""
 complete_line sandboxd completion ""
 complete_line sandboxd run ""
+complete_line sandboxd eval --lang ""
+complete_line sandboxd eval -e
+complete_line sandboxd eval --e
+complete_line sandboxd eval -e ""
 `
 	cmd := exec.Command("bash", "--norc", "--noprofile", "-c", script)
 	cmd.Dir = dir
@@ -201,9 +211,53 @@ complete_line sandboxd run ""
 	if err != nil {
 		t.Fatalf("bash: %v\n%s", err, out)
 	}
-	want := "run\n--table-elements\n--table-elements\n--input --input-file\ncontent-length ndjson\n\nbash zsh fish\nguest.wasm guest.wat\n"
+	want := "run\n--table-elements\n--table-elements\n--input --input-file\ncontent-length ndjson\n\nbash zsh fish\nguest.wasm guest.wat\n" +
+		strings.Join(languageNames(), " ") + "\n-e\n\n\n" // --lang's values; -e offered as typed, with a value typed, not completed
 	if string(out) != want {
 		t.Errorf("completions:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// The languages --lang completes are the protocol's, and one-letter flags
+// are offered with one dash in every script.
+func TestCompletionOffersLanguagesAndShortFlags(t *testing.T) {
+	want := []string{"js", "lua", "starlark"}
+	for _, l := range protocol.Languages() {
+		if !slices.Contains(want, string(l)) {
+			want = append(want, string(l))
+		}
+	}
+	if got := flagValueHints["lang"]; !slices.Equal(got, languageNames()) || len(got) != len(want) {
+		t.Errorf("--lang completes %q, want the languages %q", got, want)
+	}
+	cmds := shellCommands()
+	bash, zsh, fish := bashCompletion(cmds), zshCompletion(cmds), fishCompletion(cmds)
+	if strings.Contains(bash, " --e ") || strings.Contains(bash, `--e"`) || !strings.Contains(bash, " -e ") {
+		t.Errorf("bash offers --e, or not -e:\n%s", section(t, bash, "\n    eval)\n", ";;"))
+	}
+	if strings.Contains(zsh, "'--e=[") || !strings.Contains(zsh, "'-e=[") {
+		t.Errorf("zsh offers --e, or not -e")
+	}
+	if strings.Contains(fish, " -l e ") || !strings.Contains(fish, " -s e ") {
+		t.Errorf("fish offers --e, or not -e")
+	}
+	if !strings.Contains(fish, "-l lang -x -a 'js lua starlark'") {
+		t.Errorf("fish does not complete --lang's values")
+	}
+}
+
+// sandboxd completion without a shell prints its usage and nothing else,
+// on stderr (nothing a shell would source reaches stdout), and exits 1; a
+// shell it does not know, one error line.
+func TestCompletionWithoutAShell(t *testing.T) {
+	help := sandboxdCLI(t, "completion", "-h")
+	r := sandboxdCLI(t, "completion")
+	if r.code != 1 || r.stdout != "" || r.stderr != help.stdout || !strings.HasPrefix(r.stderr, "Usage: sandboxd completion bash|zsh|fish\n") ||
+		strings.Contains(r.stderr, "Exit codes") || strings.Contains(r.stderr, "Flags:") {
+		t.Errorf("sandboxd completion: want exit 1 and its usage only on stderr (that of -h: %q), got %s", help.stdout, r)
+	}
+	if r := sandboxdCLI(t, "completion", "tcsh"); r.code != 1 || r.stdout != "" || r.stderr != "sandboxd: unknown shell \"tcsh\": give bash, zsh or fish\n" {
+		t.Errorf("sandboxd completion tcsh: %s", r)
 	}
 }
 
@@ -238,8 +292,8 @@ func TestManPageListsEveryFlag(t *testing.T) {
 	for cmd, fs := range sets {
 		text := section(t, page, ".SS \"sandboxd "+roff(cmd)+"\"\n", "\n.S")
 		fs.VisitAll(func(f *flag.Flag) {
-			if !strings.Contains(text, `\fB\-\-`+roff(f.Name)+`\fR`) {
-				t.Errorf("the man page's %s has no --%s", cmd, f.Name)
+			if !strings.Contains(text, `\fB`+roff(flagWord(f.Name))+`\fR`) {
+				t.Errorf("the man page's %s has no %s", cmd, flagWord(f.Name))
 			}
 		})
 	}
@@ -325,9 +379,9 @@ func TestCLIUsageStatuses(t *testing.T) {
 			t.Errorf("sandboxd %s: want exit 1 with the problem on stderr only, got %s", strings.Join(args, " "), r)
 		}
 	}
-	// A bad flag: the problem, then where the flags are (a parent that
-	// keeps the tail of a sidecar's stderr keeps the problem).
-	if r := sandboxdCLI(t, "serve", "--bogus"); r.stderr != "flag provided but not defined: -bogus\nRun \"sandboxd serve -h\" for its flags.\n" {
+	// A bad flag: the problem and where the flags are, in one line (a
+	// parent that keeps the tail of a sidecar's stderr keeps the problem).
+	if r := sandboxdCLI(t, "serve", "--bogus"); r.stderr != "sandboxd: unknown flag: --bogus (sandboxd serve -h lists the flags)\n" {
 		t.Errorf("sandboxd serve --bogus: stderr %q", r.stderr)
 	}
 	// No command: the usage on stdout, exit 2; an unknown one: on stderr.
@@ -336,5 +390,23 @@ func TestCLIUsageStatuses(t *testing.T) {
 	}
 	if r := sandboxdCLI(t, "bogus"); r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, `unknown command "bogus"`) {
 		t.Errorf("sandboxd bogus: want exit 2 with the usage on stderr, got %s", r)
+	}
+}
+
+// The README's list of exit codes is the table of kinds (with the notes
+// -h shows): exitCodes, backquotes aside.
+func TestReadmeExitCodes(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(string(readme), "checks this\nlist against the table of kinds): ")
+	if !ok {
+		t.Fatal("README.md has no list of exit codes (after \"checks this list against the table of kinds): \")")
+	}
+	list, _, _ = strings.Cut(list, ". ")
+	list = strings.Join(strings.Fields(strings.ReplaceAll(list, "`", "")), " ")
+	if list != exitCodes() {
+		t.Errorf("README.md lists the exit codes\n%s\nthe table of kinds has\n%s", list, exitCodes())
 	}
 }

@@ -6,10 +6,14 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // completionMain is `sandboxd completion bash|zsh|fish`: a completion
-// script for the shell, made from the FlagSets of the commands.
+// script for the shell, made from the FlagSets of the commands. Without a
+// shell it prints its usage (the -h text) on stderr and exits 1: nothing
+// that a shell would source reaches stdout.
 func completionMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandboxd completion", flag.ContinueOnError)
 	positional, status, ok := parseCommandLine(fs, args, stdout, stderr)
@@ -17,9 +21,15 @@ func completionMain(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	scripts := map[string]func([]shellCommand) string{"bash": bashCompletion, "zsh": zshCompletion, "fish": fishCompletion}
-	if len(positional) != 1 || scripts[positional[0]] == nil {
-		fmt.Fprintln(stderr, "sandboxd completion: give one shell: bash, zsh or fish")
+	switch {
+	case len(positional) == 0:
 		fs.Usage()
+		return exitUsage
+	case len(positional) > 1:
+		sayf(stderr, "give one shell, not %d: bash, zsh or fish", len(positional))
+		return exitUsage
+	case scripts[positional[0]] == nil:
+		sayf(stderr, "unknown shell %q: give bash, zsh or fish", positional[0])
 		return exitUsage
 	}
 	fmt.Fprint(stdout, scripts[positional[0]](shellCommands()))
@@ -87,6 +97,26 @@ var flagValueHints = map[string][]string{
 	"dir":            {hintDir},
 	"framing":        {"content-length", "ndjson"},
 	"log-level":      {"debug", "info", "warn", "error"},
+	"lang":           languageNames(),
+}
+
+// languageNames are the snippet languages eval's --lang takes.
+func languageNames() []string {
+	var names []string
+	for _, l := range protocol.Languages() {
+		names = append(names, string(l))
+	}
+	return names
+}
+
+// flagWord is a flag as a user types it, and as the scripts offer it: a
+// one-letter flag with one dash (-e), any other with two (--lang); the
+// flag package takes either.
+func flagWord(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 const (
@@ -118,7 +148,7 @@ func hinted(hint string) []string {
 func dashed(names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = "--" + n
+		out[i] = flagWord(n)
 	}
 	return out
 }
@@ -156,16 +186,16 @@ _sandboxd() {
 		}
 		var names, takes []string
 		for _, f := range c.flags {
-			names = append(names, "--"+f.name)
+			names = append(names, flagWord(f.name))
 			if f.arg != "" {
-				takes = append(takes, "--"+f.name)
+				takes = append(takes, flagWord(f.name))
 			}
 		}
 		fmt.Fprintf(&b, "        flags=%q\n        takes=%q\n        ;;\n", strings.Join(names, " "), strings.Join(takes, " "))
 	}
 	b.WriteString("    *) return ;;\n    esac\n    case $prev in\n")
 	for _, name := range hinted("") {
-		fmt.Fprintf(&b, "    --%s)\n        COMPREPLY=($(compgen -W %q -- \"$cur\"))\n        return\n        ;;\n", name, strings.Join(flagValueHints[name], " "))
+		fmt.Fprintf(&b, "    %s)\n        COMPREPLY=($(compgen -W %q -- \"$cur\"))\n        return\n        ;;\n", flagWord(name), strings.Join(flagValueHints[name], " "))
 	}
 	for _, h := range []struct{ hint, compgen string }{{hintFile, "-f"}, {hintDir, "-d"}} {
 		fmt.Fprintf(&b, "    %s)\n        compopt -o filenames 2>/dev/null\n        local IFS=$'\\n'\n        COMPREPLY=($(compgen %s -- \"$cur\"))\n        return\n        ;;\n",
@@ -221,7 +251,7 @@ _sandboxd() {
 		fmt.Fprintf(&b, "        %s)\n            _arguments -S", c.name)
 		for _, f := range c.flags {
 			desc := strings.NewReplacer(`\`, `\\`, "[", `\[`, "]", `\]`).Replace(f.usage)
-			spec := "--" + f.name
+			spec := flagWord(f.name)
 			if f.arg != "" {
 				action := ""
 				switch h := flagValueHints[f.name]; {
@@ -278,7 +308,11 @@ complete -c sandboxd -f
 	for _, c := range cmds {
 		cond := fishQuote("__fish_seen_subcommand_from " + c.name)
 		for _, f := range c.flags {
-			fmt.Fprintf(&b, "complete -c sandboxd -n %s -l %s", cond, f.name)
+			option := "-l" // fish: -l name completes --name, -s n completes -n
+			if len(f.name) == 1 {
+				option = "-s"
+			}
+			fmt.Fprintf(&b, "complete -c sandboxd -n %s %s %s", cond, option, f.name)
 			if f.arg != "" {
 				switch h := flagValueHints[f.name]; {
 				case len(h) == 0:

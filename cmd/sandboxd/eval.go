@@ -44,7 +44,7 @@ func evalMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sandboxd eval: "+format+"\n", a...)
+		sayf(stderr, format, a...)
 		return exitUsage
 	}
 	given := map[string]bool{}
@@ -99,7 +99,7 @@ func evalMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// removes what other builds left (a directory given is not pruned).
 	prune := *runtimes == "" && os.Getenv(snippet.RuntimesEnv) == ""
 	runner, err := snippet.New(eng, snippet.Config{Dir: *runtimes, Spares: snippet.NoSpares, Maximums: limits.HardMaximums(), PruneStale: prune,
-		Notice: func(m string) { fmt.Fprintf(stderr, "sandboxd eval: %s\n", m) }})
+		Notice: func(m string) { sayf(stderr, "%s", m) }})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -127,7 +127,7 @@ func evalMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s\n", escapeJSON(o.Value))
 	if o.Output != nil && o.Output.Truncated {
-		fmt.Fprintf(stderr, "sandboxd eval: output truncated to %d bytes a stream (--output-bytes)\n", limitsOf(lang, l).OutputBytes)
+		sayf(stderr, "output truncated to %d bytes a stream (--output-bytes)", limitsOf(lang, l).OutputBytes)
 	}
 	return 0
 }
@@ -168,7 +168,7 @@ func evalFailure(stderr io.Writer, err error) int {
 		return (&cliOutput{stderr: stderr}).failure(err)
 	}
 	s := se.Script
-	fmt.Fprintf(stderr, "error: script_error: %s\n", escapeText(se.Message))
+	sayf(stderr, "%s: %s", se.Kind, escapeText(se.Message))
 	if s.Line > 0 {
 		fmt.Fprintf(stderr, "at line %d, column %d\n", s.Line, s.Column)
 	}

@@ -82,7 +82,7 @@ func TestEvalCLIScriptError(t *testing.T) {
 		lang, code string
 		want       []string
 	}{
-		{"js", "let a = 1;\nlet b = ;", []string{"error: script_error: SyntaxError", "at line 2, column 9"}},
+		{"js", "let a = 1;\nlet b = ;", []string{"sandboxd: script_error: SyntaxError", "at line 2, column 9"}},
 		{"js", "function f() { throw new Error('deep') }\nf()", []string{"Error: deep", "at line 1", "  at f (snippet:1"}},
 		{"lua", "x = 1\nerror('boom')", []string{"snippet:2: boom", "at line 2", "stack traceback"}},
 		{"starlark", "x = 1\ny = (", []string{"snippet:2:6", "at line 2, column 6"}},

@@ -291,13 +291,13 @@ func (f *sidecarFlags) start(cmd string, args []string, stdout, stderr io.Writer
 	if rest, status, ok := parseCommandLine(f.fs, args, stdout, stderr); !ok {
 		return nil, nil, status, false
 	} else if len(rest) > 0 {
-		fmt.Fprintf(stderr, "sandboxd %s: unexpected argument %q\n", cmd, rest[0])
+		fmt.Fprintf(stderr, "sandboxd: unexpected argument %q\n", rest[0])
 		return nil, nil, failed, false
 	}
 	log = newLogWriter(stderr)
 	logger, err := f.logger(log)
 	if err != nil {
-		fmt.Fprintf(log, "sandboxd %s: %v\n", cmd, err)
+		fmt.Fprintf(log, "sandboxd: %v\n", err)
 		log.close(time.Second)
 		return nil, nil, failed, false
 	}

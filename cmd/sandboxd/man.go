@@ -18,7 +18,7 @@ func manMain(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if len(positional) != 0 {
-		fmt.Fprintf(stderr, "sandboxd man: unexpected argument %q\n", positional[0])
+		sayf(stderr, "unexpected argument %q", positional[0])
 		return exitUsage
 	}
 	fmt.Fprint(stdout, manPage())
@@ -100,7 +100,7 @@ same engine as Model Context Protocol tools to AI agents and editors;
 		}
 		for _, f := range flagInfos(fs) {
 			b.WriteString(".TP\n")
-			fmt.Fprintf(&b, "\\fB\\-\\-%s\\fR", roff(f.name))
+			fmt.Fprintf(&b, "\\fB%s\\fR", roff(flagWord(f.name)))
 			if f.arg != "" {
 				fmt.Fprintf(&b, " \\fI%s\\fR", roff(f.arg))
 			}

@@ -39,7 +39,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stderr = logOut // from here on stderr never blocks (sidecarFlags.start)
 	def, maxLimits := shared.limits()
 	if err := shared.check(); err != nil {
-		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitMCPFlags
 	}
 	srvOpts := mcpserver.Options{Defaults: def, Maximums: maxLimits,
@@ -49,11 +49,11 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Version: version, Logger: logger}
 	// The options are checked before the engine reserves its pool.
 	if err := srvOpts.Check(); err != nil {
-		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitMCPFlags
 	}
 	if err := checkInstanceFlags(*maxSessions, *sessionIdle); err != nil {
-		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitMCPFlags
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
@@ -61,7 +61,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	engCfg.MaxRuns += snippetConfig(*runtimes, def, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitMCPFlags
 	}
 	defer eng.Close()
@@ -69,7 +69,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// snippet tools); sessions are the engine's instances.
 	snippets, err := newSnippetRunner(eng, *runtimes, def, maxLimits, logger)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitMCPFlags
 	}
 	defer snippets.Close() // before the engine's
@@ -82,7 +82,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	srv, err := mcpserver.New(sidecarEngine{eng: eng, idle: *sessionIdle, snippets: snippets}, srvOpts)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitMCPFlags
 	}
 
@@ -102,7 +102,7 @@ func mcpMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer restore()
 	}
 	if err := srv.Serve(ctx, stdin, stdout); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "sandboxd mcp: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitMCPFlags
 	}
 	return exitMCPOK

@@ -35,20 +35,19 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if len(positional) != 1 {
-		fmt.Fprintln(stderr, "sandboxd run: give exactly one FILE (.wasm or .wat)")
-		fs.Usage()
+		sayf(stderr, "give exactly one FILE (.wasm or .wat)")
 		return exitUsage
 	}
 	l, err := readLimits()
 	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd run: %v\n", err)
+		sayf(stderr, "%v", err)
 		return exitUsage
 	}
 	caps := sandbox.Capabilities{Log: *allowLog, Clock: *allowClock}
 	if *seed != "" {
 		v, err := sandbox.ParseValue(sandbox.I64, *seed)
 		if err != nil || strings.HasPrefix(*seed, "-") {
-			fmt.Fprintf(stderr, "sandboxd run: --seed: %q is not an unsigned integer\n", *seed)
+			sayf(stderr, "--seed: %q is not an unsigned integer", *seed)
 			return exitUsage
 		}
 		caps.Random, caps.Seed = true, v.Bits
@@ -58,12 +57,12 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	eng, err := sandbox.NewEngine(sandbox.Config{OneShot: true})
 	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd run: %v\n", err)
+		sayf(stderr, "%v", err)
 		return exitUsage
 	}
 	defer eng.Close()
 
-	out := &cliOutput{stdout: stdout, stderr: stderr, json: *asJSON}
+	out := &cliOutput{stdout: stdout, stderr: stderr, json: *asJSON, wasiHint: "this is a WASI program: run it with --wasi"}
 	if err := eng.CheckWASIGrant(sandbox.Source{Path: positional[0]}, caps); err != nil {
 		return out.failure(err) // before spending seconds compiling it
 	}
@@ -76,7 +75,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		for i, text := range argTexts {
 			v, err := sandbox.ParseValue(sandbox.ValType(exp.Params[i]), text)
 			if err != nil {
-				fmt.Fprintf(stderr, "sandboxd run: --arg %d: %v\n", i+1, err)
+				sayf(stderr, "--arg %d: %v", i+1, err)
 				return exitUsage
 			}
 			vals = append(vals, v)
@@ -122,6 +121,7 @@ func newLogPrinter(w io.Writer) logPrinter {
 type cliOutput struct {
 	stdout, stderr io.Writer
 	json           bool
+	wasiHint       string // added to a WASI refusal (wasiRefused): only for a run that does not grant WASI
 }
 
 func (o *cliOutput) success(mod *sandbox.Module, res *sandbox.Result) int {
@@ -142,7 +142,7 @@ func (o *cliOutput) success(mod *sandbox.Module, res *sandbox.Result) int {
 	fmt.Fprintf(o.stdout, "result: %s\n", strings.Join(texts, ", "))
 	fmt.Fprintf(o.stderr, "fuel consumed: %d\npeak memory: %d bytes\n", res.FuelConsumed, res.PeakMemoryBytes)
 	if res.LogTruncated {
-		fmt.Fprintln(o.stderr, "guest log truncated by the log limits")
+		sayf(o.stderr, "guest log truncated by the log limits")
 	}
 	return 0
 }
@@ -158,7 +158,11 @@ func (o *cliOutput) failure(err error) int {
 	if o.json {
 		o.printJSON(rpc.ErrorResponse{Error: rpc.ErrorObject(err)})
 	} else {
-		fmt.Fprintf(o.stderr, "error: %s\n", escapeText(err.Error())) // quotes guest names
+		msg := err.Error()
+		if o.wasiHint != "" && wasiRefused(err) {
+			msg += ": " + o.wasiHint
+		}
+		sayf(o.stderr, "%s", escapeText(msg)) // quotes guest names
 		var se *sandbox.Error
 		if errors.As(err, &se) && se.Usage != nil {
 			note := ""
@@ -174,8 +178,19 @@ func (o *cliOutput) failure(err error) int {
 func (o *cliOutput) printJSON(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		fmt.Fprintf(o.stderr, "sandboxd run: %v\n", err)
+		sayf(o.stderr, "%v", err)
 		return
 	}
 	fmt.Fprintf(o.stdout, "%s\n", escapeJSON(b))
+}
+
+// wasiRefused says err refuses a WASI import. For a run that does not
+// grant WASI that is always the refusal of the grant (naming every WASI
+// function imported), to which the CLI adds the flag that grants it (the
+// sidecar's message names the wasi capability, its request field); under
+// the grant it is an unknown function or a wrong signature, which no flag
+// mends.
+func wasiRefused(err error) bool {
+	var se *sandbox.Error
+	return errors.As(err, &se) && se.Kind == sandbox.KindDisallowedImport && se.Module == sandbox.WASIModule
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,7 @@ func runWASIMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sandboxd run: "+format+"\n", a...)
+		sayf(stderr, format, a...)
 		return exitUsage
 	}
 	if len(positional) != 1 {
@@ -183,7 +184,7 @@ func runWASIMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return res.ExitCode
 	}
 	if res.Output != nil && res.Output.Truncated {
-		fmt.Fprintf(stderr, "sandboxd run: output truncated: at most %d bytes per stream (--output-bytes), and its pieces' wire size at most %d\n",
+		sayf(stderr, "output truncated: at most %d bytes per stream (--output-bytes), and its pieces' wire size at most %d",
 			l.OutputBytes, sandbox.OutputWireBudget(l.OutputBytes))
 	}
 	return res.ExitCode
@@ -201,7 +202,6 @@ func guestArgv0(path string) string {
 func cliGrantField(ge *sandbox.GrantError, dirs []string, fileFlags map[string]string) string {
 	field := strings.TrimPrefix(ge.Field, protocol.WASIField)
 	var i int
-	var p string
 	switch {
 	case strings.HasPrefix(field, ".dirs["):
 		if _, err := fmt.Sscanf(field, ".dirs[%d]", &i); err == nil && i < len(dirs) {
@@ -209,9 +209,16 @@ func cliGrantField(ge *sandbox.GrantError, dirs []string, fileFlags map[string]s
 		}
 		return "--dir"
 	case strings.HasPrefix(field, ".files["):
-		if _, err := fmt.Sscanf(field, ".files[%q]", &p); err == nil {
-			if f, ok := fileFlags[p]; ok {
-				return fmt.Sprintf("--file %q", f)
+		// The field quotes the guest path, cut when it is long
+		// (protocol.Quote): find the flag whose path quotes the same.
+		guests := make([]string, 0, len(fileFlags))
+		for g := range fileFlags {
+			guests = append(guests, g)
+		}
+		sort.Strings(guests)
+		for _, g := range guests {
+			if field == ".files["+protocol.Quote(g)+"]" || field == ".files["+strconv.Quote(g)+"]" {
+				return fmt.Sprintf("--file %q", fileFlags[g])
 			}
 		}
 		return "--file"
@@ -265,12 +272,8 @@ func readBounded(path string, max int64) ([]byte, error) {
 // wasiFailure prints a failed run on stderr (after the guest's output) and
 // returns its kind's exit code.
 func wasiFailure(stderr io.Writer, err error) int {
-	kind := sandbox.KindOf(err)
-	fmt.Fprintf(stderr, "sandboxd: %s\n", escapeText(err.Error()))
-	if kind == sandbox.KindDisallowedImport && strings.Contains(err.Error(), sandbox.WASIModule) {
-		fmt.Fprintln(stderr, "sandboxd: (run WASI programs with --wasi)")
-	}
-	return kind.Info().ExitCode
+	sayf(stderr, "%s", escapeText(err.Error())) // WASI is granted: no flag mends a WASI import refused here
+	return sandbox.KindOf(err).Info().ExitCode
 }
 
 // streamPrinter writes the guest's output through a printQueue:

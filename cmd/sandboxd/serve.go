@@ -46,11 +46,11 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			fmt.Fprintf(stderr, "sandboxd serve: --cpuprofile: %v\n", err)
+			fmt.Fprintf(stderr, "sandboxd: --cpuprofile: %v\n", err)
 			return exitServeNoShutdown
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "sandboxd serve: --cpuprofile: %v\n", err)
+			fmt.Fprintf(stderr, "sandboxd: --cpuprofile: %v\n", err)
 			return exitServeNoShutdown
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
@@ -58,11 +58,11 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *traceFile != "" {
 		f, err := os.Create(*traceFile)
 		if err != nil {
-			fmt.Fprintf(stderr, "sandboxd serve: --trace: %v\n", err)
+			fmt.Fprintf(stderr, "sandboxd: --trace: %v\n", err)
 			return exitServeNoShutdown
 		}
 		if err := trace.Start(f); err != nil {
-			fmt.Fprintf(stderr, "sandboxd serve: --trace: %v\n", err)
+			fmt.Fprintf(stderr, "sandboxd: --trace: %v\n", err)
 			return exitServeNoShutdown
 		}
 		defer func() { trace.Stop(); f.Close() }()
@@ -70,11 +70,11 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	def, maxLimits := shared.limits()
 	if err := shared.check(); err != nil {
-		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitServeNoShutdown
 	}
 	if err := checkInstanceFlags(*maxInstances, *instanceIdle); err != nil {
-		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitServeNoShutdown
 	}
 	engCfg := shared.engineConfig(def, maxLimits)
@@ -82,7 +82,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	engCfg.MaxRuns += snippetConfig(*runtimes, def, maxLimits, false, logger).SpareStores() // the snippets' spares hold runs' stores
 	eng, err := sandbox.NewEngine(engCfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitServeNoShutdown
 	}
 	// A job Serve left behind (Unfinished: stuck in a system call) may
@@ -97,7 +97,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 	snippets, err := newSnippetRunner(eng, *runtimes, def, maxLimits, logger)
 	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitServeNoShutdown
 	}
 	defer func() { // before the engine's
@@ -113,7 +113,7 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Version: version, EngineVersion: wasmtimeVersion(),
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitServeNoShutdown
 	}
 
@@ -146,10 +146,10 @@ func serveMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, rpc.ErrExitWithoutShutdown):
 		return exitServeNoShutdown
 	case errors.As(err, &fe):
-		fmt.Fprintf(stderr, "sandboxd serve: %v; exiting\n", fe)
+		fmt.Fprintf(stderr, "sandboxd: %v; exiting\n", fe)
 		return exitServeFraming
 	default:
-		fmt.Fprintf(stderr, "sandboxd serve: %v\n", err)
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
 		return exitServeNoShutdown
 	}
 }

@@ -79,10 +79,10 @@ func TestServeVarBytesFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--default-var-bytes", "0"}, "sandboxd serve: default-varBytes: must be > 0\n"},
-		{[]string{"--max-var-bytes", "0"}, "sandboxd serve: max-varBytes: must be > 0\n"},
-		{[]string{"--max-var-bytes", "67108865"}, "sandboxd serve: max-varBytes: must be <= 67108864 (the sidecar's maximum)\n"},
-		{[]string{"--max-var-bytes", "100", "--default-var-bytes", "200"}, "sandboxd serve: default-varBytes: must be <= 100 (the sidecar's maximum)\n"},
+		{[]string{"--default-var-bytes", "0"}, "sandboxd: default-varBytes: must be > 0\n"},
+		{[]string{"--max-var-bytes", "0"}, "sandboxd: max-varBytes: must be > 0\n"},
+		{[]string{"--max-var-bytes", "67108865"}, "sandboxd: max-varBytes: must be <= 67108864 (the sidecar's maximum)\n"},
+		{[]string{"--max-var-bytes", "100", "--default-var-bytes", "200"}, "sandboxd: default-varBytes: must be <= 100 (the sidecar's maximum)\n"},
 		{[]string{"--default-var-bytes", "x"}, "invalid value"},
 	} {
 		var stderr strings.Builder

@@ -129,15 +129,15 @@ func TestCLIWASIFlagFaults(t *testing.T) {
 		args []string
 		want string // the one stderr line starts with it
 	}{
-		{[]string{"run", guest, "--wasi", "--file", long + "=" + host, "--", "cat", long}, `sandboxd run: --file "` + long + "=" + host + `": has a name of 256 bytes`},
-		{[]string{"run", guest, "--wasi", "--file", "rel=" + host, "--", "echo"}, `sandboxd run: --file "rel=` + host + `": must be an absolute`},
-		{[]string{"run", guest, "--wasi", "--", "echo", "ok", "\xff"}, "sandboxd run: argument 3 after --: must be valid UTF-8"},
-		{[]string{"run", guest, "--wasi", "--memory-mb", huge, "--", "echo"}, "sandboxd run: --memory-mb: must be <="},
-		{[]string{"run", guest, "--wasi", "--compile-memory-mb", huge, "--", "echo"}, "sandboxd run: --compile-memory-mb: must be <="},
-		{[]string{"run", guest, "--wasi", "--timeout-ms", "18446744073709551615", "--", "echo"}, "sandboxd run: --timeout-ms: must be <="},
-		{[]string{"run", guest, "--wasi", "--timeout-ms", "18446744073710", "--", "echo"}, "sandboxd run: --timeout-ms: must be <="}, // wrapped to 1,410 ms
-		{[]string{"run", fixture("well_behaved.wat"), "--invoke", "add", "--arg", "1", "--arg", "2", "--memory-mb", huge}, "sandboxd run: --memory-mb: must be <="},
-		{[]string{"call", pluginPath(t, "wat/plugin.wat"), "greet", "--input", "x", "--allow-log", "--memory-mb", huge}, "sandboxd call: --memory-mb: must be <="},
+		{[]string{"run", guest, "--wasi", "--file", long + "=" + host, "--", "cat", long}, `sandboxd: --file "` + long + "=" + host + `": has a name of 256 bytes`},
+		{[]string{"run", guest, "--wasi", "--file", "rel=" + host, "--", "echo"}, `sandboxd: --file "rel=` + host + `": must be an absolute`},
+		{[]string{"run", guest, "--wasi", "--", "echo", "ok", "\xff"}, "sandboxd: argument 3 after --: must be valid UTF-8"},
+		{[]string{"run", guest, "--wasi", "--memory-mb", huge, "--", "echo"}, "sandboxd: --memory-mb: must be <="},
+		{[]string{"run", guest, "--wasi", "--compile-memory-mb", huge, "--", "echo"}, "sandboxd: --compile-memory-mb: must be <="},
+		{[]string{"run", guest, "--wasi", "--timeout-ms", "18446744073709551615", "--", "echo"}, "sandboxd: --timeout-ms: must be <="},
+		{[]string{"run", guest, "--wasi", "--timeout-ms", "18446744073710", "--", "echo"}, "sandboxd: --timeout-ms: must be <="}, // wrapped to 1,410 ms
+		{[]string{"run", fixture("well_behaved.wat"), "--invoke", "add", "--arg", "1", "--arg", "2", "--memory-mb", huge}, "sandboxd: --memory-mb: must be <="},
+		{[]string{"call", pluginPath(t, "wat/plugin.wat"), "greet", "--input", "x", "--allow-log", "--memory-mb", huge}, "sandboxd: --memory-mb: must be <="},
 	} {
 		r := runWASICLI(t, "", c.args[1:]...)
 		if c.args[0] == "call" {

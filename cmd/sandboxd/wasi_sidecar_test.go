@@ -185,6 +185,10 @@ func TestSidecarWASI(t *testing.T) {
 		if m.kind() != "disallowed_import" || !strings.Contains(m.Error.Message, "fd_write") || !strings.Contains(m.Error.Message, "proc_exit") {
 			t.Errorf("%s", m.raw)
 		}
+		// The sidecar names the request's capability, not the CLI's flags.
+		if !strings.Contains(m.Error.Message, "the wasi capability was not granted") || strings.Contains(m.Error.Message, "--") {
+			t.Errorf("the refusal does not name the wasi capability in the protocol's words: %s", m.raw)
+		}
 	})
 	t.Run("sleep past the deadline: timeout with the output so far", func(t *testing.T) {
 		m, _ := run(`"sleep"`, map[string]any{}, map[string]uint64{"timeoutMs": 2000}, "tick", "1000", "100000")
