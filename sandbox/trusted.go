@@ -7,7 +7,10 @@ package sandbox
 // keys, extended to the whole path:
 //
 //   - the directory itself, and each file loaded from it, is owned by the
-//     process's user or by root and is not writable by group or others;
+//     process's user or by root and is not writable by group or others
+//     (group write is allowed on the user's own files when the group is
+//     the user's private group, as Debian's ssh allows it: see
+//     privateGroup);
 //   - every directory above it, up to /, is owned by the process's user or
 //     by root and is not writable by group or others unless it is sticky
 //     (like /tmp: there, no one else can rename or remove what we own);
@@ -116,8 +119,62 @@ func trustedMode(path string, fi os.FileInfo, uid int, strict bool) error {
 	if perm&0o022 == 0 || (!strict && fi.Mode()&os.ModeSticky != 0) {
 		return nil
 	}
+	if perm&0o002 == 0 && int64(fileOwner(fi)) == int64(uid) && privateGroup(fileGroup(fi), uid) {
+		return nil // writable by its owner's private group: by its owner alone
+	}
 	return fmt.Errorf("%s is writable by group or others (mode %04o): they could put machine code there, or replace what the sidecar loads; run chmod go-w %s",
 		path, perm, path)
+}
+
+// privateGroup reports whether the group gid is the private group of the
+// user uid, the convention of systems that give their users umask 002: a
+// group named as the user (in /etc/passwd and /etc/group) with no member
+// but that user. Only that user can write through it. A group the files
+// cannot show to be private (other members, another name, names served
+// only by a directory service) is not.
+func privateGroup(gid uint32, uid int) bool {
+	passwd, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return false
+	}
+	group, err := os.ReadFile("/etc/group")
+	if err != nil {
+		return false
+	}
+	return isPrivateGroup(string(passwd), string(group), gid, uid)
+}
+
+// isPrivateGroup is privateGroup on the texts of /etc/passwd and
+// /etc/group.
+func isPrivateGroup(passwd, group string, gid uint32, uid int) bool {
+	login := ""
+	for _, line := range strings.Split(passwd, "\n") {
+		// name:password:uid:gid:gecos:home:shell
+		if f := strings.Split(line, ":"); len(f) >= 3 && f[2] == strconv.Itoa(uid) && f[0] != "" {
+			login = f[0]
+			break
+		}
+	}
+	if login == "" {
+		return false
+	}
+	for _, line := range strings.Split(group, "\n") {
+		// name:password:gid:member,member
+		f := strings.Split(line, ":")
+		if len(f) != 4 || f[2] != strconv.FormatUint(uint64(gid), 10) {
+			continue
+		}
+		if f[0] != login {
+			return false
+		}
+		for _, m := range strings.Split(f[3], ",") {
+			if m != "" && m != login {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // trustedOwner reports whether a file of the user owner may be trusted by
@@ -130,6 +187,14 @@ func trustedOwner(owner uint32, uid int) bool {
 func fileOwner(fi os.FileInfo) uint32 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return st.Uid
+	}
+	return ^uint32(0)
+}
+
+// fileGroup is the gid of the file fi describes.
+func fileGroup(fi os.FileInfo) uint32 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Gid
 	}
 	return ^uint32(0)
 }

@@ -99,3 +99,51 @@ func TestCloseDoesNotWaitForAHungCacheRead(t *testing.T) {
 		t.Fatal("Close waited for the hung read")
 	}
 }
+
+// TestPrivateGroupMayWrite: a directory of the user's that only the
+// user's private group can write is trusted (umask 002 systems); one that
+// another group can write is not.
+func TestPrivateGroupMayWrite(t *testing.T) {
+	const passwd = "root:x:0:0:root:/root:/bin/bash\nann:x:1000:1000::/home/ann:/bin/sh\nbob:x:1001:1001::/home/bob:/bin/sh\n"
+	const group = "root:x:0:\nann:x:1000:\nbob:x:1001:ann\nstaff:x:50:\nusers:x:100:ann\n"
+	for _, c := range []struct {
+		gid     uint32
+		uid     int
+		private bool
+	}{
+		{1000, 1000, true},  // ann's own group, no other member
+		{1001, 1001, false}, // bob's group has ann in it
+		{100, 1000, false},  // named otherwise
+		{50, 1000, false},
+		{1000, 1001, false}, // ann's group is not bob's
+		{1000, 4242, false}, // no such user
+		{4242, 1000, false}, // no such group
+	} {
+		if got := isPrivateGroup(passwd, group, c.gid, c.uid); got != c.private {
+			t.Errorf("gid %d for uid %d: private %v, want %v", c.gid, c.uid, got, c.private)
+		}
+	}
+
+	if os.Geteuid() != 0 || !privateGroup(0, 0) {
+		t.Skip("the rest needs root, whose group 0 is private here")
+	}
+	dir := filepath.Join(t.TempDir(), "cache")
+	if err := os.Mkdir(dir, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkTrustedDir(dir, 0); err != nil {
+		t.Errorf("a 0775 directory of root's private group refused: %v", err)
+	}
+	if err := os.Chown(dir, 0, 50); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkTrustedDir(dir, 0); err == nil || !strings.Contains(err.Error(), "chmod go-w "+dir) {
+		t.Errorf("a 0775 directory another group can write: %v, want it refused with the fix", err)
+	}
+}
