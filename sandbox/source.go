@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Reading Source.Path. The parent names a file on the sidecar's machine;
@@ -30,7 +32,7 @@ const (
 
 // pathError is the host error of a module file that cannot be used.
 func pathError(path, problem string, cause error) *Error {
-	return &Error{Kind: KindHost, Message: fmt.Sprintf("module file %q: %s", path, problem), err: cause}
+	return &Error{Kind: KindHost, Message: fmt.Sprintf("module file %s: %s", protocol.Quote(path), problem), err: cause}
 }
 
 // readModuleFile reads the module file at path, at most max bytes, or
