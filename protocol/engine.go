@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/limits"
@@ -44,6 +45,25 @@ type Encoded struct {
 
 // IDPrefix starts every module id.
 const IDPrefix = "sha256:"
+
+// MaxModulePathBytes bounds a module path (Source.Path): PATH_MAX, the
+// longest path the kernel opens.
+const MaxModulePathBytes = 4096
+
+// IsModuleID reports whether s has the shape of a module id: IDPrefix and
+// the 64 lowercase hex digits of a SHA-256.
+func IsModuleID(s string) bool {
+	hex, ok := strings.CutPrefix(s, IDPrefix)
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Import describes one import of a module.
 type Import struct {

@@ -29,6 +29,13 @@ const HostCallIDPrefix = "sbx-"
 // name one.
 const MaxHostCallIDBytes = len(HostCallIDPrefix) + 20
 
+// MaxHostCallerIDBytes bounds the id (as JSON) of a request whose run can
+// call the parent: a run or instantiate that declares hostFunctions, a
+// call on an instance that did. Every host/call request repeats that id
+// (HostCallParams.ID), so a longer id would let a guest calling in a loop
+// multiply it on the wire; such a request is refused -32602 naming id.
+const MaxHostCallerIDBytes = 128
+
 // HostCallField is the member of run, instantiate and call that names the
 // host call whose handler sent the request.
 const HostCallField = "hostCall"

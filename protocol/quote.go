@@ -39,6 +39,20 @@ func Escape(s string) string {
 	return q
 }
 
+// MaxMessageBytes bounds the message of every error the sidecar answers:
+// a message longer (one that repeats a long value a check did not cut) is
+// cut to it on a rune boundary, with "…" (BoundMessage).
+const MaxMessageBytes = 4096
+
+// BoundMessage is msg cut to MaxMessageBytes (CutUTF8) with "…" where it
+// was cut.
+func BoundMessage(msg string) string {
+	if len(msg) <= MaxMessageBytes {
+		return msg
+	}
+	return CutUTF8(msg, MaxMessageBytes) + "…"
+}
+
 // CutUTF8 returns the longest prefix of s of at most n bytes that does
 // not end inside a UTF-8 sequence.
 func CutUTF8(s string, n int) string {

@@ -64,7 +64,7 @@ func TestServerInlineHammer(t *testing.T) {
 	kinds := map[string]string{}
 	send := func(i int) {
 		id := strconv.Itoa(i)
-		module := map[string]any{"id": "sha256:fake"}
+		module := map[string]any{"id": rpctest.ModuleID}
 		switch i % 6 {
 		case 0, 1, 2:
 			h.request(id, rpc.MethodRun, map[string]any{"module": module, "function": "run"})
@@ -151,7 +151,7 @@ func TestServerInlineHammer(t *testing.T) {
 // and its cancel are read and answered while it blocks.
 func TestServerInlineHandOffAfterQuickRuns(t *testing.T) {
 	h := startServer(t, rpctest.NewEngine(), rpc.Options{MaxConcurrency: 2})
-	fake := map[string]any{"id": "sha256:fake"}
+	fake := map[string]any{"id": rpctest.ModuleID}
 	id := 0
 	next := func() string { id++; return strconv.Itoa(id) }
 	for round := range 20 {
@@ -184,13 +184,13 @@ func TestServerInlineHandOffAfterQuickRuns(t *testing.T) {
 // because the reader role passes to another goroutine.
 func TestServerInlineRunHandsReadingOn(t *testing.T) {
 	h := startServer(t, rpctest.NewEngine(), rpc.Options{MaxConcurrency: 2})
-	h.request(`1`, rpc.MethodRun, map[string]any{"module": map[string]any{"id": "sha256:fake"}, "function": "block"})
+	h.request(`1`, rpc.MethodRun, map[string]any{"module": map[string]any{"id": rpctest.ModuleID}, "function": "block"})
 	h.waitStarted()
 	h.request(`2`, rpc.MethodStats, nil)
 	if m, _ := h.response(`2`); m.Error != nil {
 		t.Fatalf("stats while an inline run blocks: %+v", m.Error)
 	}
-	h.request(`3`, rpc.MethodRun, map[string]any{"module": map[string]any{"id": "sha256:fake"}, "function": "run"})
+	h.request(`3`, rpc.MethodRun, map[string]any{"module": map[string]any{"id": rpctest.ModuleID}, "function": "run"})
 	if m, _ := h.response(`3`); m.Error != nil {
 		t.Fatalf("a run while an inline run blocks: %+v", m.Error)
 	}

@@ -2,6 +2,7 @@ package rpc_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/sandboxd/sandboxd/internal/rpctest"
 	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/rpc"
+	"github.com/sourcegraph/jsonrpc2"
 )
 
 // maxAnswerBytes is the documented bound of an error answer to oversized
@@ -34,6 +36,11 @@ func TestOversizedInputIsEchoedBriefly(t *testing.T) {
 	run := func(members string) string { return `{"module":` + wat + `,"function":"run"` + members + `}` }
 	logs := func(arg string) string { return `{"module":` + wat + `,"function":"logs","args":[1,` + arg + `]}` }
 	path := `"/` + strings.Repeat("x", 1<<19) + `"`
+	// What JSON escapes to six bytes each, the id's prefix and the path's
+	// directory right.
+	lts := strings.Repeat(`\u003c`, 1<<17)
+	longID := `{"id":"sha256:` + lts + `"}`
+	longPath := `{"path":"/tmp/` + lts + `"}`
 	h := startServer(t, rpctest.NewInstances(4), rpc.Options{})
 	h.request(`"inst"`, protocol.MethodInstantiate, json.RawMessage(`{"module":`+wat+`}`))
 	m, _ := h.response(`"inst"`)
@@ -100,6 +107,12 @@ func TestOversizedInputIsEchoedBriefly(t *testing.T) {
 		{rpc.MethodRun, run(`,"input":{"base64":` + big + `}`)},
 		{rpc.MethodRun, run(`,"config":{` + big + `:1}`)},
 		{rpc.MethodRun, `{"module":` + wat + `,` + big + `:` + deep + `}`},
+		{rpc.MethodRun, `{"module":` + longID + `,"function":"run"}`},
+		{rpc.MethodRun, `{"module":` + longPath + `,"function":"run"}`},
+		{rpc.MethodCompile, `{"module":` + longID + `}`},
+		{rpc.MethodCompile, `{"module":` + longPath + `}`},
+		{protocol.MethodInstantiate, `{"module":` + longID + `}`},
+		{protocol.MethodInstantiate, `{"module":` + longPath + `}`},
 		{rpc.MethodCompile, `{` + big + `:1}`},
 		{rpc.MethodCompile, `{"module":{"id":` + big + `}}`},
 		{rpc.MethodCompile, `{"module":` + wat + `,"limits":{` + big + `:1}}`},
@@ -168,4 +181,20 @@ func TestOversizedInputIsEchoedBriefly(t *testing.T) {
 	wantError(t, m, -32800, "")
 	h.barrier()
 	h.endsWithNoMore()
+}
+
+// TestErrorObjectBoundsEveryMessage: whatever error a method returns,
+// however long its message (one repeating a value no check cut), the
+// error answer's message is at most protocol.MaxMessageBytes and "…".
+func TestErrorObjectBoundsEveryMessage(t *testing.T) {
+	long := strings.Repeat("<", 1<<20)
+	for _, err := range []error{
+		&protocol.Error{Kind: protocol.KindInvalidModule, Message: long},
+		&jsonrpc2.Error{Code: -32602, Message: long},
+		errors.New(long),
+	} {
+		if m := rpc.ErrorObject(err).Message; len(m) > protocol.MaxMessageBytes+len("…") || !strings.HasSuffix(m, "…") {
+			t.Errorf("%T: a message of %d bytes", err, len(m))
+		}
+	}
 }

@@ -35,25 +35,37 @@ func protocolError(code int64, format string, args ...any) *jsonrpc2.Error {
 func ErrorObject(err error) *jsonrpc2.Error {
 	var pe *ParamError
 	if errors.As(err, &pe) {
-		return &jsonrpc2.Error{Code: CodeInvalidParams, Message: pe.Error()}
+		return &jsonrpc2.Error{Code: CodeInvalidParams, Message: protocol.BoundMessage(pe.Error())}
 	}
 	var je *jsonrpc2.Error
 	if errors.As(err, &je) {
-		return je
+		return boundedObject(je)
 	}
 	var re rpcErrorer
 	if errors.As(err, &re) {
-		return re.RPCError() // -32001, -32002
+		return boundedObject(re.RPCError()) // -32001, -32002
 	}
 	oe, ok := protocol.AsError(err)
 	if !ok {
 		oe = &protocol.Error{Kind: protocol.KindHost, Message: err.Error()}
 	}
-	out := &jsonrpc2.Error{Code: int64(oe.Kind.Info().RPCCode), Message: oe.Error()}
+	out := &jsonrpc2.Error{Code: int64(oe.Kind.Info().RPCCode), Message: protocol.BoundMessage(oe.Error())}
 	data := oe.Data
 	data.Kind = string(oe.Kind)
 	out.SetError(data)
 	return out
+}
+
+// boundedObject is e with its message at most protocol.MaxMessageBytes: the
+// one place every error answer's message passes, so that a message that
+// repeats a value no check cut stays bounded all the same.
+func boundedObject(e *jsonrpc2.Error) *jsonrpc2.Error {
+	if len(e.Message) <= protocol.MaxMessageBytes {
+		return e
+	}
+	c := *e
+	c.Message = protocol.BoundMessage(e.Message)
+	return &c
 }
 
 // busyError is the response to a request that found the queue full, by

@@ -58,6 +58,9 @@ func (s *Server) prepare(j *job) {
 		return
 	}
 	spec, err := decodeRun(raw, s.opts.Defaults, s.opts.Maximums)
+	if err == nil {
+		err = checkHostCallerID(j, spec.hostFunctions)
+	}
 	if err != nil {
 		s.respond(j, nil, ErrorObject(err))
 		return
@@ -81,6 +84,9 @@ func (s *Server) prepareRun(j *job) (ready bool) {
 	raw := j.params
 	j.params = nil // the decoded form replaces it
 	spec, err := decodeRun(raw, s.opts.Defaults, s.opts.Maximums)
+	if err == nil {
+		err = checkHostCallerID(j, spec.hostFunctions)
+	}
 	if err != nil {
 		s.respond(j, nil, ErrorObject(err))
 		return false

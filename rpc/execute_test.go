@@ -56,7 +56,7 @@ func TestServerRunResult(t *testing.T) {
 			t.Errorf("value %d = %s, want %s", i, res.Values[i], want[i])
 		}
 	}
-	if res.ModuleID != "sha256:fake" || res.FuelConsumed != 4 || res.PeakMemoryBytes != 65536 || res.ElapsedMicros != 31 || res.QueuedMicros < 0 {
+	if res.ModuleID != rpctest.ModuleID || res.FuelConsumed != 4 || res.PeakMemoryBytes != 65536 || res.ElapsedMicros != 31 || res.QueuedMicros < 0 {
 		t.Errorf("result %+v", res.RunResult)
 	}
 
@@ -111,12 +111,12 @@ func TestServerCompile(t *testing.T) {
 	}
 	var res rpc.CompileResult
 	_ = json.Unmarshal(m.Result, &res)
-	if res.ModuleID != "sha256:fake" || len(res.Exports) != len(rpctest.Exports) || len(res.Imports) != 1 || res.Cached || res.CompileMicros != 5 {
+	if res.ModuleID != rpctest.ModuleID || len(res.Exports) != len(rpctest.Exports) || len(res.Imports) != 1 || res.Cached || res.CompileMicros != 5 {
 		t.Errorf("compile result %s", m.Result)
 	}
-	h.request(`2`, rpc.MethodCompile, map[string]any{"module": map[string]any{"id": "sha256:unknown"}})
+	h.request(`2`, rpc.MethodCompile, map[string]any{"module": map[string]any{"id": rpctest.UnknownModuleID}})
 	m, _ = h.response(`2`)
-	wantError(t, m, 6, "sha256:unknown")
+	wantError(t, m, 6, rpctest.UnknownModuleID)
 	if d := errorData(t, m); d["kind"] != "invalid_module" {
 		t.Errorf("data %v", d)
 	}
@@ -348,7 +348,7 @@ func TestServerGoClient(t *testing.T) {
 		t.Errorf("cancelled run: %v", err)
 	}
 	cr, err := c.Compile(ctx, rpc.ModuleSpec{Path: sandboxd.Str("x.wat")})
-	if err != nil || cr.ModuleID != "sha256:fake" {
+	if err != nil || cr.ModuleID != rpctest.ModuleID {
 		t.Errorf("compile: %+v %v", cr, err)
 	}
 	st, err := c.Stats(ctx)

@@ -27,6 +27,8 @@ func (s *Server) routeAnswer(env envelope, size int64) {
 	id, ok := parseID(env.ID)
 	a := hostAnswer{size: size}
 	switch {
+	case env.JSONRPC == nil || string(bytes.TrimSpace(env.JSONRPC)) != `"2.0"`:
+		a.problem = fmt.Sprintf(`the parent's answer to host call %s does not say "jsonrpc": "2.0"`, protocol.Escape(id.Str))
 	case env.Error != nil && !isNull(env.Error) && env.Result != nil:
 		a.problem = "the parent's answer has both a result and an error"
 	case env.Error != nil && !isNull(env.Error):
@@ -174,6 +176,27 @@ func (s *Server) endHostCall(id json.RawMessage, problem string) bool {
 		return false
 	}
 	return s.hosts.deliver(hid.Str, hostAnswer{problem: fmt.Sprintf(problem, protocol.Escape(hid.Str))})
+}
+
+// endHostCallsOfBatch ends the host calls that the members of batch, a
+// JSON array (valid), answer: each object without a method whose id is a
+// host call's in flight ends that call (answers are read one per message,
+// as requests are). It reports whether every member did: a batch with
+// anything else in it is refused as any batch is.
+func (s *Server) endHostCallsOfBatch(batch []byte) bool {
+	elems := jsonscan.Elements(batch)
+	all := len(elems) > 0
+	for _, elem := range elems {
+		if elem = jsonscan.TrimSpace(elem); len(elem) == 0 || elem[0] != '{' {
+			all = false
+			continue
+		}
+		env := envelopeOf(elem)
+		if env.Method != nil || !s.endHostCall(env.ID, "the parent's answer to host call %s came in a batch; send each answer as a message of its own") {
+			all = false
+		}
+	}
+	return all
 }
 
 // endHostCallTooDeep ends the host call that msg, valid JSON up to a

@@ -123,3 +123,51 @@ func TestHostCallAnswerNotJSONEndsTheCall(t *testing.T) {
 		})
 	}
 }
+
+// TestHostCallAnswersOfWrongShapeEndTheCall: a message without a method
+// whose id is a waiting host call's ends that call, whatever else is
+// wrong with it, host_function_error naming the problem, and is answered
+// nothing (no -32600 under the sidecar's own id): one with neither a
+// result nor an error, one that does not say "jsonrpc": "2.0" (as a
+// request must), answers in a batch (each call one names ends; answers
+// are read one per message). A batch that answers no waiting call is
+// refused -32600 as before. The runs' deadline is ten minutes, beyond
+// every hang bound of the harness: a call left waiting fails the test.
+func TestHostCallAnswersOfWrongShapeEndTheCall(t *testing.T) {
+	h := startServer(t, rpctest.NewEngine(), rpc.Options{})
+	long := map[string]any{"hostFunctions": lookup, "limits": map[string]any{"timeoutMs": 600_000}}
+	cases := []struct{ answer, message string }{
+		{`{"jsonrpc":"2.0","id":"ID"}`, `has neither a "result" nor an "error" member`},
+		{`{"jsonrpc":"2.0","id":"ID","params":{"values":[1]}}`, `has neither a "result" nor an "error" member`},
+		{`{"jsonrpc":"1.0","id":"ID","result":{"values":[1]}}`, `does not say "jsonrpc": "2.0"`},
+		{`{"id":"ID","result":{"values":[1]}}`, `does not say "jsonrpc": "2.0"`},
+		{`[{"jsonrpc":"2.0","id":"ID","result":{"values":[1]}}]`, `came in a batch; send each answer as a message of its own`},
+	}
+	for i, c := range cases {
+		id := strconv.Itoa(i + 1)
+		h.run(id, "host:1", long)
+		req, _ := h.hostCall()
+		h.sendRaw(strings.ReplaceAll(c.answer, "ID", req.id))
+		m, _ := h.response(id)
+		wantError(t, m, 12, `host function "env::lookup": the parent's answer to host call `+req.id+` `+c.message)
+	}
+	// Two calls answered in one batch, with a request: both end, and the
+	// batch is refused for the request in it (-32600, id null).
+	h.run(`"a"`, "host:1", long)
+	a, _ := h.hostCall()
+	h.run(`"b"`, "host:1", long)
+	b, _ := h.hostCall()
+	h.sendRaw(`[{"jsonrpc":"2.0","id":"` + a.id + `","result":{"values":[1]}},{"jsonrpc":"2.0","id":"` + b.id + `","error":{"code":1,"message":"m"}},{"jsonrpc":"2.0","id":9,"method":"stats"}]`)
+	for _, m := range h.responses(`"a"`, `"b"`, `null`) {
+		if m.Error != nil && m.Error.Code == rpc.CodeInvalidRequest {
+			wantError(t, m, rpc.CodeInvalidRequest, "batch requests are not supported")
+			continue
+		}
+		wantError(t, m, 12, "came in a batch")
+	}
+	h.sendRaw(`[{"jsonrpc":"2.0","id":"sbx-999","result":{}}]`)
+	m, _ := h.response(`null`)
+	wantError(t, m, rpc.CodeInvalidRequest, "batch requests are not supported")
+	wantHostStats(t, h.hostStats(), protocol.HostCallStats{Sent: uint64(len(cases)) + 2, Failed: uint64(len(cases)) + 2})
+	h.endsWithNoMore()
+}

@@ -304,6 +304,20 @@ func declared(fns []protocol.HostFunction, call protocol.HostCall) (protocol.Hos
 	return protocol.HostFunction{}, false
 }
 
+// checkHostCallerID refuses the request of job j if its run can call the
+// parent (fns not empty) and its id, which each host call repeats, is
+// longer than protocol.MaxHostCallerIDBytes as JSON.
+func checkHostCallerID(j *job, fns []protocol.HostFunction) error {
+	if len(fns) == 0 {
+		return nil
+	}
+	b, err := j.id.MarshalJSON()
+	if err != nil || len(b) <= protocol.MaxHostCallerIDBytes {
+		return nil
+	}
+	return paramErr("id", "is %d bytes; a request whose run can call the parent (hostFunctions) takes an id of at most %d bytes (as JSON), which every host/call repeats", len(b), protocol.MaxHostCallerIDBytes)
+}
+
 // encodeHostCall writes the host/call request, protocol.HostCallParams
 // as json.Marshal would write them, in one buffer: a bytes argument of
 // megabytes is encoded once (json.Marshal checks and copies what a

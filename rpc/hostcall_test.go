@@ -464,3 +464,50 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestHostCallerIDIsBounded: every host/call repeats the id of the request
+// whose run made it, so a request whose run can call the parent (a run or
+// instantiate declaring hostFunctions, a call on an instance that did)
+// takes an id of at most protocol.MaxHostCallerIDBytes as JSON; a longer
+// one is refused -32602 naming id before anything runs, and no host/call
+// carries it. Requests that cannot call the parent take any id.
+func TestHostCallerIDIsBounded(t *testing.T) {
+	h := startServer(t, rpctest.NewInstances(4), rpc.Options{})
+	long := `"` + strings.Repeat("x", 100_000) + `"`
+	longest := `"` + strings.Repeat("x", protocol.MaxHostCallerIDBytes-2) + `"`
+	const refused = "id: is 100002 bytes; a request whose run can call the parent (hostFunctions) takes an id of at most 128 bytes"
+
+	h.run(long, "host:1", map[string]any{"hostFunctions": lookup})
+	m, _ := h.response(long)
+	wantError(t, m, rpc.CodeInvalidParams, refused)
+	h.request(long, protocol.MethodInstantiate, map[string]any{"module": map[string]any{"wat": "(module)"},
+		"hostFunctions": lookup, "config": map[string]string{"start": "host:1"}})
+	m, _ = h.response(long)
+	wantError(t, m, rpc.CodeInvalidParams, refused)
+
+	h.run(longest, "host:1", map[string]any{"hostFunctions": lookup})
+	req, _ := h.hostCall()
+	if req.params.ID.Str != strings.Trim(longest, `"`) {
+		t.Fatalf("host call of a run of the longest id: %+v", req.params.ID)
+	}
+	h.answerHost(req.id, `{"values":[1]}`)
+	if m, _ := h.response(longest); m.Error != nil {
+		t.Fatalf("run of the longest id: %+v", m.Error)
+	}
+
+	h.request("1", protocol.MethodInstantiate, map[string]any{"module": map[string]any{"wat": "(module)"}, "hostFunctions": lookup})
+	m, _ = h.response("1")
+	var inst protocol.InstantiateResult
+	if m.Error != nil || json.Unmarshal(m.Result, &inst) != nil {
+		t.Fatalf("instantiate: %s %+v", m.Result, m.Error)
+	}
+	h.request(long, protocol.MethodCall, map[string]any{"instance": inst.Instance, "function": "host:1"})
+	m, _ = h.response(long)
+	wantError(t, m, rpc.CodeInvalidParams, refused)
+
+	h.run(long, "run", nil) // no hostFunctions: any id
+	if m, _ := h.response(long); m.Error != nil {
+		t.Fatalf("run without hostFunctions: %+v", m.Error)
+	}
+	h.endsWithNoMore()
+}

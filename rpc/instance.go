@@ -200,6 +200,9 @@ func (s *Server) prepareInstantiate(j *job, raw json.RawMessage) {
 		return
 	}
 	spec, err := decodeInstantiate(raw, s.opts.Defaults, s.opts.Maximums, varLimits{s.opts.DefaultVarBytes, s.opts.MaxVarBytes})
+	if err == nil {
+		err = checkHostCallerID(j, spec.hostFunctions)
+	}
 	if err == nil && j.ctx.Err() != nil {
 		err = cancelledError()
 	}
@@ -308,6 +311,9 @@ func (s *Server) decodeCallJob(j *job, lookupErr error) *callSpec {
 		return nil
 	}
 	spec, err := decodeCall(&p, j.inst, s.opts.Defaults, s.opts.Maximums)
+	if d, ok := j.inst.(hostDeclarer); ok && err == nil {
+		err = checkHostCallerID(j, d.HostFunctions())
+	}
 	if err != nil {
 		s.leaveLine(j)
 		s.respond(j, nil, ErrorObject(err)) // the turn is given back

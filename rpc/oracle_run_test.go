@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -71,8 +72,9 @@ func oracleDecodeRun(data []byte, defaults, max limits.Limits) (spec *runSpec, a
 	return spec, args, nil
 }
 
-// module: exactly one of {"wat"}, {"wasm": base64}, {"id": "sha256:…"},
-// {"path"}, a non-empty string. (Whether an id names a compiled module is
+// module: exactly one of {"wat"}, {"wasm": base64}, {"id": "sha256:" and
+// 64 lowercase hex digits}, {"path"} of at most 4096 bytes, a non-empty
+// string. (Whether an id names a compiled module is
 // the run's outcome, error 6, not a params problem.)
 func (o *oracle) module(v any) protocol.Source {
 	var src protocol.Source
@@ -95,9 +97,12 @@ func (o *oracle) module(v any) protocol.Source {
 	case "wat":
 		src.WAT = s
 	case "path":
+		if len(s) > 4096 {
+			o.fault(field)
+		}
 		src.Path = s
 	case "id":
-		if !strings.HasPrefix(s, "sha256:") {
+		if !moduleIDShape.MatchString(s) {
 			o.fault(field)
 		}
 		src.ID = s
@@ -110,6 +115,8 @@ func (o *oracle) module(v any) protocol.Source {
 	}
 	return src
 }
+
+var moduleIDShape = regexp.MustCompile(`\Asha256:[0-9a-f]{64}\z`)
 
 // limits: an object of the limits' names; each value an integer in
 // 1..the sidecar's maximum, overlaid on the defaults.

@@ -216,11 +216,14 @@ func moduleMember(which int, v json.RawMessage) (protocol.Source, error) {
 	case moduleWAT:
 		src.WAT = s
 	case moduleID:
-		if !strings.HasPrefix(s, protocol.IDPrefix) {
-			return src, paramErr(field, "must look like %s<hex>, got %s", protocol.IDPrefix, protocol.Quote(s))
+		if !protocol.IsModuleID(s) {
+			return src, paramErr(field, "must be %s and 64 lowercase hex digits (an id compile returned), got %s", protocol.IDPrefix, protocol.Quote(s))
 		}
 		src.ID = s
 	case modulePath:
+		if len(s) > protocol.MaxModulePathBytes {
+			return src, paramErr(field, "is %d bytes; a path has at most %d (PATH_MAX), got %s", len(s), protocol.MaxModulePathBytes, protocol.Quote(s))
+		}
 		src.Path = s
 	}
 	return src, nil

@@ -70,7 +70,7 @@ func FuzzDecodeRun(f *testing.F) {
 // halves, NUL, deep nesting and whitespace.
 var decodeRunSeeds = []string{
 	`{"module":{"wat":"(module)"}}`,
-	`{"module":{"wat":"a"},"module":{"id":"sha256:00"}}`,
+	`{"module":{"wat":"a"},"module":{"id":"sha256:0000000000000000000000000000000000000000000000000000000000000000"}}`,
 	`{"module":{"wat":"a","wat":"b"}}`,
 	`{"module":{"wat":"a","wasm":"AGFzbQEAAAA="}}`,
 	`{"module":{"\u0077at":"(module)"},"\u0066unction":"f"}`,
@@ -151,7 +151,7 @@ var decodeRunSeeds = []string{
 	"{\"module\":{\"wasm\":\"AGFz\xffbQEAAAA=\"}}",
 	`{"module":{"wasm":""}}`,
 	`{"module":{"wasm":null}}`,
-	`{"module":{"id":"sha256:abc","id":"nope"}}`,
+	`{"module":{"id":"sha256:abcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabca","id":"nope"}}`,
 	`{"module":{"id":"\u0073ha256:abc"}}`,
 	`{"module":{"path":"/tmp/x\u0000y"}}`,
 	`{"module":{}}`,
@@ -214,8 +214,8 @@ func FuzzDecodeRunDifferential(f *testing.F) {
 	// compile's preinitialize (the oracle did not know it: every seed
 	// with it failed the target before).
 	f.Add([]byte(`{"module":{"wasm":"AGFzbQEAAAA="},"preinitialize":true}`))
-	f.Add([]byte(`{"module":{"id":"sha256:abc"},"preinitialize":true}`))
-	f.Add([]byte(`{"module":{"id":"sha256:abc"},"preinitialize":null}`))
+	f.Add([]byte(`{"module":{"id":"sha256:abcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabca"},"preinitialize":true}`))
+	f.Add([]byte(`{"module":{"id":"sha256:abcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabca"},"preinitialize":null}`))
 	f.Add([]byte(`{"module":{"wat":"x"},"preinitialize":"yes"}`))
 	f.Add([]byte(`{"module":{"wat":"x"},"args":[` + strings.Repeat("1,", 999) + `1]}`))
 	f.Add([]byte(`{"module":{"wat":"x"},"args":[` + strings.Repeat("1,", 1000) + `1]}`))

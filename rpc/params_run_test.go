@@ -62,11 +62,40 @@ func moduleCases() []paramCase {
 		{"wasm unpadded", `{"module":{"wasm":"AGFzbQ"}}`, "module.wasm: not valid base64"},
 		{"wasm url alphabet", `{"module":{"wasm":"AG-_"}}`, "module.wasm: not valid base64"},
 		{"id not a string", `{"module":{"id":{}}}`, "module.id: must be a string, got an object"},
-		{"id without prefix", `{"module":{"id":"abcdef"}}`, "module.id: must look like sha256:<hex>"},
-		{"id other hash", `{"module":{"id":"sha512:abcdef"}}`, "module.id: must look like sha256:<hex>"},
+		{"id without prefix", `{"module":{"id":"abcdef"}}`, "module.id: must be sha256: and 64 lowercase hex digits"},
+		{"id other hash", `{"module":{"id":"sha512:abcdef"}}`, "module.id: must be sha256: and 64 lowercase hex digits"},
 		{"id empty", `{"module":{"id":""}}`, "module.id: must not be empty"},
+		{"id uppercase", `{"module":{"id":"sha256:` + strings.Repeat("AB", 32) + `"}}`, "module.id: must be sha256: and 64 lowercase hex digits"},
+		{"id short", `{"module":{"id":"sha256:` + strings.Repeat("a", 63) + `"}}`, "module.id: must be sha256: and 64 lowercase hex digits"},
+		{"id long", `{"module":{"id":"sha256:` + strings.Repeat("<", 1<<20) + `"}}`,
+			`module.id: must be sha256: and 64 lowercase hex digits (an id compile returned), got "sha256:` + strings.Repeat("<", protocol.MaxQuotedBytes-7) + `"…`},
+		{"path long", `{"module":{"path":"/` + strings.Repeat("<", 1<<20) + `"}}`,
+			`module.path: is 1048577 bytes; a path has at most 4096 (PATH_MAX), got "/` + strings.Repeat("<", protocol.MaxQuotedBytes-1) + `"…`},
 		{"path empty", `{"module":{"path":""}}`, "module.path: must not be empty"},
 		{"path not a string", `{"module":{"path":false}}`, "module.path: must be a string, got a boolean"},
+	}
+}
+
+// TestDecodeModuleQuotesBriefly: a module id or path of a megabyte is
+// refused by every method that takes a module, naming the field, in a
+// message that quotes it cut.
+func TestDecodeModuleQuotesBriefly(t *testing.T) {
+	def, max := limits.Defaults(), limits.DefaultMaximums()
+	for _, member := range []string{
+		`{"id":"sha256:` + strings.Repeat("<", 1<<20) + `"}`,
+		`{"path":"/tmp/` + strings.Repeat("<", 1<<20) + `"}`,
+		`{"path":"/tmp/` + strings.Repeat("./", 2049) + `"}`,
+	} {
+		params := json.RawMessage(`{"module":` + member + `}`)
+		_, runErr := decodeRunFully(params, def, max)
+		_, compileErr := decodeCompile(params, def, max)
+		_, instErr := decodeInstantiate(params, def, max, varLimits{})
+		for method, err := range map[string]error{"run": runErr, "compile": compileErr, "instantiate": instErr} {
+			var pe *ParamError
+			if !errors.As(err, &pe) || !strings.HasPrefix(pe.Field, "module.") || len(pe.Error()) > 256 {
+				t.Errorf("%s %.40s…: %.300v", method, member, err)
+			}
+		}
 	}
 }
 
@@ -232,13 +261,13 @@ func TestDecodeRunValid(t *testing.T) {
 		}
 	})
 	t.Run("partial limits keep defaults", func(t *testing.T) {
-		spec, err := decodeRunFully(json.RawMessage(`{"module":{"id":"sha256:00"},"limits":{"fuel":7}}`), def, max)
+		spec, err := decodeRunFully(json.RawMessage(`{"module":{"id":"sha256:0000000000000000000000000000000000000000000000000000000000000000"},"limits":{"fuel":7}}`), def, max)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := def
 		want.Fuel = 7
-		if spec.limits != want || spec.source.ID != "sha256:00" {
+		if spec.limits != want || spec.source.ID != "sha256:0000000000000000000000000000000000000000000000000000000000000000" {
 			t.Errorf("spec = %+v", spec)
 		}
 	})
@@ -313,7 +342,7 @@ func TestDecodeCompile(t *testing.T) {
 		paramCase{"unknown limit", `{` + watModule + `,"limits":{"compileTimeout":100}}`, "limits.compileTimeout: unknown field"},
 		paramCase{"limits not an object", `{` + watModule + `,"limits":[]}`, "limits: must be an object, got an array"},
 		paramCase{"zero compile timeout", `{` + watModule + `,"limits":{"compileTimeoutMs":0}}`, "limits.compileTimeoutMs: must be > 0"},
-		paramCase{"preinitialize an id", `{"module":{"id":"sha256:abc"},"preinitialize":true}`, "preinitialize: takes the module's bytes (module.wasm or module.path), not module.id"},
+		paramCase{"preinitialize an id", `{"module":{"id":"sha256:abcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabca"},"preinitialize":true}`, "preinitialize: takes the module's bytes (module.wasm or module.path), not module.id"},
 		paramCase{"compile memory past the maximum", `{` + watModule + `,"limits":{"compileMemoryBytes":4294967297}}`, "limits.compileMemoryBytes: must be <= 4294967296"},
 	)
 	def, max := limits.Defaults(), limits.DefaultMaximums()
@@ -331,7 +360,7 @@ func TestDecodeCompile(t *testing.T) {
 	}{
 		{`{"module":{"wat":"(module)"}}`, protocol.Source{WAT: "(module)"}},
 		{`{"module":{"path":"/tmp/x.wasm"}}`, protocol.Source{Path: "/tmp/x.wasm"}},
-		{`{"module":{"id":"sha256:abc"}}`, protocol.Source{ID: "sha256:abc"}},
+		{`{"module":{"id":"sha256:abcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabca"}}`, protocol.Source{ID: "sha256:abcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabcabca"}},
 		{` { "module" : { "wat" : "(module)" } } `, protocol.Source{WAT: "(module)"}},
 	} {
 		src, err := decodeCompile(json.RawMessage(c.params), def, max)

@@ -93,7 +93,9 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 	trimmed := jsonscan.TrimSpace(body) // not bytes.TrimSpace: "\v{}" is not JSON
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		if json.Valid(trimmed) {
-			send(errorBody(nil, CodeInvalidRequest, "batch requests are not supported: send one request per message"))
+			if !s.endHostCallsOfBatch(trimmed) { // answers to host calls end them; a batch of only those is answered nothing
+				send(errorBody(nil, CodeInvalidRequest, "batch requests are not supported: send one request per message"))
+			}
 		} else {
 			send(errorBody(nil, CodeParseError, "parse error: the message is not valid JSON"))
 		}
@@ -132,6 +134,11 @@ func (s *Server) screenEnvelope(body []byte, send func([]byte)) (request, bool) 
 	}
 	if env.Result != nil || env.Error != nil { // with a method: an answer to a host call in flight ends it, unanswered
 		if s.endHostCall(env.ID, "the parent's answer to host call %s also has a \"method\" member; an answer has none") {
+			return request{}, false
+		}
+	}
+	if env.Method == nil { // neither a request nor an answer: if its id is a waiting host call's, it ends that call, unanswered
+		if s.endHostCall(env.ID, "the parent's answer to host call %s has neither a \"result\" nor an \"error\" member") {
 			return request{}, false
 		}
 	}

@@ -55,7 +55,7 @@ func newSlotEngine() *slotEngine {
 type slotModule struct{}
 
 func (slotModule) Info() *protocol.ModuleInfo {
-	return &protocol.ModuleInfo{ID: "sha256:slots", Exports: []protocol.Export{
+	return &protocol.ModuleInfo{ID: "sha256:5555555555555555555555555555555555555555555555555555555555555555", Exports: []protocol.Export{
 		{Name: "run", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "gate", Kind: "func", Params: []string{}, Results: []string{"i32"}},
 		{Name: "outside", Kind: "func", Params: []string{}, Results: []string{"i32"}},
@@ -220,7 +220,7 @@ func (h *slotServer) send(format string, args ...any) {
 }
 
 func (h *slotServer) run(id int, fn string) {
-	h.send(`{"jsonrpc":"2.0","id":%d,"method":"run","params":{"module":{"id":"sha256:slots"},"function":%q}}`, id, fn)
+	h.send(`{"jsonrpc":"2.0","id":%d,"method":"run","params":{"module":{"id":"sha256:5555555555555555555555555555555555555555555555555555555555555555"},"function":%q}}`, id, fn)
 }
 
 // answer is the next response, which must be to id.

@@ -91,7 +91,7 @@ func (s *store) classify(err error) *Error {
 		return &Error{Kind: KindTrap, TrapCode: TrapCodeHost,
 			Message: "guest trapped: proc_exit with a status outside 0..125"}
 	}
-	return &Error{Kind: KindHost, Message: msg}
+	return &Error{Kind: KindHost, Message: clipQuoted(msg)}
 }
 
 // invalidExitStatus ends wasmtime's error for a proc_exit status outside
@@ -180,7 +180,7 @@ func frames(t *wasmtime.Trap, info *wasmbin.Info) []Frame {
 			}
 		}
 		if n := f.FuncName(); n != nil {
-			fr.Func = *n
+			fr.Func = boundedName(*n) // the name section's, of any length
 		}
 		out = append(out, fr)
 	}

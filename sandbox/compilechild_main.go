@@ -194,9 +194,9 @@ func toWasm(raw []byte, path string, max int) ([]byte, error) {
 	if err != nil {
 		defer releaseWasmtimeError(err)
 		if path != "" {
-			return nil, &Error{Kind: KindInvalidModule, Message: fmt.Sprintf("module file %q is neither a wasm binary nor valid WAT%s", path, watLocation(err.Error()))}
+			return nil, &Error{Kind: KindInvalidModule, Message: fmt.Sprintf("module file %s is neither a wasm binary nor valid WAT%s", quotedPath(path), watLocation(err.Error()))}
 		}
-		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + clipQuoted(cleanMessage(err.Error()))}
+		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + engineMessage(err.Error())}
 	}
 	if len(wasm) > max {
 		return nil, tooBig(int64(len(wasm)), max)
@@ -216,7 +216,7 @@ func compileWasm(engine *wasmtime.Engine, wasm []byte) (*wasmtime.Module, *wasmb
 	}
 	instrumented, info, err := wasmbin.Instrument(wasm)
 	if err != nil {
-		return nil, nil, &Error{Kind: KindInvalidModule, Message: "unsupported module: " + err.Error(), err: err}
+		return nil, nil, &Error{Kind: KindInvalidModule, Message: "unsupported module: " + clipQuoted(err.Error()), err: err}
 	}
 	wt, err := wasmtime.NewModule(engine, instrumented)
 	if err != nil {
@@ -231,9 +231,9 @@ func compileWasm(engine *wasmtime.Engine, wasm []byte) (*wasmtime.Module, *wasmb
 func classifyCompileFailure(msg string) *Error {
 	msg = cleanMessage(msg)
 	if outOfMemory(msg) {
-		return &Error{Kind: KindCompileLimitExceeded, Message: "compiling the module ran out of memory: " + firstLine(msg), Resource: ResourceCompileMemory}
+		return &Error{Kind: KindCompileLimitExceeded, Message: "compiling the module ran out of memory: " + engineMessage(firstLine(msg)), Resource: ResourceCompileMemory}
 	}
-	return &Error{Kind: KindInvalidModule, Message: msg}
+	return &Error{Kind: KindInvalidModule, Message: engineMessage(msg)}
 }
 
 // outOfMemory recognises what the Rust allocator, the Go runtime and the

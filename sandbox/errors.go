@@ -272,6 +272,16 @@ func cutUTF8(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// engineMessage is a wasmtime error as a message: cleaned (cleanMessage)
+// and bounded as a message that quotes the caller's input (clipQuoted).
+// Wasmtime's validation, link, instantiation and trap errors quote the
+// module's names (an export name of megabytes, twice in "duplicate export
+// name"), so every wasmtime string that becomes an Error's Message passes
+// here.
+func engineMessage(s string) string {
+	return clipQuoted(cleanMessage(s))
+}
+
 // cleanMessage removes what wasmtime appends for humans debugging wasmtime
 // itself: Rust host backtraces (present when RUST_BACKTRACE is set) and the
 // "Caused by" chain's stack dumps. Guests and parents must never see host

@@ -98,7 +98,7 @@ func (s *store) callParent(c *wasmtime.Caller, f HostFunction, args []wasmtime.V
 	case errors.As(err, &hce):
 		return nil, s.hostFunctionError(f, "the parent answered with an error", hce.Message)
 	case err != nil:
-		return nil, s.hostFunctionError(f, cleanMessage(err.Error()), "")
+		return nil, s.hostFunctionError(f, engineMessage(err.Error()), "")
 	}
 	if problem := answerProblem(f, results); problem != "" {
 		return nil, s.hostFunctionError(f, problem, "")

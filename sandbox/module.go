@@ -112,7 +112,7 @@ func (e *Engine) compile(ctx context.Context, src Source) (*Module, CompileInfo,
 		m, ok := e.cache.get(src.ID)
 		if !ok {
 			e.cache.miss()
-			return nil, CompileInfo{}, newError(KindInvalidModule, "module id %s is not in the cache (never compiled here, or evicted): send the module bytes again", src.ID)
+			return nil, CompileInfo{}, newError(KindInvalidModule, "module id %s is not in the cache (never compiled here, or evicted): send the module bytes again", shownID(src.ID))
 		}
 		return m, CompileInfo{Cached: true, Elapsed: time.Since(start)}, nil
 	}
@@ -287,7 +287,7 @@ func (e *Engine) compileNew(ctx context.Context, mod moduleBytes, path string, l
 	wt, err := wasmtime.NewModuleDeserialize(e.wt, r.compiled)
 	if err != nil {
 		defer releaseWasmtimeError(err)
-		return nil, nil, &Error{Kind: KindHost, Message: "loading the compiled module: " + cleanMessage(err.Error())}
+		return nil, nil, &Error{Kind: KindHost, Message: "loading the compiled module: " + engineMessage(err.Error())}
 	}
 	return e.newModule(r.id, r.wasmSize, len(r.compiled), wt, r.info), r.compiled, nil
 }
@@ -404,4 +404,14 @@ func valTypeName(t *wasmtime.ValType) string {
 		return "funcref"
 	}
 	return "v128"
+}
+
+// shownID is a module id as a message names it: whole when it has the
+// shape of one (IDPrefix and 64 hex digits), else quoted and cut
+// (protocol.Quote), as any other value the caller gave.
+func shownID(id string) string {
+	if protocol.IsModuleID(id) {
+		return id
+	}
+	return protocol.Quote(id)
 }

@@ -109,7 +109,7 @@ func (e *Engine) Preinitialize(ctx context.Context, wasm []byte, opts PreinitOpt
 	var caps Capabilities
 	for _, imp := range m.Imports {
 		if imp.Kind != "func" {
-			return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("it imports %s::%s, a %s, whose state lives outside the module", imp.Module, imp.Name, imp.Kind)})
+			return nil, PreinitInfo{}, snapshotRefused(&SnapshotError{Reason: fmt.Sprintf("it imports %s::%s, a %s, whose state lives outside the module", boundedName(imp.Module), boundedName(imp.Name), imp.Kind)})
 		}
 		if imp.Module == WASIModule {
 			caps.WASI = &WASI{Argv0: cmp.Or(opts.Argv0, PreinitArgv0)}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Reading Source.Path. The parent names a file on the sidecar's machine;
@@ -28,9 +30,26 @@ const (
 	sysfsMagic     = 0x62656572
 )
 
+// maxQuotedPath is the most of a module path a message repeats: more than
+// protocol.MaxQuotedBytes, as a path is useful only with its file name,
+// and still a small part of an error answer.
+const maxQuotedPath = 512
+
+// quotedPath is a module path as a message names it: quoted as
+// protocol.Quote quotes (escaped), cut to maxQuotedPath bytes on a rune
+// boundary with "…" where it was cut.
+func quotedPath(path string) string {
+	cut := protocol.CutUTF8(path, maxQuotedPath)
+	q := strconv.Quote(cut)
+	if len(cut) < len(path) {
+		q += "…"
+	}
+	return q
+}
+
 // pathError is the host error of a module file that cannot be used.
 func pathError(path, problem string, cause error) *Error {
-	return &Error{Kind: KindHost, Message: fmt.Sprintf("module file %q: %s", path, problem), err: cause}
+	return &Error{Kind: KindHost, Message: fmt.Sprintf("module file %s: %s", quotedPath(path), problem), err: cause}
 }
 
 // readModuleFile reads the module file at path, at most max bytes, or

@@ -241,7 +241,7 @@ func (s *store) call(ctx context.Context, c callSpec, body func() ([]Value, erro
 	// and the call is fuel_exhausted (below) rather than a success that
 	// used more than it was given.
 	if err := s.wt.SetFuel(l.Fuel + 1); err != nil {
-		return outcome{err: &Error{Kind: KindHost, Message: "setting fuel: " + cleanMessage(err.Error()), err: err}}
+		return outcome{err: &Error{Kind: KindHost, Message: "setting fuel: " + engineMessage(err.Error()), err: err}}
 	}
 	for _, g := range s.bound.denied { // a refusal an earlier call coped with is not this call's
 		g.Set(s.wt, wasmtime.ValI64(0))

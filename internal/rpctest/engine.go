@@ -40,7 +40,7 @@ import (
 // A module given as the WAT text "compile:gate" compiles until Gate is
 // closed (reporting "compile" on Started); "compile:stuck" too, but deaf
 // to its context, as a compile stuck in a system call no cancellation
-// reaches; the id "sha256:unknown" was never compiled.
+// reaches; the id UnknownModuleID was never compiled.
 type Engine struct {
 	Started chan string   // "block", "gate", "compile", as each begins
 	Gate    chan struct{} // closed to release "gate" runs and "compile:gate" compiles
@@ -63,7 +63,10 @@ var Exports = []protocol.Export{
 }
 
 // ModuleID is the id of the engine's module.
-const ModuleID = "sha256:fake"
+const ModuleID = "sha256:fa4efa4efa4efa4efa4efa4efa4efa4efa4efa4efa4efa4efa4efa4efa4efa4e"
+
+// UnknownModuleID is a module id the engine never compiled.
+const UnknownModuleID = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 
 // Module is the one module of the engine (or a plugin's, Instances').
 type Module struct{ info protocol.ModuleInfo }
@@ -71,8 +74,8 @@ type Module struct{ info protocol.ModuleInfo }
 func (m *Module) Info() *protocol.ModuleInfo { return &m.info }
 
 func (e *Engine) Compile(ctx context.Context, src protocol.Source) (rpc.Module, protocol.CompileInfo, error) {
-	if src.ID == "sha256:unknown" {
-		return nil, protocol.CompileInfo{}, &protocol.Error{Kind: protocol.KindInvalidModule, Message: "module sha256:unknown was never compiled here"}
+	if src.ID == UnknownModuleID {
+		return nil, protocol.CompileInfo{}, &protocol.Error{Kind: protocol.KindInvalidModule, Message: "module " + UnknownModuleID + " was never compiled here"}
 	}
 	if src.WAT == "compile:gate" { // a slow compile: until the gate opens or ctx ends
 		e.Started <- "compile"
@@ -101,7 +104,7 @@ func (e *Engine) CompileCached(src protocol.Source) (rpc.Module, bool) {
 	if src.Encoded != nil && src.WAT == "" && src.Wasm == nil {
 		return nil, false // knows no wire literals: the server decodes and asks again
 	}
-	if src.WAT == "compile:gate" || src.WAT == "compile:stuck" || src.ID == "sha256:unknown" {
+	if src.WAT == "compile:gate" || src.WAT == "compile:stuck" || src.ID == UnknownModuleID {
 		return nil, false
 	}
 	m, _, err := e.Compile(context.Background(), src)
