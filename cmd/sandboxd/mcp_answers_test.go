@@ -2,10 +2,8 @@ package main
 
 // sandboxd mcp's answers, on the real binary and engine, spoken to line
 // by line as no SDK client would: their size against the output they
-// carry (red team: 2 MiB of NULs were a 15.4 MB answer), against the
-// client input they quote (a 4 MB tool name, a 12 MB answer), and the
-// answers owed when stdin ends (printf '<initialize>\n<tools/call>\n' |
-// sandboxd mcp answered nothing 19 times in 20).
+// carry, against the client input they quote, and the answers owed when
+// stdin ends.
 
 import (
 	"bufio"

@@ -52,9 +52,7 @@ func answerOf(t *testing.T, c *rawClient, id int, tool string, args map[string]a
 // where bytes that are not worth sending as text (NULs: six bytes each
 // as \u0000) go as base64; the text content holds a bounded rendering.
 // So an answer is at most its output's wire size plus answerSlack, for
-// every tool that returns output or logs (red team: a run_wasi guest
-// writing 2 MiB of NULs was a 15.4 MB answer, the text repeating the
-// output escaped; the largest outputBytes, 492 MB).
+// every tool that returns output or logs.
 func TestAnAnswerHoldsTheOutputOnce(t *testing.T) {
 	eng := newSnippetEngine()
 	srv, err := New(eng, Options{})
@@ -131,10 +129,7 @@ func TestAnAnswerHoldsTheOutputOnce(t *testing.T) {
 
 // The server's memory for one call is a small multiple of the answer's
 // bound: what it allocates in all while answering a run_wasi call whose
-// guest fills outputBytes (8 MiB) with NULs on both streams. Before, the
-// text repeated each stream escaped, six bytes a NUL, and was encoded
-// several times over (the red team's call with the largest outputBytes
-// peaked at 4.3 GB).
+// guest fills outputBytes (8 MiB) with NULs on both streams.
 func TestTheMemoryOfACallIsBoundedByItsAnswer(t *testing.T) {
 	if raceDetector {
 		t.Skip("the race detector allocates for itself")
