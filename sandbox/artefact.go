@@ -370,6 +370,9 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 		if err := s.checkTrustedIfPresent(); err != nil {
 			return nil, CompileInfo{}, newError(KindHost, "compiled modules' directory %s: %v", d, err)
 		}
+		if e.openStored != nil {
+			s.open = e.openStored
+		}
 		stores = append(stores, s)
 	}
 	load := func(ctx context.Context) *Module {
@@ -385,10 +388,16 @@ func (e *Engine) CompileStored(ctx context.Context, src Source, dirs []string, c
 	if m := load(ctx); m != nil {
 		return m, CompileInfo{FromDisk: true, Elapsed: time.Since(start)}, nil
 	}
+	if ctx.Err() != nil { // the load was given up, not a miss
+		return nil, CompileInfo{}, errCompileCancelled()
+	}
 	lim := e.compileLimits(src)
 	r, shared, err := e.flight.do(ctx, "stored:"+id, func(ctx context.Context) (flightResult, error) {
 		if m := load(ctx); m != nil { // saved while we looked
 			return flightResult{m: m, fromDisk: true}, nil
+		}
+		if ctx.Err() != nil {
+			return flightResult{}, errCompileCancelled()
 		}
 		if compiling != nil {
 			compiling()

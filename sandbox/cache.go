@@ -269,6 +269,11 @@ func flightKey(key string, lim compileLimits) string {
 	return fmt.Sprintf("%s\x00%d\x00%d", key, lim.timeout, lim.memoryBytes)
 }
 
+// errCompileCancelled is the error of a compile its caller gave up.
+func errCompileCancelled() *Error {
+	return &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
+}
+
 // do returns the result of the compile of key, starting fn for it if none
 // is in flight. shared says the result came from a compile another caller
 // started.
@@ -306,6 +311,6 @@ func (f *compileFlight) do(ctx context.Context, key string, fn func(context.Cont
 			}
 		}
 		f.mu.Unlock()
-		return flightResult{}, shared, &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
+		return flightResult{}, shared, errCompileCancelled()
 	}
 }

@@ -104,7 +104,7 @@ func (c *childProc) compile(ctx context.Context, req childRequest, mod moduleByt
 	switch why := c.settle(); {
 	case errors.Is(why, errCancelled):
 		c.reap(wrote)
-		return nil, &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
+		return nil, errCompileCancelled()
 	case errors.Is(why, errCompileTime):
 		c.reap(wrote)
 		return nil, &Error{Kind: KindCompileLimitExceeded, Resource: ResourceCompileTime, Limit: uint64(lim.timeout / time.Millisecond),

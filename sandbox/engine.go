@@ -217,6 +217,9 @@ type Engine struct {
 	wt           *wasmtime.Engine
 	cache        *moduleCache
 	store        *artefactStore // nil without CacheDir
+	// openStored opens the files of CompileStored's stores: nil for
+	// openTrustedFile, or a test's.
+	openStored func(path string, uid int) (*os.File, os.FileInfo, error)
 	flight       compileFlight
 	compileSlots chan struct{} // one token per compile running (MaxCompiles)
 	ticker       *epochTicker

@@ -266,7 +266,7 @@ func (e *Engine) compileLimits(src Source) compileLimits {
 // wasmtime serialized it, for an artefact store; nil when the module was
 // found in the cache meanwhile (another text of the same wasm).
 func (e *Engine) compileNew(ctx context.Context, mod moduleBytes, path string, lim compileLimits) (m *Module, compiled []byte, err error) {
-	cancelled := &Error{Kind: KindCancelled, Message: "compile cancelled by the caller", err: errCancelled}
+	cancelled := errCompileCancelled()
 	select {
 	case e.compileSlots <- struct{}{}:
 	case <-ctx.Done():

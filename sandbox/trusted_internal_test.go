@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -145,5 +146,56 @@ func TestPrivateGroupMayWrite(t *testing.T) {
 	}
 	if err := checkTrustedDir(dir, 0); err == nil || !strings.Contains(err.Error(), "chmod go-w "+dir) {
 		t.Errorf("a 0775 directory another group can write: %v, want it refused with the fix", err)
+	}
+}
+
+// TestCompileStoredGivenUpIsNoMiss: a CompileStored whose caller gives up
+// while the stored artefact is being read is cancelled; the abandoned
+// read is not a miss, so no compile is begun (nor the caller told one
+// is), even by the flight the call leaves behind.
+func TestCompileStoredGivenUpIsNoMiss(t *testing.T) {
+	dir := t.TempDir()
+	src := Source{Wasm: []byte("\x00asm\x01\x00\x00\x00")} // (module)
+	first, err := NewEngine(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := first.CompileStored(context.Background(), src, []string{dir}, nil); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	e, err := NewEngine(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan struct{})
+	entered := make(chan struct{}, 8)
+	e.openStored = func(path string, uid int) (*os.File, os.FileInfo, error) {
+		entered <- struct{}{}
+		<-slow
+		return openTrustedFile(path, uid)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var told atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := e.CompileStored(ctx, src, []string{dir}, func() { told.Add(1) })
+		done <- err
+	}()
+	<-entered
+	cancel()
+	select {
+	case err := <-done:
+		if KindOf(err) != KindCancelled {
+			t.Errorf("CompileStored given up: %v, want cancelled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("CompileStored waited for the read it gave up")
+	}
+	close(slow)
+	e.Close() // waits for any flight the call left
+	if n := told.Load(); n != 0 {
+		t.Errorf("the caller was told %d times that a compile begins, want 0: the given-up read was taken for a miss", n)
 	}
 }
