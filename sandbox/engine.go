@@ -212,14 +212,14 @@ const MaxGuestThreads = 8192
 // compile cache and the epoch ticker. It is safe for concurrent use; every
 // Run gets its own store.
 type Engine struct {
-	cfg          Config
-	pathDirs     []string // ModulePathDirs, resolved
-	wt           *wasmtime.Engine
-	cache        *moduleCache
-	store        *artefactStore // nil without CacheDir
+	cfg      Config
+	pathDirs []string // ModulePathDirs, resolved
+	wt       *wasmtime.Engine
+	cache    *moduleCache
+	store    *artefactStore // nil without CacheDir
 	// openStored opens the files of CompileStored's stores: nil for
 	// openTrustedFile, or a test's.
-	openStored func(path string, uid int) (*os.File, os.FileInfo, error)
+	openStored   func(path string, uid int) (*os.File, os.FileInfo, error)
 	flight       compileFlight
 	compileSlots chan struct{} // one token per compile running (MaxCompiles)
 	ticker       *epochTicker
