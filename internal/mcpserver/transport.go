@@ -60,10 +60,13 @@ import (
 //     when the last call was released was dropped as the SDK closed). The calls still running drainGrace after the end are
 //     cancelled (answered cancelled). The output is abandoned (its write
 //     deadline, or Close) only once it has made no progress for
-//     drainTimeout: writes go out in pieces of writeChunk, each one
-//     progress, so a client that keeps reading gets every answer whole
-//     however long they are, and one that stops reading is abandoned
-//     drainTimeout after it stopped (perhaps mid-line).
+//     drainTimeout while a write is under way: writes go out in pieces
+//     of writeChunk, each one progress, so a client that keeps reading
+//     gets every answer whole however long they are, and one that stops
+//     reading is abandoned drainTimeout after it stopped (perhaps
+//     mid-line). Calls making their answers (not writing) are not the
+//     client's doing: the server waits for them (cancelled, they end
+//     within their own fences).
 //
 // Only protocol messages are ever written to out.
 
@@ -74,7 +77,7 @@ type transportLimits struct {
 	maxQueueBytes int64
 }
 
-// drainTimeout is how long the output is kept, once the input has
+// drainTimeout is how long a write is waited for, once the input has
 // ended, without the client reading any of it (no writeChunk written);
 // the calls still running drainGrace after the end are cancelled, so
 // that their answers (kind cancelled) are written.
@@ -151,7 +154,8 @@ type conn struct {
 	answered    chan struct{}        // set when the input ended: closed once inFlight is empty and no answer is being written
 	over        bool                 // the session is over: the drain stops
 
-	lastWrite    atomic.Int64 // when a piece was last written to out (or the input ended), in Unix ns
+	lastWrite    atomic.Int64 // when a write to out last began or wrote a piece (or the input ended), in Unix ns
+	writing      atomic.Bool  // a write to out is under way
 	notesDropped atomic.Int64 // notifications not passed to the SDK
 
 	closeOnce     sync.Once
@@ -416,6 +420,9 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return mcp.ErrConnectionClosed
 	default:
 	}
+	c.lastWrite.Store(time.Now().UnixNano())
+	c.writing.Store(true)
+	defer c.writing.Store(false)
 	for _, p := range parts {
 		for len(p) > 0 {
 			n, err := c.out.Write(p[:min(len(p), writeChunk)])
@@ -447,12 +454,18 @@ func (c *conn) inputEnded() {
 	}
 }
 
-// checkDrain abandons the output if nothing was written to it for
-// drainTimeout, else looks again drainTimeout after the last write.
+// checkDrain abandons the output if a write to it has made no progress
+// for drainTimeout, else looks again drainTimeout after the last
+// progress. While no write is under way (the calls still running are
+// making their answers) the output is not stuck, and is kept.
 func (c *conn) checkDrain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.over {
+		return
+	}
+	if !c.writing.Load() {
+		c.drain = time.AfterFunc(drainTimeout, c.checkDrain)
 		return
 	}
 	if idle := time.Since(time.Unix(0, c.lastWrite.Load())); idle < drainTimeout {
