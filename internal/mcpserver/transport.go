@@ -154,9 +154,10 @@ type conn struct {
 	answered    chan struct{}        // set when the input ended: closed once inFlight is empty and no answer is being written
 	over        bool                 // the session is over: the drain stops
 
-	lastWrite    atomic.Int64 // when a write to out last began or wrote a piece (or the input ended), in Unix ns
-	writing      atomic.Bool  // a write to out is under way
-	notesDropped atomic.Int64 // notifications not passed to the SDK
+	lastWrite      atomic.Int64 // when a write to out last began or wrote a piece (or the input ended), in Unix ns
+	writing        atomic.Bool  // a write to out is under way
+	notesDropped   atomic.Int64 // notifications not passed to the SDK
+	initializeRead atomic.Bool  // an initialize call was handed to the SDK
 
 	closeOnce     sync.Once
 	closed        chan struct{}
@@ -231,6 +232,11 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		if problem, code := screen(req); problem != "" {
 			c.refuse(req.ID, code, problem) // its answer releases its place
+			continue
+		}
+		if req.Method == "initialize" && c.initializeRead.Swap(true) {
+			// the SDK answers a second one with code 0
+			c.refuse(req.ID, protocol.CodeInvalidRequest, "already initialized: initialize is sent once a session")
 			continue
 		}
 		return msg, nil

@@ -227,3 +227,21 @@ func TestOnlyTheNotificationsTheServerUsesReachTheSDK(t *testing.T) {
 		t.Errorf("%d notifications dropped; want %d", dropped, 6*n-1)
 	}
 }
+
+// A second initialize is an invalid request (-32600), not the SDK's
+// error of code 0; the session goes on.
+func TestASecondInitializeIsAnInvalidRequest(t *testing.T) {
+	srv, err := New(newEngine(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRawClient(t, srv)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := c.read(); m["id"] != float64(1) || fmt.Sprint(m["error"]) != "map[code:-32600 message:already initialized: initialize is sent once a session]" {
+		t.Errorf("a second initialize: %v", m)
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if m := c.read(); m["id"] != float64(2) || m["error"] != nil {
+		t.Errorf("a ping after it: %v", m)
+	}
+}
