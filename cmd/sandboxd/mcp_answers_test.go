@@ -244,4 +244,68 @@ func TestMCPAnswersEveryCallWhenStdinEnds(t *testing.T) {
 		t.Errorf("no run answered the call with its result (each was cancelled)")
 	}
 	t.Logf("%d of 20 calls answered with their result, the rest cancelled", results)
+
+	// Large answers, read steadily but taking seconds: every one comes
+	// whole and the server exits 0. Before, the output was abandoned a
+	// second after the end whatever the client read (answers lost, one
+	// cut mid-line, exit 1 "write /dev/stdout: i/o timeout").
+	const calls, outputBytes = 4, 8 << 20
+	input := mcpInitialize + "\n"
+	for id := 1; id <= calls; id++ {
+		input += fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run_wasi","arguments":{"module":{"wat":%s},"limits":{"outputBytes":%d}}}}`+"\n",
+			id, jsonText(nulsWAT(outputBytes)), outputBytes)
+	}
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), mcpHang)
+		cmd := exec.CommandContext(ctx, binPath, "mcp")
+		cmd.Env = append(os.Environ(), "SANDBOXD_RUNTIMES=")
+		cmd.Stdin = strings.NewReader(input)
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		answered, cut := map[float64]bool{}, 0
+		r := bufio.NewReaderSize(pacedReader{stdout}, 1<<20)
+		for {
+			var line []byte
+			for {
+				piece, err := r.ReadSlice('\n')
+				line = append(line, piece...)
+				if err != bufio.ErrBufferFull {
+					if err != nil && len(line) > 0 {
+						cut = len(line)
+					}
+					break
+				}
+			}
+			if len(line) == 0 || cut > 0 {
+				break
+			}
+			var m map[string]any
+			if json.Unmarshal(line, &m) == nil && m["result"] != nil {
+				if id, ok := m["id"].(float64); ok {
+					answered[id] = true
+				}
+			}
+		}
+		err = cmd.Wait()
+		cancel()
+		if err != nil || cut > 0 || len(answered) != calls+1 {
+			t.Errorf("large answers, run %d: %d of %d answered, a line cut after %d bytes, exit %v\nstderr:\n%s", i, len(answered), calls+1, cut, err, stderr.String())
+		}
+	}
+}
+
+// pacedReader reads 32 KiB every 2 ms at most: a client that keeps
+// reading, more slowly than the server writes.
+type pacedReader struct{ r io.Reader }
+
+func (p pacedReader) Read(b []byte) (int, error) {
+	time.Sleep(2 * time.Millisecond)
+	return p.r.Read(b[:min(len(b), 32<<10)])
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -91,5 +92,76 @@ func TestACallRunningWhenTheInputEndsIsAnsweredCancelled(t *testing.T) {
 	}
 	if took < drainGrace || took > drainTimeout+4*time.Second { // the upper bound catches a hang, timing nothing
 		t.Errorf("Serve took %v; want drainGrace (%v) to about drainTimeout (%v)", took, drainGrace, drainTimeout)
+	}
+}
+
+// slowReader reads r a piece at a time, pausing between pieces: a client
+// that keeps reading, more slowly than the server writes.
+type slowReader struct {
+	r     io.Reader
+	piece int
+	pause time.Duration
+}
+
+func (s slowReader) Read(p []byte) (int, error) {
+	time.Sleep(s.pause)
+	return s.r.Read(p[:min(len(p), s.piece)])
+}
+
+// When the input ends, a client that keeps reading gets every answer
+// whole however long reading them takes: the output is abandoned only
+// once nothing of it was read for drainTimeout. It was abandoned
+// drainTimeout after the end whatever the client did (four answers of
+// 8 MB read at full speed lost some, one cut mid-line), and an answer
+// still waiting for the pipe when the last call was released was
+// dropped as the connection closed.
+func TestAClientThatKeepsReadingGetsEveryAnswerWhole(t *testing.T) {
+	const calls, outputBytes = 4, 1 << 20
+	srv, err := New(newEngine(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := initializeLine + "\n"
+	for id := 1; id <= calls; id++ {
+		input += fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run_wasi","arguments":{"module":{"wat":"(module)"},"args":["zeros:%d","2>zeros:%d"],"limits":{"outputBytes":%d}}}}`+"\n",
+			id, outputBytes, outputBytes, outputBytes)
+	}
+	cr, sw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.Serve(context.Background(), strings.NewReader(input), sw)
+		sw.Close()
+	}()
+	// 8 KiB every 2 ms at most: the answers (about 11 MB) take seconds
+	// to read, past drainTimeout.
+	r := bufio.NewReaderSize(slowReader{r: cr, piece: 8 << 10, pause: 2 * time.Millisecond}, 1<<20)
+	got := map[string]bool{}
+	var total int
+	for {
+		line, err := r.ReadBytes('\n')
+		total += len(line)
+		if err != nil {
+			if len(line) > 0 {
+				t.Errorf("a line cut after %d bytes", len(line))
+			}
+			break
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("a line that is not JSON: %.200q", line)
+		}
+		if m["result"] == nil {
+			t.Errorf("answered %.200s", line)
+		}
+		got[fmt.Sprint(m["id"])] = true
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	t.Logf("read %d bytes", total)
+	for id := range calls + 1 {
+		if !got[fmt.Sprint(id)] {
+			t.Errorf("call %d not answered (answers: %v)", id, got)
+		}
 	}
 }

@@ -40,9 +40,16 @@ const (
 	// maxToolNameBytes is longer than every tool's name.
 	maxToolNameBytes = 128
 	// maxParamsBytes bounds the params of every method but tools/call
-	// (initialize, ping, tools/list, notifications/cancelled, ...): what
-	// a client sends there is a few hundred bytes.
-	maxParamsBytes = 1 << 20
+	// (initialize, ping, tools/list, logging/setLevel,
+	// notifications/cancelled, ...): what a client sends there is a few
+	// hundred bytes, and the SDK decodes them into maps and interfaces,
+	// which take up to a hundred times the text (1 MiB of ping params
+	// held about 7 MiB while answered).
+	maxParamsBytes = 16 << 10
+	// maxMetaBytes bounds a tools/call's _meta, which the SDK decodes
+	// into a map[string]any (14 MB of {"x":[{"":0},...]} took 1.45 GB)
+	// and of which this server reads only progressToken.
+	maxMetaBytes = 4 << 10
 	// maxParamsDepth is the SDK's nesting limit of params (its
 	// internal/json): deeper params fail to decode, and the failure
 	// quoted them whole.
@@ -80,16 +87,17 @@ func screen(req *jsonrpc.Request) (problem string, code int64) {
 }
 
 // screenToolCall checks the members of tools/call's params the SDK
-// decodes (by their exact names, as it reads them): a mistyped one
-// failed the decoding, whose message quoted the arguments too.
+// decodes (by their exact names once unescaped, as it reads them): a
+// mistyped one failed the decoding, whose message quoted the arguments
+// too; a _meta past maxMetaBytes is refused.
 func screenToolCall(params []byte) (problem string, code int64) {
 	jsonscan.Members(params, func(key, value []byte) {
 		if problem != "" {
 			return
 		}
 		want := ""
-		switch string(key) {
-		case `"name"`:
+		switch jsonscan.String(key) {
+		case "name":
 			if kindOf(value) == "string" {
 				if name := jsonscan.String(value); len(name) > maxToolNameBytes {
 					problem = "unknown tool " + protocol.Quote(name) + " (" + itoa(uint64(len(name))) + " bytes)"
@@ -97,11 +105,15 @@ func screenToolCall(params []byte) (problem string, code int64) {
 				return
 			}
 			want = "a string"
-		case `"requestState"`:
+		case "requestState":
 			want = "a string"
-		case `"_meta"`:
+		case "_meta":
+			if len(value) > maxMetaBytes {
+				problem = "invalid params: _meta: " + itoa(uint64(len(value))) + " bytes, more than " + itoa(maxMetaBytes) + " (this server reads only its progressToken)"
+				return
+			}
 			want = "an object"
-		case `"inputResponses"`:
+		case "inputResponses":
 			// answers to an input_required result, which this server
 			// never gives
 			if kindOf(value) != "null" {

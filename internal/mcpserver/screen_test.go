@@ -35,7 +35,7 @@ func TestErrorsQuoteTheInputBriefly(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newRawClient(t, srv)
-	pad := strings.Repeat("x", 900<<10) // params the SDK decodes and fails on, under maxParamsBytes
+	pad := strings.Repeat("x", maxParamsBytes-100) // params the SDK decodes and fails on, under maxParamsBytes
 	for i, tc := range []struct {
 		name, method, params string
 		code                 float64
@@ -49,7 +49,7 @@ func TestErrorsQuoteTheInputBriefly(t *testing.T) {
 		{"method", big, `{}`, -32601, "method not found"},
 		{"params array", "tools/list", `[` + quoted(big) + `]`, -32602, "params must be an object"},
 		{"params string", "tools/call", quoted(big), -32602, "params must be an object"},
-		{"params too long", "ping", `{"x":` + quoted(big) + `}`, -32602, "more than 1048576"},
+		{"params too long", "ping", `{"x":` + quoted(big) + `}`, -32602, "more than " + fmt.Sprint(maxParamsBytes)},
 		{"params the SDK cannot decode", "logging/setLevel", `{"level":5,"x":"` + pad + `"}`, -32602, "cut: "},
 		{"params the SDK cannot decode (tools/list)", "tools/list", `{"cursor":5,"x":"` + pad + `"}`, -32602, "cut: "},
 	} {
@@ -129,5 +129,55 @@ func TestOversizedArgumentValuesAreAnsweredBriefly(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The params the SDK decodes into maps and interfaces (a tools/call's
+// _meta, every other method's params) took up to a hundred times their
+// text while the call ran: 14 MB of _meta held 1.45 GB, 900 KB of
+// logging/setLevel's level was accepted. Each is bounded and refused
+// past its bound, under its name as the SDK decodes it (escapes and
+// all), and the session goes on.
+func TestParamsTheSDKDecodesAreBounded(t *testing.T) {
+	srv, err := New(newEngine(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRawClient(t, srv)
+	meta := `{"x":[` + strings.Repeat(`{"":0},`, 1000) + `{"":0}]}` // 7,014 bytes
+	pad := strings.Repeat("x", maxParamsBytes)
+	for i, tc := range []struct {
+		name, method, params string
+		says                 string
+	}{
+		{"_meta", "tools/call", `{"name":"run_export","_meta":` + meta + `,"arguments":{"module":{"wat":"(module)"},"function":"run"}}`, "_meta: 7014 bytes, more than 4096"},
+		{"_meta under an escaped name", "tools/call", `{"name":"run_export","_m\u0065ta":` + meta + `,"arguments":{}}`, "_meta: 7014 bytes"},
+		{"name under an escaped name", "tools/call", `{"n\u0061me":` + quoted(big) + `,"arguments":{}}`, "unknown tool"},
+		{"logging/setLevel's level", "logging/setLevel", `{"level":"` + pad + `"}`, "more than " + fmt.Sprint(maxParamsBytes)},
+		{"ping's params", "ping", `{"x":"` + pad + `"}`, "more than " + fmt.Sprint(maxParamsBytes)},
+		{"initialize's clientInfo", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"` + pad + `","version":"1"}}`, "more than " + fmt.Sprint(maxParamsBytes)},
+	} {
+		c.send(`{"jsonrpc":"2.0","id":` + fmt.Sprint(i+1) + `,"method":` + quoted(tc.method) + `,"params":` + tc.params + `}`)
+		line := c.readLine()
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("%s: %.200q", tc.name, line)
+		}
+		e, _ := m["error"].(map[string]any)
+		if m["id"] != float64(i+1) || e == nil || e["code"] != float64(-32602) || !strings.Contains(fmt.Sprint(e["message"]), tc.says) || len(line) > maxEchoBytes {
+			t.Errorf("%s: %.400s; want error -32602 saying %q", tc.name, line, tc.says)
+		}
+	}
+	small := `{"progressToken":"p1","x":[` + strings.Repeat(`{"":0},`, 400) + `{"":0}]}` // 2.8 KB
+	c.send(`{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"run_export","_meta":` + small + `,"arguments":{"module":{"wat":"(module)"},"function":"run"}}}`)
+	for {
+		m := c.read()
+		if m["method"] == "notifications/progress" {
+			continue
+		}
+		if m["id"] != float64(100) || m["result"] == nil {
+			t.Errorf("a call with a _meta under the bound: %v", m)
+		}
+		break
 	}
 }

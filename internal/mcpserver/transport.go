@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -42,15 +43,30 @@ import (
 //     method or tool name, params that do not decode) is answered by the
 //     reader, briefly, and every error response is cut as it is written
 //     (screen.go).
+//   - The SDK queues every notification it reads on a slice without
+//     bound, ahead of the calls read after it: a flood of them grew the
+//     server by ten times their size and stalled every call. Here only
+//     the notifications the server uses reach the SDK: the first
+//     notifications/initialized, and one notifications/cancelled per
+//     call in flight (so what passes is bounded by the calls admitted);
+//     every other one (progress, roots/list_changed, repeats, unknown
+//     methods) is dropped and counted (notesDropped), the first logged.
 //   - When the input ends, every call read is still answered: the SDK
 //     cancels its calls, and fails every write, as soon as Read reports
 //     the end, which lost the answers owed (`printf '<initialize>\n
 //     <tools/call>\n' | sandboxd mcp` answered nothing 19 times in 20).
-//     So Read reports the end only once no call it admitted is
-//     unanswered. The calls still running drainGrace after the end are
-//     cancelled (answered cancelled), and the output is abandoned after
-//     drainTimeout (its write deadline, or Close), so the server exits
-//     within drainTimeout even if the client never reads.
+//     So Read reports the end only once every call it admitted has its
+//     answer written, not merely begun (an answer waiting for the pipe
+//     when the last call was released was dropped as the SDK closed). The calls still running drainGrace after the end are
+//     cancelled (answered cancelled). The output is abandoned (its write
+//     deadline, or Close) only once it has made no progress for
+//     drainTimeout while a write is under way: writes go out in pieces
+//     of writeChunk, each one progress, so a client that keeps reading
+//     gets every answer whole however long they are, and one that stops
+//     reading is abandoned drainTimeout after it stopped (perhaps
+//     mid-line). Calls making their answers (not writing) are not the
+//     client's doing: the server waits for them (cancelled, they end
+//     within their own fences).
 //
 // Only protocol messages are ever written to out.
 
@@ -61,13 +77,16 @@ type transportLimits struct {
 	maxQueueBytes int64
 }
 
-// drainTimeout is how long the output is kept, once the input has ended,
-// for the client to read what it is owed; the calls still running
-// drainGrace after the end are cancelled, so that their answers (kind
-// cancelled) have the rest of it to be written.
+// drainTimeout is how long a write is waited for, once the input has
+// ended, without the client reading any of it (no writeChunk written);
+// the calls still running drainGrace after the end are cancelled, so
+// that their answers (kind cancelled) are written.
 const (
 	drainTimeout = time.Second
 	drainGrace   = drainTimeout / 2
+	// writeChunk is the most written to out at once: each piece written
+	// is progress for the drain.
+	writeChunk = 16 << 10
 )
 
 type transport struct {
@@ -90,7 +109,7 @@ func newTransport(in io.Reader, out io.Writer, lim transportLimits, gate *output
 // Connect implements mcp.Transport: it is called once.
 func (t *transport) Connect(context.Context) (mcp.Connection, error) {
 	t.conn = &conn{r: framing.NewReader(t.in, framing.NDJSON, t.lim.maxMessage), in: t.in, out: t.out, lim: t.lim, log: t.log,
-		gate: t.gate, endCalls: t.endCalls, inFlight: map[jsonrpc.ID]int64{}, closed: make(chan struct{}),
+		gate: t.gate, endCalls: t.endCalls, inFlight: map[jsonrpc.ID]int64{}, cancelled: map[jsonrpc.ID]bool{}, closed: make(chan struct{}),
 		abandoned: make(chan struct{})}
 	return t.conn, nil
 }
@@ -103,6 +122,7 @@ func (t *transport) finished() {
 	}
 	t.conn.mu.Lock()
 	defer t.conn.mu.Unlock()
+	t.conn.over = true
 	for _, tm := range []*time.Timer{t.conn.drain, t.conn.grace} {
 		if tm != nil {
 			tm.Stop()
@@ -123,12 +143,21 @@ type conn struct {
 
 	wmu sync.Mutex // one message at a time on out
 
-	mu       sync.Mutex
-	inFlight map[jsonrpc.ID]int64 // calls read and not answered: their sizes
-	queued   int64                // their sum
-	drain    *time.Timer          // set when the input ended: abandons the output
-	grace    *time.Timer          // set when the input ended: ends the calls still running
-	answered chan struct{}        // set when the input ended: closed once inFlight is empty
+	mu          sync.Mutex
+	inFlight    map[jsonrpc.ID]int64 // calls read and not answered: their sizes
+	queued      int64                // their sum
+	cancelled   map[jsonrpc.ID]bool  // calls in flight whose notifications/cancelled passed
+	initialized bool                 // notifications/initialized passed
+	drain       *time.Timer          // set when the input ended: abandons the output once it makes no progress
+	grace       *time.Timer          // set when the input ended: ends the calls still running
+	answering   int                  // answers being written
+	answered    chan struct{}        // set when the input ended: closed once inFlight is empty and no answer is being written
+	over        bool                 // the session is over: the drain stops
+
+	lastWrite      atomic.Int64 // when a write to out last began or wrote a piece (or the input ended), in Unix ns
+	writing        atomic.Bool  // a write to out is under way
+	notesDropped   atomic.Int64 // notifications not passed to the SDK
+	initializeRead atomic.Bool  // an initialize call was handed to the SDK
 
 	closeOnce     sync.Once
 	closed        chan struct{}
@@ -149,6 +178,9 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.refuse(jsonrpc.ID{}, protocol.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes (sandboxd mcp --max-message-bytes); skipped", tl.Max))
 			continue
 		case err != nil:
+			if n := c.notesDropped.Load(); n > 1 {
+				c.log.Warn("dropped notifications", "count", n)
+			}
 			c.inputEnded()
 			c.awaitAnswers()
 			select {
@@ -176,28 +208,83 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
-		if req.IsCall() {
-			if err := c.gate.wait(ctx); err != nil {
-				return nil, err
+		if !req.IsCall() {
+			problem, _ := screen(req)
+			if problem == "" {
+				problem = c.passNotification(req)
 			}
-			if problem := c.admit(req.ID, size); problem != "" {
-				id := req.ID
-				if problem == duplicateID {
-					id = jsonrpc.ID{} // the answer would be taken for the first request's
-				}
-				c.refuse(id, protocol.CodeBusy, problem)
+			if problem != "" {
+				c.dropNotification(req.Method, problem)
 				continue
 			}
+			return msg, nil
+		}
+		if err := c.gate.wait(ctx); err != nil {
+			return nil, err
+		}
+		if problem := c.admit(req.ID, size); problem != "" {
+			id := req.ID
+			if problem == duplicateID {
+				id = jsonrpc.ID{} // the answer would be taken for the first request's
+			}
+			c.refuse(id, protocol.CodeBusy, problem)
+			continue
 		}
 		if problem, code := screen(req); problem != "" {
-			if req.IsCall() {
-				c.refuse(req.ID, code, problem) // its answer releases its place
-			} else {
-				c.log.Warn("dropped a notification", "problem", problem)
-			}
+			c.refuse(req.ID, code, problem) // its answer releases its place
+			continue
+		}
+		if req.Method == "initialize" && c.initializeRead.Swap(true) {
+			// the SDK answers a second one with code 0
+			c.refuse(req.ID, protocol.CodeInvalidRequest, "already initialized: initialize is sent once a session")
 			continue
 		}
 		return msg, nil
+	}
+}
+
+// passNotification says why a notification that passed the screen is
+// not handed to the SDK, or "" to hand it on: only the first
+// notifications/initialized and one notifications/cancelled per call in
+// flight are.
+func (c *conn) passNotification(req *jsonrpc.Request) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch req.Method {
+	case "notifications/initialized":
+		if c.initialized {
+			return "notifications/initialized again"
+		}
+		c.initialized = true
+		return ""
+	case "notifications/cancelled":
+		var id jsonrpc.ID
+		found := false
+		jsonscan.Members(jsonscan.TrimSpace(req.Params), func(key, value []byte) {
+			if jsonscan.String(key) == "requestId" {
+				id, found = idOf(value)
+			}
+		})
+		switch {
+		case !found:
+			return "notifications/cancelled without a requestId that is a string or an integer"
+		case c.cancelled[id]:
+			return "notifications/cancelled again for the same request"
+		}
+		if _, ok := c.inFlight[id]; !ok {
+			return "notifications/cancelled for no request in flight"
+		}
+		c.cancelled[id] = true
+		return ""
+	}
+	return "a notification this server has no use for"
+}
+
+// dropNotification counts a notification not handed to the SDK, and
+// logs the first.
+func (c *conn) dropNotification(method, problem string) {
+	if c.notesDropped.Add(1) == 1 {
+		c.log.Warn("dropped a notification (the later ones are counted, not logged)", "method", clip(method), "problem", problem)
 	}
 }
 
@@ -254,30 +341,43 @@ func (c *conn) admit(id jsonrpc.ID, size int64) string {
 	return ""
 }
 
-// release forgets an answered call.
+// release forgets an answered call as its answer's write begins (its
+// place in the queue is free), and counts the write until writeEnded.
 func (c *conn) release(id jsonrpc.ID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if size, ok := c.inFlight[id]; ok {
 		delete(c.inFlight, id)
+		delete(c.cancelled, id)
 		c.queued -= size
 	}
-	if c.answered != nil && len(c.inFlight) == 0 {
+	c.answering++
+}
+
+// writeEnded uncounts an answer whose write has returned.
+func (c *conn) writeEnded() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.answering--
+	c.checkAnswered()
+}
+
+// checkAnswered closes answered once the input has ended and every call
+// admitted has had its answer written. c.mu is held.
+func (c *conn) checkAnswered() {
+	if c.answered != nil && len(c.inFlight) == 0 && c.answering == 0 {
 		c.answeredClose.Do(func() { close(c.answered) })
 	}
 }
 
 // awaitAnswers waits, once the input has ended, until every call admitted
-// has been handed its answer to write (a response releases its call as
-// its write begins; the SDK finishes the writes it began before it
-// closes), or the output has been abandoned, or the connection closed.
+// has had its answer written (not merely begun), or the output has been
+// abandoned, or the connection closed.
 func (c *conn) awaitAnswers() {
 	c.mu.Lock()
 	if c.answered == nil {
 		c.answered = make(chan struct{})
-		if len(c.inFlight) == 0 {
-			c.answeredClose.Do(func() { close(c.answered) })
-		}
+		c.checkAnswered()
 	}
 	answered := c.answered
 	c.mu.Unlock()
@@ -296,11 +396,15 @@ func (c *conn) refuse(id jsonrpc.ID, code int64, message string) {
 	}
 }
 
-// Write sends one message. A response releases its call's place first,
-// whatever becomes of the write.
+// Write sends one message. A response releases its call's place as its
+// write begins, and is counted until the write has returned, whatever
+// became of it: Read reports the end of the input only after that, so
+// the SDK closes no connection with an answer still to write.
 func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok {
 		c.release(resp.ID)
+		defer c.writeEnded() // runs after the write's own defers
+
 		if resp.Error != nil {
 			msg = boundError(resp)
 		}
@@ -322,30 +426,59 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return mcp.ErrConnectionClosed
 	default:
 	}
+	c.lastWrite.Store(time.Now().UnixNano())
+	c.writing.Store(true)
+	defer c.writing.Store(false)
 	for _, p := range parts {
-		if len(p) == 0 {
-			continue
-		}
-		if _, err := c.out.Write(p); err != nil {
-			return err
+		for len(p) > 0 {
+			n, err := c.out.Write(p[:min(len(p), writeChunk)])
+			if n > 0 {
+				c.lastWrite.Store(time.Now().UnixNano())
+			}
+			if err != nil {
+				return err
+			}
+			p = p[n:]
 		}
 	}
 	return nil
 }
 
 // inputEnded starts the drain: the calls still running after drainGrace
-// are cancelled (their answers say so), and the client has drainTimeout
-// to read what it is owed, then the output is abandoned so no writer
-// stays blocked.
+// are cancelled (their answers say so), and the output is abandoned once
+// nothing has been written to it for drainTimeout, so no writer stays
+// blocked on a client that does not read.
 func (c *conn) inputEnded() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.drain == nil {
-		c.drain = time.AfterFunc(drainTimeout, c.abandonOutput)
+		c.lastWrite.Store(time.Now().UnixNano())
+		c.drain = time.AfterFunc(drainTimeout, c.checkDrain)
 		if c.endCalls != nil {
 			c.grace = time.AfterFunc(drainGrace, c.endCalls)
 		}
 	}
+}
+
+// checkDrain abandons the output if a write to it has made no progress
+// for drainTimeout, else looks again drainTimeout after the last
+// progress. While no write is under way (the calls still running are
+// making their answers) the output is not stuck, and is kept.
+func (c *conn) checkDrain() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.over {
+		return
+	}
+	if !c.writing.Load() {
+		c.drain = time.AfterFunc(drainTimeout, c.checkDrain)
+		return
+	}
+	if idle := time.Since(time.Unix(0, c.lastWrite.Load())); idle < drainTimeout {
+		c.drain = time.AfterFunc(drainTimeout-idle, c.checkDrain)
+		return
+	}
+	c.abandonOutput()
 }
 
 // abandonOutput ends every write in progress and to come: by a write

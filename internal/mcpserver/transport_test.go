@@ -1,10 +1,15 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // The transport against what no SDK client sends: every bad line is
@@ -174,5 +179,69 @@ func TestProgressEnvelopesAreBounded(t *testing.T) {
 	}
 	if envelopes := wire - data; envelopes > envelopeBudget+3*(envelopeBytes+202) {
 		t.Errorf("%d notifications: %d bytes of envelopes for %d of output (budget %d)", count, envelopes, data, envelopeBudget)
+	}
+}
+
+// The SDK queues every notification it reads, without bound, ahead of
+// the calls read after it: 94 MB of notifications/progress grew the
+// server to 928 MB and a ping behind them waited 36 s. Only the first
+// notifications/initialized and one notifications/cancelled per call in
+// flight reach it; the rest are dropped and counted, and a call after a
+// flood is the next message the SDK reads.
+func TestOnlyTheNotificationsTheServerUsesReachTheSDK(t *testing.T) {
+	const n = 2000
+	var in strings.Builder
+	line := func(s string) { in.WriteString(s + "\n") }
+	line(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
+	line(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	line(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_export"}}`)
+	for i := range n {
+		line(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		line(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":` + fmt.Sprint(i) + `}}`)
+		line(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+		line(`{"jsonrpc":"2.0","method":"notifications/whatever` + fmt.Sprint(i) + `"}`)
+		line(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}`)
+		line(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`) // passes once
+	}
+	line(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	tr := newTransport(strings.NewReader(in.String()), io.Discard, transportLimits{maxMessage: 1 << 20, maxQueue: 8, maxQueueBytes: 1 << 20},
+		newOutputGate(1<<20), slog.New(slog.DiscardHandler), nil)
+	mc, err := tr.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 5 {
+		msg, err := mc.Read(context.Background())
+		if err != nil {
+			t.Fatalf("Read after %v: %v", got, err)
+		}
+		req := msg.(*jsonrpc.Request)
+		got = append(got, fmt.Sprintf("%s %v", req.Method, req.ID.Raw()))
+	}
+	want := []string{"initialize 0", "notifications/initialized <nil>", "tools/call 1", "notifications/cancelled <nil>", "ping 2"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the SDK read %q; want %q", got, want)
+	}
+	if dropped := tr.conn.notesDropped.Load(); dropped != 6*n-1 {
+		t.Errorf("%d notifications dropped; want %d", dropped, 6*n-1)
+	}
+}
+
+// A second initialize is an invalid request (-32600), not the SDK's
+// error of code 0; the session goes on.
+func TestASecondInitializeIsAnInvalidRequest(t *testing.T) {
+	srv, err := New(newEngine(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRawClient(t, srv)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := c.read(); m["id"] != float64(1) || fmt.Sprint(m["error"]) != "map[code:-32600 message:already initialized: initialize is sent once a session]" {
+		t.Errorf("a second initialize: %v", m)
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if m := c.read(); m["id"] != float64(2) || m["error"] != nil {
+		t.Errorf("a ping after it: %v", m)
 	}
 }

@@ -54,23 +54,12 @@ func decodeMessage(body []byte) (jsonrpc.Message, error) {
 	if kindOf(version) != "string" || jsonscan.String(version) != "2.0" {
 		return nil, errNotJSONRPC
 	}
-	var idValue any // as DecodeMessage reads it (checkID refuses the numbers a float64 would change)
-	switch kindOf(id) {
-	case "nothing", "null":
-	case "string":
-		idValue = jsonscan.String(id)
-	case "number":
-		f, err := strconv.ParseFloat(string(id), 64)
-		if err != nil {
+	var msgID jsonrpc.ID
+	if k := kindOf(id); k != "nothing" && k != "null" {
+		var ok bool
+		if msgID, ok = idOf(id); !ok {
 			return nil, errNotJSONRPC
 		}
-		idValue = f
-	default:
-		return nil, errNotJSONRPC
-	}
-	msgID, err := jsonrpc.MakeID(idValue)
-	if err != nil {
-		return nil, errNotJSONRPC
 	}
 	if method != nil {
 		name := ""
@@ -95,6 +84,26 @@ func decodeMessage(body []byte) (jsonrpc.Message, error) {
 		resp.Error = we
 	}
 	return resp, nil
+}
+
+// idOf is an id (a string or a number) as the SDK reads it: a number
+// through a float64 (checkID refuses the numbers that would change).
+func idOf(v []byte) (jsonrpc.ID, bool) {
+	var value any
+	switch kindOf(v) {
+	case "string":
+		value = jsonscan.String(v)
+	case "number":
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return jsonrpc.ID{}, false
+		}
+		value = f
+	default:
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(value)
+	return id, err == nil
 }
 
 // readWireError reads an error object by its exact member names (as the
