@@ -65,6 +65,22 @@ func CutUTF8(s string, n int) string {
 	return s[:n]
 }
 
+// IncompleteUTF8Tail is how many bytes at the end of p begin a UTF-8
+// sequence that more bytes could complete (0 to 3): cutting them off
+// leaves p ending between characters, as a piece of a stream that goes
+// on must.
+func IncompleteUTF8Tail(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				return len(p) - i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
 // Bounded is s cut to MaxQuotedBytes (CutUTF8) with "…" where it was cut,
 // unescaped: for data fields, which JSON escapes.
 func Bounded(s string) string {

@@ -33,3 +33,14 @@ func TestQuote(t *testing.T) {
 		t.Errorf("Bounded = %q", b)
 	}
 }
+
+func TestIncompleteUTF8Tail(t *testing.T) {
+	for _, tc := range []struct {
+		p    string
+		tail int
+	}{{"", 0}, {"a", 0}, {"\xc3", 1}, {"\xc3\xa9", 0}, {"\xe2\x82", 2}, {"\xf0\x9f\x98", 3}, {"\xf0\x9f\x98\x80", 0}, {"\xff", 0}, {"\x82", 0}} {
+		if got := IncompleteUTF8Tail([]byte(tc.p)); got != tc.tail {
+			t.Errorf("IncompleteUTF8Tail(%q) = %d, want %d", tc.p, got, tc.tail)
+		}
+	}
+}

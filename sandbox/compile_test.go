@@ -35,23 +35,11 @@ func nestedLoops(n int, salt byte) []byte {
 	body = append(body, []byte(strings.Repeat("\x03\x40", n))...)
 	body = append(body, []byte(strings.Repeat("\x0b", n))...)
 	body = append(body, 0x41, salt&0x3f, 0x1a, 0x0b) // i32.const salt; drop; end
-	uleb := func(n int) []byte {
-		var out []byte
-		for {
-			b := byte(n & 0x7f)
-			n >>= 7
-			if n == 0 {
-				return append(out, b)
-			}
-			out = append(out, b|0x80)
-		}
-	}
-	section := func(id byte, b []byte) []byte { return append(append([]byte{id}, uleb(len(b))...), b...) }
 	m := []byte("\x00asm\x01\x00\x00\x00")
-	m = append(m, section(1, []byte{1, 0x60, 0, 0})...)
-	m = append(m, section(3, []byte{1, 0})...)
-	m = append(m, section(7, []byte{1, 3, 'r', 'u', 'n', 0, 0})...)
-	return append(m, section(10, append(append([]byte{1}, uleb(len(body))...), body...))...)
+	m = append(m, wasmSection(1, []byte{1, 0x60, 0, 0})...)
+	m = append(m, wasmSection(3, []byte{1, 0})...)
+	m = append(m, wasmSection(7, []byte{1, 3, 'r', 'u', 'n', 0, 0})...)
+	return append(m, wasmSection(10, append(append([]byte{1}, leb(len(body))...), body...))...)
 }
 
 // compileWithin runs Compile in the background and returns its error, or

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sandboxd/sandboxd/protocol"
 )
 
 // Output streaming. A guest's writes reach Request.Output coalesced, so
@@ -178,7 +180,7 @@ func (s *outputSink) send(n int, final bool) {
 	}
 	piece := st.kept[st.sent:]
 	if !final {
-		piece = piece[:len(piece)-incompleteTail(piece)]
+		piece = piece[:len(piece)-protocol.IncompleteUTF8Tail(piece)]
 	}
 	if len(piece) == 0 {
 		return
@@ -198,20 +200,6 @@ func (s *outputSink) send(n int, final bool) {
 	// The kept bytes never change once written: hand out a view of them
 	// that the receiver cannot append into.
 	s.forward(name, piece[:len(piece):len(piece)])
-}
-
-// incompleteTail is how many bytes at the end of p begin a UTF-8 sequence
-// that more bytes could complete (0 to 3).
-func incompleteTail(p []byte) int {
-	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(p[i]) {
-			if !utf8.FullRune(p[i:]) {
-				return len(p) - i
-			}
-			return 0
-		}
-	}
-	return 0
 }
 
 // finish forwards what is pending, stops forwarding for good (no call of

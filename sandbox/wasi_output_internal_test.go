@@ -29,14 +29,6 @@ func TestOutputSinkKeepsUTF8SequencesWhole(t *testing.T) {
 	if string(out.Stdout) != "a\xc3\xa9b\xe2\x82" || string(out.Stderr) != "x" || out.Truncated {
 		t.Fatalf("output %q %q %v", out.Stdout, out.Stderr, out.Truncated)
 	}
-	for _, tc := range []struct {
-		p    string
-		tail int
-	}{{"", 0}, {"a", 0}, {"\xc3", 1}, {"\xc3\xa9", 0}, {"\xe2\x82", 2}, {"\xf0\x9f\x98", 3}, {"\xf0\x9f\x98\x80", 0}, {"\xff", 0}, {"\x82", 0}} {
-		if got := incompleteTail([]byte(tc.p)); got != tc.tail {
-			t.Errorf("incompleteTail(%q) = %d, want %d", tc.p, got, tc.tail)
-		}
-	}
 }
 
 // One-byte pieces cost OutputPieceCost each: the stream stops at its wire

@@ -146,7 +146,7 @@ func (t *text) output(label, field string, data []byte, inline bool) {
 		return
 	}
 	preview := data[:min(len(data), textPreviewBytes)]
-	preview = preview[:len(preview)-incompleteTail(preview)]
+	preview = preview[:len(preview)-protocol.IncompleteUTF8Tail(preview)]
 	shown := fitWire(string(preview), min(textPreviewBytes, t.room())-len("…"))
 	note := "the first " + itoa(uint64(len(shown))) + " of " + size + " bytes; all of them in " + where
 	if len(shown) < len(data) {
@@ -196,21 +196,6 @@ func (t *text) lines(label, field string, n int, line func(i int) string) {
 	}
 	t.add("\n--- " + label + " (the first " + itoa(uint64(len(shown))) + " of " + itoa(uint64(n)) +
 		" lines; all of them in structuredContent." + field + ") ---\n" + strings.Join(shown, "\n"))
-}
-
-// incompleteTail is how many bytes at the end of p begin a UTF-8
-// sequence that more bytes could complete (0 to 3): a preview is not cut
-// inside a character.
-func incompleteTail(p []byte) int {
-	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(p[i]) {
-			if !utf8.FullRune(p[i:]) {
-				return len(p) - i
-			}
-			return 0
-		}
-	}
-	return 0
 }
 
 // bounded is e as an answer carries it: its message cut to
