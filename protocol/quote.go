@@ -18,7 +18,13 @@ const MaxQuotedBytes = 64
 // bytes on a rune boundary, with "…" after the closing quote where it was
 // cut.
 func Quote(s string) string {
-	cut := CutUTF8(s, MaxQuotedBytes)
+	return QuoteN(s, MaxQuotedBytes)
+}
+
+// QuoteN is Quote with n bytes of s at most instead of MaxQuotedBytes,
+// for values a message shows longer (a file path).
+func QuoteN(s string, n int) string {
+	cut := CutUTF8(s, n)
 	q := strconv.Quote(cut)
 	if len(cut) < len(s) {
 		q += "…"
@@ -47,10 +53,16 @@ const MaxMessageBytes = 4096
 // BoundMessage is msg cut to MaxMessageBytes (CutUTF8) with "…" where it
 // was cut.
 func BoundMessage(msg string) string {
-	if len(msg) <= MaxMessageBytes {
-		return msg
+	return Cut(msg, MaxMessageBytes)
+}
+
+// Cut is s cut to at most n bytes on a rune boundary (CutUTF8), with "…"
+// where it was cut; s itself when it fits.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return CutUTF8(msg, MaxMessageBytes) + "…"
+	return CutUTF8(s, n) + "…"
 }
 
 // CutUTF8 returns the longest prefix of s of at most n bytes that does

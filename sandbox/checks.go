@@ -92,10 +92,7 @@ func funcNames(m *Module) string {
 // boundedName is a module's name for a message: cut to maxQuotedName
 // bytes on a rune boundary, with "…" where it was cut.
 func boundedName(s string) string {
-	if len(s) <= maxQuotedName {
-		return s
-	}
-	return protocol.CutUTF8(s, maxQuotedName) + "…"
+	return protocol.Cut(s, maxQuotedName)
 }
 
 func supported(t string) bool {

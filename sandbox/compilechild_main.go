@@ -12,6 +12,7 @@ import (
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -194,7 +195,7 @@ func toWasm(raw []byte, path string, max int) ([]byte, error) {
 	if err != nil {
 		defer releaseWasmtimeError(err)
 		if path != "" {
-			return nil, &Error{Kind: KindInvalidModule, Message: fmt.Sprintf("module file %s is neither a wasm binary nor valid WAT%s", quotedPath(path), watLocation(err.Error()))}
+			return nil, &Error{Kind: KindInvalidModule, Message: fmt.Sprintf("module file %s is neither a wasm binary nor valid WAT%s", protocol.QuoteN(path, maxQuotedPath), watLocation(err.Error()))}
 		}
 		return nil, &Error{Kind: KindInvalidModule, Message: "invalid WAT: " + engineMessage(err.Error())}
 	}

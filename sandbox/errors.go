@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/sandboxd/sandboxd/protocol"
 )
@@ -256,20 +255,9 @@ const (
 func clipQuoted(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = cutUTF8(l, maxQuotedLine)
+		lines[i] = protocol.Cut(l, maxQuotedLine)
 	}
-	return cutUTF8(strings.Join(lines, "\n"), maxQuotedMessage)
-}
-
-// cutUTF8 is s cut to at most n bytes plus "…", on a rune boundary.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return protocol.Cut(strings.Join(lines, "\n"), maxQuotedMessage)
 }
 
 // engineMessage is a wasmtime error as a message: cleaned (cleanMessage)

@@ -35,21 +35,9 @@ const (
 // and still a small part of an error answer.
 const maxQuotedPath = 512
 
-// quotedPath is a module path as a message names it: quoted as
-// protocol.Quote quotes (escaped), cut to maxQuotedPath bytes on a rune
-// boundary with "…" where it was cut.
-func quotedPath(path string) string {
-	cut := protocol.CutUTF8(path, maxQuotedPath)
-	q := strconv.Quote(cut)
-	if len(cut) < len(path) {
-		q += "…"
-	}
-	return q
-}
-
 // pathError is the host error of a module file that cannot be used.
 func pathError(path, problem string, cause error) *Error {
-	return &Error{Kind: KindHost, Message: fmt.Sprintf("module file %s: %s", quotedPath(path), problem), err: cause}
+	return &Error{Kind: KindHost, Message: fmt.Sprintf("module file %s: %s", protocol.QuoteN(path, maxQuotedPath), problem), err: cause}
 }
 
 // readModuleFile reads the module file at path, at most max bytes, or

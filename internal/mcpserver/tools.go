@@ -202,9 +202,7 @@ func grantField(field, problem string) *inputError {
 	if f, ok := strings.CutPrefix(field, protocol.WASIField+"."); ok {
 		field = f
 	}
-	if len(field) > maxFieldBytes {
-		field = protocol.CutUTF8(field, maxFieldBytes) + "…"
-	}
+	field = protocol.Cut(field, maxFieldBytes)
 	return &inputError{Field: field, Problem: problem}
 }
 
