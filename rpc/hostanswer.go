@@ -156,10 +156,7 @@ func (s *Server) endHostCallNotJSON(body, trimmed []byte, syn *json.SyntaxError)
 	where := "at its end"
 	if at := int(syn.Offset) - 1; syn.Offset > 0 && at < len(trimmed) && !strings.HasPrefix(syn.Error(), "unexpected end") {
 		rest := trimmed[at:]
-		excerpt := strconv.Quote(protocol.CutUTF8(string(rest[:min(len(rest), maxNotJSONExcerpt+1)]), maxNotJSONExcerpt))
-		if len(rest) > maxNotJSONExcerpt {
-			excerpt += "…"
-		}
+		excerpt := protocol.QuoteN(string(rest[:min(len(rest), maxNotJSONExcerpt+1)]), maxNotJSONExcerpt) // one byte past the bound: QuoteN marks the cut
 		where = fmt.Sprintf("at byte %d (%s)", lead+at, excerpt)
 	}
 	return s.hosts.deliver(hid, hostAnswer{problem: fmt.Sprintf("the parent's answer to host call %s is not JSON: %s %s",
