@@ -13,18 +13,13 @@ import (
 // output (stdout, stderr, a plugin's output, a snippet's value, log
 // lines) once, as the sidecar writes it: bytes as protocol.Bytes ({"text"}
 // when they are UTF-8 and their JSON string is no longer than their
-// base64, else {"base64"}: Bytes.AsText), so each costs at most 4/3 of its bytes on the
-// wire however the guest fills it (a NUL is six bytes as text). The text
+// base64, else {"base64"}: Bytes.AsText), so each costs at most 4/3 of
+// its bytes on the wire however the guest fills it (a NUL is six bytes as text). The text
 // content is for clients that read only text: the same answer rendered
 // for a reader (the kind and message, the exit code, the value, the
 // output), within maxTextBytes on the wire; output that does not fit is
 // shown by its first bytes and a note naming the structured field that
 // has it all (or only the note, for output that is not text).
-//
-// Before, the text repeated the whole output: 2 MiB of NULs written by a
-// run_wasi guest were a 15.4 MB answer (12 MiB of \u0000 in the text,
-// the base64 beside it), and a call asking for the largest outputBytes
-// one of 492 MB, for which the server peaked at 4.3 GB.
 //
 // MCP says a tool with an output schema SHOULD also return its
 // structured content serialized in a text content, for clients that
