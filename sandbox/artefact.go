@@ -22,6 +22,7 @@ import (
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
+	"github.com/sandboxd/sandboxd/protocol"
 	"github.com/sandboxd/sandboxd/sandbox/internal/wasmbin"
 )
 
@@ -97,7 +98,7 @@ func openArtefactStore(dir string) (*artefactStore, error) {
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
 	// The operator's directory is checked before anything is made in it.
-	for _, d := range []string{filepath.Dir(s.dir), s.dir} {
+	for _, d := range s.dirs() {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("cache dir: %w", err)
 		}
@@ -108,19 +109,26 @@ func openArtefactStore(dir string) (*artefactStore, error) {
 	return s, nil
 }
 
-// checkTrusted checks the store's directory and the directory above it
-// (the one the operator named) by the rule of trusted.go.
+// dirs are the directory above the store's (the one the operator named)
+// and the store's own, in that order: those the rule of trusted.go holds.
+func (s *artefactStore) dirs() []string {
+	return []string{filepath.Dir(s.dir), s.dir}
+}
+
+// checkTrusted checks s.dirs by the rule of trusted.go.
 func (s *artefactStore) checkTrusted() error {
-	if err := checkTrustedDir(filepath.Dir(s.dir), s.uid); err != nil {
-		return err
+	for _, d := range s.dirs() {
+		if err := checkTrustedDir(d, s.uid); err != nil {
+			return err
+		}
 	}
-	return checkTrustedDir(s.dir, s.uid)
+	return nil
 }
 
 // checkTrustedIfPresent is checkTrusted for the directories that exist:
 // one that does not is made (0700) and checked when an artefact is saved.
 func (s *artefactStore) checkTrustedIfPresent() error {
-	for _, d := range []string{filepath.Dir(s.dir), s.dir} {
+	for _, d := range s.dirs() {
 		if _, err := os.Lstat(d); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
@@ -196,7 +204,7 @@ func (e *Engine) idOfText(ctx context.Context, key string) string {
 	}
 	return readFromDisk(ctx, func() string {
 		b, err := e.store.readSmall(e.store.aliasPath(key), int64(len(IDPrefix)+64+1))
-		if id := string(b); err == nil && strings.HasPrefix(id, IDPrefix) && len(id) == len(IDPrefix)+64 {
+		if id := string(b); err == nil && protocol.IsModuleID(id) {
 			return id
 		}
 		return ""
